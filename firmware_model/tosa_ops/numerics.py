@@ -1,0 +1,179 @@
+"""The TOSA integer numeric primitives, one small function each, named as in the spec.
+
+Every function is vectorised over numpy arrays and computes in int64 with the widths the spec
+gives; results come back in the spec's result type. These are the only implementations in the
+project: the interpreter's ops, the golden model's NPU units and the RTL benches' expected values
+all call them.
+
+REQUIRE conditions raise `TosaUnpredictable` when ``require`` is true (the interpreter's view: the
+graph's result is unpredictable). Hardware does not check them, so the golden model calls the
+primitives with ``require=False`` and gets the datapath's defined behaviour instead: the same
+arithmetic, truncated to the result width as the RTL does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_model.errors import TosaUnpredictable
+from firmware_model.tosa_ops.dtypes import DType, wrap
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+# RESCALE rounding modes, values as in the TOSA schema's RoundingMode enum.
+SINGLE_ROUND = 1
+INEXACT_ROUND = 2
+DOUBLE_ROUND = 3
+
+
+def _i64(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64)
+
+
+def _require(cond: np.ndarray | bool, primitive: str, rule: str) -> None:
+    if not np.all(cond):
+        raise TosaUnpredictable(primitive, rule)
+
+
+def apply_scale_32(value, multiplier, shift, double_round=False, *, require=True) -> np.ndarray:
+    """int32 apply_scale_32(int32 value, int32 multiplier, int8 shift, bool double_round).
+
+    result = (value * multiplier + round) >> shift, round = 1 << (shift - 1), and with
+    double_round an extra +/- (1 << 30) (towards the sign of value) when shift > 31.
+    """
+    value, multiplier, shift = _i64(value), _i64(multiplier), _i64(shift)
+    if require:
+        _require(multiplier >= 0, "apply_scale_32", "multiplier >= 0")
+        _require((shift >= 2) & (shift <= 62), "apply_scale_32", "2 <= shift <= 62")
+        half = np.left_shift(np.int64(1), shift - 1)
+        _require((value >= -half) & (value < half), "apply_scale_32",
+                 "-(1 << (shift - 1)) <= value < (1 << (shift - 1))")
+    # Outside the REQUIREs (hardware view) a shift below 1 has no rounding bit.
+    round_ = np.where(shift >= 1, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+    if double_round:
+        extra = np.where(value >= 0, np.int64(1 << 30), np.int64(-(1 << 30)))
+        round_ = round_ + np.where(shift > 31, extra, 0)
+    result = (value * multiplier + round_) >> shift
+    return wrap(result, 32).astype(np.int32)
+
+
+def apply_scale_16(value, multiplier, shift, *, require=True) -> np.ndarray:
+    """int32 apply_scale_16(int48 value, int16 multiplier, int8 shift)."""
+    value, multiplier, shift = _i64(value), _i64(multiplier), _i64(shift)
+    if require:
+        _require(multiplier >= 0, "apply_scale_16", "multiplier >= 0")
+        _require((shift >= 2) & (shift <= 62), "apply_scale_16", "2 <= shift <= 62")
+    round_ = np.where(shift >= 1, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+    result = (value * multiplier + round_) >> shift
+    if require:
+        _require((result >= INT32_MIN) & (result <= INT32_MAX), "apply_scale_16",
+                 "result fits int32")
+    return wrap(result, 32).astype(np.int32)
+
+
+def reciprocal_scale(value) -> tuple[np.ndarray, np.ndarray]:
+    """scale_t reciprocal_scale(uint32 value): (multiplier, shift) with multiplier/2^shift ~ 1/value."""
+    value = _i64(value)
+    _require(value > 0, "reciprocal_scale", "value > 0")
+    k = 32 - count_leading_zeros(value - 1).astype(np.int64)
+    numerator = np.left_shift(np.int64((1 << 30) + 1), k)
+    multiplier = numerator // value
+    shift = 30 + k
+    return multiplier.astype(np.int32), shift.astype(np.int8)
+
+
+def count_leading_zeros(a) -> np.ndarray:
+    """int32 count_leading_zeros(int32 a): leading zero bits of the 32-bit pattern of a (32 for 0)."""
+    u = _i64(a) & 0xFFFFFFFF
+    # Exact for every 32-bit pattern: frexp's exponent is the bit length of a positive integer.
+    bitlen = np.frexp(u.astype(np.float64))[1].astype(np.int64)
+    return np.where(u == 0, 32, 32 - bitlen).astype(np.int32)
+
+
+def apply_add_s(a, b, dtype: DType, *, require=True) -> np.ndarray:
+    """in_t apply_add_s(a, b): signed add; REQUIRE the sum fits in_t (hardware wraps)."""
+    c = _i64(a) + _i64(b)
+    if require:
+        _require((c >= dtype.min) & (c <= dtype.max), "apply_add_s", f"sum fits {dtype.name}")
+    return wrap(c, dtype.bits)
+
+
+def apply_sub_s(a, b, dtype: DType, *, require=True) -> np.ndarray:
+    """in_t apply_sub_s(a, b): signed subtract; REQUIRE the difference fits in_t."""
+    c = _i64(a) - _i64(b)
+    if require:
+        _require((c >= dtype.min) & (c <= dtype.max), "apply_sub_s", f"difference fits {dtype.name}")
+    return wrap(c, dtype.bits)
+
+
+def apply_mul_s(a, b, dtype: DType) -> np.ndarray:
+    """in_t apply_mul_s(a, b): signed multiply truncated to in_t."""
+    return wrap(_i64(a) * _i64(b), dtype.bits)
+
+
+def apply_clip_s(value, min_val, max_val) -> np.ndarray:
+    """apply_clip_s: clamp to [min_val, max_val] (signed reading)."""
+    return np.minimum(np.maximum(_i64(value), _i64(min_val)), _i64(max_val))
+
+
+def apply_clip_u(value, min_val, max_val) -> np.ndarray:
+    """apply_clip_u: clamp to [min_val, max_val]; callers pass values already read as unsigned."""
+    return np.minimum(np.maximum(_i64(value), _i64(min_val)), _i64(max_val))
+
+
+def apply_arith_rshift(a, b, dtype: DType) -> np.ndarray:
+    """in_t apply_arith_rshift(a, b): arithmetic shift right, truncated to in_t."""
+    return wrap(_i64(a) >> _i64(b), dtype.bits)
+
+
+def apply_logical_rshift(a, b, dtype: DType) -> np.ndarray:
+    """in_t apply_logical_rshift(a, b): shift the unsigned bit pattern of a right by b."""
+    mask = (1 << dtype.bits) - 1
+    return wrap((_i64(a) & mask) >> _i64(b), dtype.bits)
+
+
+def apply_lookup_s(table, value) -> np.ndarray:
+    """int32 apply_lookup_s(int16 table[513], int32 value): the interpolated 16-bit TABLE.
+
+    The 16-bit index splits into a 9-bit table index and a 7-bit fraction; the result is
+    (base << 7) + (next - base) * fraction, a fixed-point number with 7 fractional bits.
+    """
+    table = _i64(table)
+    clipped = apply_clip_s(value, -32768, 32767)
+    index = (clipped + 32768) >> 7
+    fraction = clipped & 0x7F
+    base = table[index]
+    slope = table[np.minimum(index + 1, 512)] - base
+    return ((base << 7) + slope * fraction).astype(np.int32)
+
+
+def apply_lookup_8(table, value) -> np.ndarray:
+    """The int8 TABLE: result = table[value + 128] (256 entries, no interpolation)."""
+    return np.asarray(table)[_i64(value) + 128]
+
+
+def rescale_values(values, *, multiplier, shift, input_zp, output_zp, out_dtype: DType,
+                   scale32: bool, double_round: bool, input_unsigned=False,
+                   output_unsigned=False, channel_axis: int | None = None,
+                   require=True) -> np.ndarray:
+    """The per-element arithmetic of RESCALE (the op's ERROR_IF checks are the caller's).
+
+    `values` are the input elements already read as integers (unsigned inputs zero-extended by
+    the caller's reading); `multiplier` and `shift` are scalars or per-channel vectors applied
+    along `channel_axis`. Returns the output elements as int64, clipped to the output range.
+    """
+    value = _i64(values) - _i64(input_zp)
+    mult, sh = _i64(multiplier), _i64(shift)
+    if channel_axis is not None and mult.ndim == 1:
+        bshape = [1] * value.ndim
+        bshape[channel_axis] = -1
+        mult, sh = mult.reshape(bshape), sh.reshape(bshape)
+    if scale32:
+        result = apply_scale_32(value, mult, sh, double_round, require=require)
+    else:
+        result = apply_scale_16(value, mult, sh, require=require)
+    result = apply_add_s(result, output_zp, DType.INT32, require=require)
+    if output_unsigned:
+        return apply_clip_u(result, 0, out_dtype.umax)
+    return apply_clip_s(result, out_dtype.min, out_dtype.max)
