@@ -1,0 +1,99 @@
+"""The op-kernel registry: how the interpreter and the golden model's host CPU call a TOSA op.
+
+A kernel is a function `kernel(call: OpCall) -> list[np.ndarray]`, registered under the TOSA op
+name with `@register("CONV2D")`. It receives its inputs as numpy arrays in the storage type of
+their DType (int48 as int64, bool as np.bool_), the op's attributes under the schema's field
+names, and the declared input and output specs; it returns one array per output, in the output's
+storage type. It checks the spec's ERROR_IF rules with `call.error_if(...)` and REQUIREs with
+`call.require(...)`, so every failure names the op and the rule.
+
+Output specs may hold -1 for a dimension the graph left open; a kernel checks only known dims.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from firmware_model.errors import TosaError, TosaUnpredictable, TosaUnsupported
+from firmware_model.tosa_ops.dtypes import DType
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: DType
+
+
+@dataclass
+class OpCall:
+    op: str
+    attrs: dict[str, Any]
+    inputs: list[np.ndarray | None]
+    input_specs: list[TensorSpec]
+    output_specs: list[TensorSpec]
+    where: str = ""               # e.g. "model.tosa op #12 -> conv_out", for messages
+    attr_kind: str | None = None  # the attribute table's name, when the op dispatches on it
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def error_if(self, condition, rule: str) -> None:
+        """Raise TosaError when the spec's ERROR_IF(condition) holds."""
+        if bool(np.any(condition)):
+            raise TosaError(self.op, rule, self.where)
+
+    def require(self, condition, rule: str) -> None:
+        """Raise TosaUnpredictable unless the spec's REQUIRE(condition) holds."""
+        if not bool(np.all(condition)):
+            raise TosaUnpredictable(self.op, rule, self.where)
+
+    def in_dtype(self, i: int = 0) -> DType:
+        return self.input_specs[i].dtype
+
+    def out_dtype(self, i: int = 0) -> DType:
+        return self.output_specs[i].dtype
+
+
+Kernel = Callable[[OpCall], list[np.ndarray]]
+_KERNELS: dict[str, Kernel] = {}
+
+
+def register(*ops: str) -> Callable[[Kernel], Kernel]:
+    def deco(fn: Kernel) -> Kernel:
+        for op in ops:
+            if op in _KERNELS:
+                raise RuntimeError(f"two kernels registered for {op}")
+            _KERNELS[op] = fn
+        return fn
+    return deco
+
+
+def _load_kernel_modules() -> None:
+    # Kernel modules register themselves on import; import them all once, lazily.
+    import importlib
+    import pkgutil
+
+    import firmware_model.tosa_ops as pkg
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name not in ("registry", "numerics", "dtypes"):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def kernel_for(op: str) -> Kernel:
+    if not _KERNELS:
+        _load_kernel_modules()
+    try:
+        return _KERNELS[op]
+    except KeyError:
+        raise TosaUnsupported(f"{op}: npu-bench has no implementation of this operator") from None
+
+
+def supported_ops() -> list[str]:
+    if not _KERNELS:
+        _load_kernel_modules()
+    return sorted(_KERNELS)
+
+
+def run_op(call: OpCall) -> list[np.ndarray]:
+    return kernel_for(call.op)(call)
