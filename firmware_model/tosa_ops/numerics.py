@@ -177,3 +177,32 @@ def rescale_values(values, *, multiplier, shift, input_zp, output_zp, out_dtype:
     if output_unsigned:
         return apply_clip_u(result, 0, out_dtype.umax)
     return apply_clip_s(result, out_dtype.min, out_dtype.max)
+
+
+def apply_intdiv_s(a, b, dtype: DType, *, require=True) -> np.ndarray:
+    """in_t apply_intdiv_s(a, b): signed division truncating towards zero; REQUIRE b != 0 and
+    the quotient fits in_t (minimum / -1 does not)."""
+    a, b = _i64(a), _i64(b)
+    if require:
+        _require(b != 0, "apply_intdiv_s", "divisor != 0")
+    safe_b = np.where(b == 0, 1, b)
+    q = np.abs(a) // np.abs(safe_b)
+    c = np.where((a < 0) != (safe_b < 0), -q, q)
+    if require:
+        _require((c >= dtype.min) & (c <= dtype.max), "apply_intdiv_s", f"quotient fits {dtype.name}")
+    return wrap(c, dtype.bits)
+
+
+def apply_max_s(a, b) -> np.ndarray:
+    """in_t apply_max_s(a, b): the larger of two signed integers."""
+    return np.maximum(_i64(a), _i64(b))
+
+
+def apply_min_s(a, b) -> np.ndarray:
+    """in_t apply_min_s(a, b): the smaller of two signed integers."""
+    return np.minimum(_i64(a), _i64(b))
+
+
+def apply_logical_lshift(a, b, dtype: DType) -> np.ndarray:
+    """in_t a << b: shift the bit pattern of a left by b, truncated to in_t."""
+    return wrap(_i64(a) << _i64(b), dtype.bits)

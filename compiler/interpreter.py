@@ -1,0 +1,384 @@
+"""The TOSA interpreter: runs a whole graph with the op kernels of firmware_model.tosa_ops.
+
+    interp = Interpreter(graph)
+    outputs = interp.run({"input-0": x})        # one invocation
+    outputs = interp.run({"input-0": y})        # the next one: variables carried over
+    interp.state                                 # {variable name: value}
+    interp.load_state({...}); interp.reset_state()
+
+Execution follows the spec's graph semantics: the `main` block's operators in order, each
+tensor written once; CONST / CONST_SHAPE produce their data; shape operands are ordinary values;
+dimensions the graph leaves open (-1) are fixed by the inputs of the invocation.
+
+Variables (the spec's stateful operators) live in the Interpreter object, which is the
+"session": their values persist from one `run` to the next. Two forms are accepted:
+- the flatbuffer form written by tosa-opt: a tensor with `is_variable` (its `data` the initial
+  value), read by IDENTITY with attr_kind "VariableReadAttribute" (input: the variable tensor)
+  and written by IDENTITY with "VariableWriteAttribute" (output: the variable tensor); the
+  declaration is implicit at the start of every invocation;
+- the VARIABLE / VARIABLE_READ / VARIABLE_WRITE operators, the declaration being the VARIABLE op.
+The spec's rules hold: a variable is declared once per invocation (REQUIRE), read only after it
+has been written or initialised (REQUIRE), and the shape and type of a read or write must match
+the variable's: a mismatch is a static property of the graph and reported as a TosaError (Arm's
+reference model does the same for shapes and crashes for types).
+
+An invocation is a transaction: the state changes only when `run` returns normally, so a failed
+invocation leaves the session (and a state file saved from it) as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from compiler.ir import Block, Graph, Operator, Tensor
+from firmware_model.errors import (NpuBenchError, TosaError, TosaUnpredictable, TosaUnsupported)
+from firmware_model.tosa_ops.dtypes import DType
+from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for
+
+
+class InterpreterError(NpuBenchError):
+    """The interpreter cannot run the graph with what it was given: an input that is missing,
+    unknown or of the wrong shape or type, or a state that does not fit the graph's variables."""
+
+
+# Number of inputs and outputs of each operator in TOSA 1.0 (None: any number >= 1).
+# A different count is the spec's ERROR_IF on the operand lists (Arm's WrongInputList tests).
+OP_ARITY: dict[str, tuple[int | None, int]] = {
+    "ARGMAX": (1, 1), "AVG_POOL2D": (3, 1), "CONV2D": (5, 1), "CONV3D": (5, 1),
+    "DEPTHWISE_CONV2D": (5, 1), "MATMUL": (4, 1), "MAX_POOL2D": (1, 1),
+    "TRANSPOSE_CONV2D": (5, 1), "CLAMP": (1, 1), "ADD": (2, 1), "ARITHMETIC_RIGHT_SHIFT": (2, 1),
+    "BITWISE_AND": (2, 1), "BITWISE_OR": (2, 1), "BITWISE_XOR": (2, 1), "INTDIV": (2, 1),
+    "LOGICAL_AND": (2, 1), "LOGICAL_LEFT_SHIFT": (2, 1), "LOGICAL_RIGHT_SHIFT": (2, 1),
+    "LOGICAL_OR": (2, 1), "LOGICAL_XOR": (2, 1), "MAXIMUM": (2, 1), "MINIMUM": (2, 1),
+    "MUL": (3, 1), "POW": (2, 1), "SUB": (2, 1), "TABLE": (2, 1), "ABS": (1, 1),
+    "BITWISE_NOT": (1, 1), "CEIL": (1, 1), "CLZ": (1, 1), "COS": (1, 1), "EXP": (1, 1),
+    "FLOOR": (1, 1), "LOG": (1, 1), "LOGICAL_NOT": (1, 1), "NEGATE": (3, 1),
+    "RECIPROCAL": (1, 1), "RSQRT": (1, 1), "SIN": (1, 1), "SELECT": (3, 1), "EQUAL": (2, 1),
+    "GREATER": (2, 1), "GREATER_EQUAL": (2, 1), "REDUCE_ALL": (1, 1), "REDUCE_ANY": (1, 1),
+    "REDUCE_MAX": (1, 1), "REDUCE_MIN": (1, 1), "REDUCE_PRODUCT": (1, 1), "REDUCE_SUM": (1, 1),
+    "CONCAT": (None, 1), "PAD": (3, 1), "RESHAPE": (2, 1), "REVERSE": (1, 1), "SLICE": (3, 1),
+    "TILE": (2, 1), "TRANSPOSE": (1, 1), "GATHER": (2, 1), "SCATTER": (3, 1), "RESIZE": (4, 1),
+    "CAST": (1, 1), "RESCALE": (5, 1), "CONST": (0, 1), "CONST_SHAPE": (0, 1),
+    "IDENTITY": (1, 1), "SIGMOID": (1, 1), "TANH": (1, 1), "ERF": (1, 1),
+}
+
+VARIABLE_READ_KIND = "VariableReadAttribute"
+VARIABLE_WRITE_KIND = "VariableWriteAttribute"
+
+
+@dataclass
+class _Variable:
+    """A variable of the graph: its uid (variable_name), tensor, type, shape and initial value."""
+    uid: str
+    tensor: str
+    dtype: DType
+    shape: tuple[int, ...]
+    initial: np.ndarray | None
+
+
+@dataclass
+class _VarState:
+    data: np.ndarray | None
+    is_written: bool
+
+
+def _shape_matches(declared, actual) -> bool:
+    return len(declared) == len(actual) and all(d < 0 or d == a for d, a in zip(declared, actual))
+
+
+def _fmt(shape) -> str:
+    return "[" + ",".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+class Interpreter:
+    """A session running one graph; variables persist across `run` calls."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.block: Block = graph.main
+        self.source = graph.source
+        self.invocations = 0
+        self._variables = self._collect_variables()
+        self._state: dict[str, _VarState] = {}
+        # Variables with a VARIABLE op are declared there; the others at the start of a run.
+        declared_by_op = set()
+        for op in self.block.operators:
+            if op.op == "VARIABLE":
+                declared_by_op.add(self._variable_of(op, len(declared_by_op)).uid)
+        self._implicit = [v for v in self._variables.values() if v.uid not in declared_by_op]
+        self._specs = {name: TensorSpec(tuple(t.shape), t.dtype) for name, t in self.block.tensors.items()}
+
+    # ---- variables ----------------------------------------------------------------------
+
+    def _collect_variables(self) -> dict[str, _Variable]:
+        found: dict[str, _Variable] = {}
+        by_tensor: dict[str, str] = {}
+        # Variables are visible across blocks; the main block's declaration wins.
+        blocks = [self.block] + [b for b in self.graph.blocks() if b is not self.block]
+        for b in blocks:
+            for t in b.variables():
+                uid = t.variable_name or t.name
+                if t.name in by_tensor:
+                    continue
+                if uid in found and b is self.block:
+                    raise TosaUnpredictable("VARIABLE", f"variable '{uid}' is declared twice in one graph "
+                                            f"(tensors '{found[uid].tensor}' and '{t.name}')", self.source)
+                if uid in found:
+                    continue
+                initial = None
+                if t.data is not None:
+                    initial = np.asarray(t.data)
+                    if initial.dtype != t.dtype.storage or not _shape_matches(t.shape, initial.shape):
+                        raise TosaError("VARIABLE", f"initial value of '{uid}' is {initial.dtype}"
+                                        f"{list(initial.shape)}, the variable is {t.describe()}", self.source)
+                found[uid] = _Variable(uid, t.name, t.dtype, tuple(t.shape), initial)
+                by_tensor[t.name] = uid
+        self._uid_of_tensor = by_tensor
+        return found
+
+    def _variable_of(self, op: Operator, idx: int) -> _Variable:
+        """The variable an op refers to: a variable tensor among its operands, or attrs uid/name."""
+        for name in list(op.inputs) + list(op.outputs):
+            if name in self._uid_of_tensor:
+                return self._variables[self._uid_of_tensor[name]]
+        for key in ("uid", "name", "variable_name"):
+            ref = op.attrs.get(key)
+            if ref is not None and str(ref) in self._variables:
+                return self._variables[str(ref)]
+        raise TosaError(op.op, "the op refers to no variable of the graph", self._where(idx, op))
+
+    @property
+    def variables(self) -> dict[str, tuple[DType, tuple[int, ...]]]:
+        """Each variable's (type, shape), by variable name."""
+        return {uid: (v.dtype, v.shape) for uid, v in self._variables.items()}
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """The current value of every variable that has one (copies), by variable name."""
+        out = {}
+        for uid, v in self._variables.items():
+            st = self._state.get(uid)
+            if st is None:
+                if v.initial is not None:
+                    out[uid] = v.initial.copy()
+            elif st.is_written and st.data is not None:
+                out[uid] = st.data.copy()
+        return out
+
+    def load_state(self, values: Mapping[str, np.ndarray]) -> None:
+        """Set variables' values (e.g. from a state file); the others keep theirs."""
+        new = {}
+        for uid, value in values.items():
+            if uid not in self._variables:
+                known = ", ".join(sorted(self._variables)) or "none"
+                raise InterpreterError(f"{self.source}: state has a value for '{uid}', which is not a "
+                                       f"variable of the graph (variables: {known})")
+            v = self._variables[uid]
+            arr = np.asarray(value)
+            if arr.dtype != v.dtype.storage:
+                raise InterpreterError(f"{self.source}: state of variable '{uid}' is {arr.dtype}, the variable "
+                                       f"is {v.dtype.name} (stored as {v.dtype.storage})")
+            if not _shape_matches(v.shape, arr.shape):
+                raise InterpreterError(f"{self.source}: state of variable '{uid}' has shape {list(arr.shape)}, "
+                                       f"the variable has shape {_fmt(v.shape)}")
+            if v.dtype.is_integer and v.dtype.bits < 64 and arr.size:
+                if int(arr.min()) < v.dtype.min or int(arr.max()) > v.dtype.max:
+                    raise InterpreterError(f"{self.source}: state of variable '{uid}' has values outside "
+                                           f"the range of {v.dtype.name}")
+            new[uid] = _VarState(arr.copy(), True)
+        self._state.update(new)
+
+    def reset_state(self) -> None:
+        """Forget every variable's value: the next run starts from the initial values."""
+        self._state.clear()
+        self.invocations = 0
+
+    # ---- running ------------------------------------------------------------------------
+
+    def _where(self, idx: int, op: Operator) -> str:
+        outs = ", ".join(op.outputs) if op.outputs else "-"
+        return f"{self.source} op #{idx} -> {outs}"
+
+    def _bind_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, np.ndarray] = {}
+        expected = list(self.block.inputs)
+        unknown = [n for n in inputs if n not in expected]
+        if unknown:
+            raise InterpreterError(f"{self.source}: '{unknown[0]}' is not an input of the graph "
+                                   f"(inputs: {', '.join(expected) or 'none'})")
+        for name in expected:
+            if name not in inputs:
+                raise InterpreterError(f"{self.source}: no value given for graph input '{name}'")
+            t = self.block.tensors.get(name)
+            if t is None:
+                raise TosaError("GRAPH", f"graph input '{name}' is not a tensor of the block", self.source)
+            arr = np.asarray(inputs[name])
+            storage = t.dtype.storage
+            if arr.dtype != storage:
+                raise InterpreterError(f"{self.source}: input '{name}' is {arr.dtype}, the graph wants "
+                                       f"{t.dtype.name} ({storage})")
+            if not _shape_matches(t.shape, arr.shape):
+                raise InterpreterError(f"{self.source}: input '{name}' has shape {list(arr.shape)}, the graph "
+                                       f"wants {_fmt(t.shape)}")
+            if t.dtype == DType.INT48 and arr.size and (int(arr.min()) < t.dtype.min or int(arr.max()) > t.dtype.max):
+                raise InterpreterError(f"{self.source}: input '{name}' has values outside the INT48 range")
+            env[name] = arr
+        return env
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One invocation: the graph's outputs by name. Raises TosaError (ERROR_IF),
+        TosaUnpredictable (REQUIRE), TosaUnsupported or InterpreterError."""
+        env = self._bind_inputs(inputs)
+        # Working copy of the variable state: committed only when the invocation succeeds.
+        work: dict[str, _VarState] = dict(self._state)
+        seen: set[str] = set()
+        for v in self._implicit:
+            self._declare(v, work, seen, None, -1)
+        for idx, op in enumerate(self.block.operators):
+            self._execute(idx, op, env, work, seen)
+        outputs = {}
+        for name in self.block.outputs:
+            if name not in env:
+                raise TosaError("GRAPH", f"graph output '{name}' is never written", self.source)
+            outputs[name] = env[name]
+        self._state = work
+        self.invocations += 1
+        return outputs
+
+    def _declare(self, v: _Variable, work, seen, op: Operator | None, idx: int) -> None:
+        where = self._where(idx, op) if op is not None else self.source
+        if v.uid not in work:
+            # First invocation: allocate; with an initial value the variable counts as written.
+            work[v.uid] = _VarState(None if v.initial is None else v.initial.copy(), v.initial is not None)
+        elif v.uid in seen:
+            raise TosaUnpredictable("VARIABLE", f"variable '{v.uid}' is declared twice in one invocation", where)
+        seen.add(v.uid)
+
+    def _execute(self, idx: int, op: Operator, env, work, seen) -> None:
+        name = op.op
+        kind = op.attr_kind
+        where = self._where(idx, op)
+        if name == "VARIABLE":
+            self._declare(self._variable_of(op, idx), work, seen, op, idx)
+            return
+        if (name == "IDENTITY" and kind == VARIABLE_READ_KIND) or name == "VARIABLE_READ":
+            self._variable_read(idx, op, env, work, seen)
+            return
+        if (name == "IDENTITY" and kind == VARIABLE_WRITE_KIND) or name == "VARIABLE_WRITE":
+            self._variable_write(idx, op, env, work, seen)
+            return
+
+        arity = OP_ARITY.get(name)
+        if arity is not None:
+            n_in, n_out = arity
+            if n_in is None:
+                if len(op.inputs) < 1:
+                    raise TosaError(name, "the input list is empty", where)
+            elif len(op.inputs) != n_in:
+                raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", where)
+            if len(op.outputs) != n_out:
+                raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", where)
+        kernel = kernel_for(name)
+
+        in_arrays, in_specs = [], []
+        for i, tname in enumerate(op.inputs):
+            spec = self._specs.get(tname)
+            if spec is None:
+                raise TosaError(name, f"input {i} '{tname}' is not a tensor of the graph", where)
+            if tname not in env:
+                if tname in self._uid_of_tensor:
+                    raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", where)
+                raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", where)
+            arr = env[tname]
+            in_arrays.append(arr)
+            in_specs.append(spec)
+        out_specs = []
+        for i, tname in enumerate(op.outputs):
+            spec = self._specs.get(tname)
+            if spec is None:
+                raise TosaError(name, f"output {i} '{tname}' is not a tensor of the graph", where)
+            if tname in env:
+                raise TosaError(name, f"output '{tname}' is written twice", where)
+            out_specs.append(spec)
+        for spec, arr, tname in zip(in_specs, in_arrays, op.inputs):
+            if arr.dtype != spec.dtype.storage:
+                raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", where)
+        extra = {}
+        if name in ("CONST", "CONST_SHAPE"):
+            t = self.block.tensors[op.outputs[0]]
+            extra["value"] = t.data
+        call = OpCall(op=name, attrs=op.attrs, inputs=in_arrays, input_specs=in_specs,
+                      output_specs=out_specs, where=where, attr_kind=kind, extra=extra)
+        try:
+            results = kernel(call)
+        except (TosaError, TosaUnpredictable, TosaUnsupported, InterpreterError):
+            raise
+        except NpuBenchError:
+            raise
+        except Exception as e:  # a kernel bug: report it with the op, keep the cause
+            raise InterpreterError(f"{where}: internal error in the {name} kernel: "
+                                   f"{type(e).__name__}: {e}") from e
+        if len(results) != len(out_specs):
+            raise InterpreterError(f"{where}: the {name} kernel returned {len(results)} outputs, expected {len(out_specs)}")
+        for tname, spec, arr in zip(op.outputs, out_specs, results):
+            arr = np.asarray(arr)
+            if arr.dtype != spec.dtype.storage:
+                raise InterpreterError(f"{where}: the {name} kernel returned {arr.dtype} for '{tname}' "
+                                       f"({spec.dtype.name})")
+            if not _shape_matches(spec.shape, arr.shape):
+                raise TosaError(name, f"output '{tname}' is declared {_fmt(spec.shape)} but the result is "
+                                f"{list(arr.shape)}", where)
+            env[tname] = arr
+
+    def _variable_read(self, idx: int, op: Operator, env, work, seen) -> None:
+        where = self._where(idx, op)
+        v = self._variable_of(op, idx)
+        outs = [o for o in op.outputs if o != v.tensor]
+        if len(outs) != 1:
+            raise TosaError(op.op, f"a variable read has one output, this one has {len(outs)}", where)
+        target = outs[0]
+        spec = self._specs.get(target)
+        if spec is None:
+            raise TosaError(op.op, f"output '{target}' is not a tensor of the graph", where)
+        if spec.dtype != v.dtype:
+            raise TosaError(op.op, f"variable '{v.uid}' is {v.dtype.name}, read as {spec.dtype.name}", where)
+        if not _shape_matches(spec.shape, v.shape) or len(spec.shape) != len(v.shape):
+            raise TosaError(op.op, f"variable '{v.uid}' has shape {_fmt(v.shape)}, read as {_fmt(spec.shape)}", where)
+        st = work.get(v.uid)
+        if st is None or v.uid not in seen:
+            raise TosaUnpredictable(op.op, f"variable '{v.uid}' is read before it is declared", where)
+        if not st.is_written or st.data is None:
+            raise TosaUnpredictable(op.op, f"variable '{v.uid}' is read before it is written", where)
+        if target in env:
+            raise TosaError(op.op, f"output '{target}' is written twice", where)
+        env[target] = st.data.copy()
+
+    def _variable_write(self, idx: int, op: Operator, env, work, seen) -> None:
+        where = self._where(idx, op)
+        v = self._variable_of(op, idx)
+        ins = [i for i in op.inputs if i != v.tensor]
+        if len(ins) != 1:
+            raise TosaError(op.op, f"a variable write has one input, this one has {len(ins)}", where)
+        source = ins[0]
+        spec = self._specs.get(source)
+        if spec is None:
+            raise TosaError(op.op, f"input '{source}' is not a tensor of the graph", where)
+        if source not in env:
+            raise TosaError(op.op, f"input '{source}' is read before any op writes it", where)
+        if spec.dtype != v.dtype:
+            raise TosaError(op.op, f"variable '{v.uid}' is {v.dtype.name}, written with {spec.dtype.name}", where)
+        value = env[source]
+        if not _shape_matches(v.shape, spec.shape) or not _shape_matches(v.shape, value.shape):
+            raise TosaError(op.op, f"variable '{v.uid}' has shape {_fmt(v.shape)}, written with "
+                            f"{_fmt(spec.shape)} {list(value.shape)}", where)
+        if v.uid not in seen:
+            raise TosaUnpredictable(op.op, f"variable '{v.uid}' is written before it is declared", where)
+        work[v.uid] = _VarState(np.array(value, copy=True), True)
+
+
+def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run one invocation of `graph` in a fresh session."""
+    return Interpreter(graph).run(inputs)

@@ -1,0 +1,250 @@
+"""Elementwise TOSA operators (integer profile): binary ops with broadcasting, unary ops,
+comparisons, SELECT and CLAMP. Each kernel follows its pseudocode in the spec: the ERROR_IF
+checks first, then the per-element arithmetic through the primitives in numerics.py, vectorised
+over the whole (broadcast) tensor."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_model.tosa_ops import numerics as nx
+from firmware_model.tosa_ops.dtypes import DType
+from firmware_model.tosa_ops.op_utils import (attr, attr_value, broadcast_shape, check_output_shape,
+                                              check_rank, check_types, out, same_types,
+                                              scalar_operand, shape_of)
+from firmware_model.tosa_ops.registry import OpCall, register
+
+I8, I16, I32, BOOL = DType.INT8, DType.INT16, DType.INT32, DType.BOOL
+INTS = (I8, I16, I32)
+
+
+def _i64(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64)
+
+
+def _binary_shape(call: OpCall, a: int = 0, b: int = 1) -> tuple[int, ...]:
+    """ERROR_IF(shape != broadcast_shape(shape1, shape2)), with the rank limit."""
+    s1, s2 = shape_of(call, a), shape_of(call, b)
+    check_rank(call, s1, "input1")
+    shape = broadcast_shape(call, s1, s2)
+    check_output_shape(call, shape)
+    return shape
+
+
+def _shift_in_range(call: OpCall, dtype: DType, amount: np.ndarray) -> None:
+    # REQUIRE 0 <= value2 <= bits - 1 (7 / 15 / 31).
+    call.require((amount >= 0) & (amount <= dtype.bits - 1),
+                 f"0 <= shift amount <= {dtype.bits - 1} for {dtype.name}")
+
+
+# ---- binary arithmetic ---------------------------------------------------------------------
+
+@register("ADD")
+def add(call: OpCall):
+    dt = same_types(call, (I32,), 2)
+    _binary_shape(call)
+    return [out(call, nx.apply_add_s(call.inputs[0], call.inputs[1], dt))]
+
+
+@register("SUB")
+def sub(call: OpCall):
+    dt = same_types(call, (I32,), 2)
+    _binary_shape(call)
+    return [out(call, nx.apply_sub_s(call.inputs[0], call.inputs[1], dt))]
+
+
+@register("MUL")
+def mul(call: OpCall):
+    in_t, _, out_t = check_types(call, [(I8, I8, I32), (I16, I16, I32), (I32, I32, I32)], (0, 1))
+    _binary_shape(call)
+    shift = scalar_operand(call, 2, "shift", I8)
+    call.require(0 <= shift <= 63, "0 <= shift <= 63")
+    call.require(in_t == I32 or shift == 0, "shift == 0 unless in_t is INT32")
+    a, b = _i64(call.inputs[0]), _i64(call.inputs[1])
+    if in_t == I32 and shift > 0:
+        product = a * b
+        rounding = np.int64(1) << np.int64(shift - 1)
+        product = (product + rounding) >> np.int64(shift)
+        call.require((product >= I32.min) & (product <= I32.max), "rounded product fits INT32")
+        result = product
+    else:
+        result = nx.apply_mul_s(a, b, out_t)
+    return [out(call, result)]
+
+
+@register("INTDIV")
+def intdiv(call: OpCall):
+    dt = same_types(call, (I32,), 2)
+    _binary_shape(call)
+    a, b = call.inputs[0], call.inputs[1]
+    call.require(_i64(b) != 0, "value2 != 0")
+    return [out(call, nx.apply_intdiv_s(a, b, dt))]
+
+
+@register("MAXIMUM")
+def maximum(call: OpCall):
+    same_types(call, (I32,), 2)
+    _binary_shape(call)
+    return [out(call, nx.apply_max_s(call.inputs[0], call.inputs[1]))]
+
+
+@register("MINIMUM")
+def minimum(call: OpCall):
+    same_types(call, (I32,), 2)
+    _binary_shape(call)
+    return [out(call, nx.apply_min_s(call.inputs[0], call.inputs[1]))]
+
+
+# ---- shifts ---------------------------------------------------------------------------------
+
+@register("ARITHMETIC_RIGHT_SHIFT")
+def arithmetic_right_shift(call: OpCall):
+    dt = same_types(call, INTS, 2)
+    _binary_shape(call)
+    a, b = np.broadcast_arrays(_i64(call.inputs[0]), _i64(call.inputs[1]))
+    _shift_in_range(call, dt, b)
+    result = nx.apply_arith_rshift(a, b, dt)
+    if bool(attr(call, "round", False)):
+        # round: add one when the last bit shifted out is set (value2 > 0).
+        last_out = nx.apply_arith_rshift(a, np.maximum(b - 1, 0), dt) & 1
+        result = result + ((b > 0) & (last_out != 0))
+    return [out(call, result)]
+
+
+@register("LOGICAL_LEFT_SHIFT")
+def logical_left_shift(call: OpCall):
+    dt = same_types(call, INTS, 2)
+    _binary_shape(call)
+    b = _i64(call.inputs[1])
+    _shift_in_range(call, dt, b)
+    return [out(call, nx.apply_logical_lshift(call.inputs[0], b, dt))]
+
+
+@register("LOGICAL_RIGHT_SHIFT")
+def logical_right_shift(call: OpCall):
+    dt = same_types(call, INTS, 2)
+    _binary_shape(call)
+    b = _i64(call.inputs[1])
+    _shift_in_range(call, dt, b)
+    return [out(call, nx.apply_logical_rshift(call.inputs[0], b, dt))]
+
+
+# ---- bitwise and logical --------------------------------------------------------------------
+
+def _bitwise(fn):
+    def kernel(call: OpCall):
+        same_types(call, INTS, 2)
+        _binary_shape(call)
+        return [out(call, fn(call.inputs[0], call.inputs[1]))]
+    return kernel
+
+
+register("BITWISE_AND")(_bitwise(np.bitwise_and))
+register("BITWISE_OR")(_bitwise(np.bitwise_or))
+register("BITWISE_XOR")(_bitwise(np.bitwise_xor))
+
+
+def _logical(fn):
+    def kernel(call: OpCall):
+        same_types(call, (BOOL,), 2)
+        _binary_shape(call)
+        return [out(call, fn(call.inputs[0], call.inputs[1]))]
+    return kernel
+
+
+register("LOGICAL_AND")(_logical(np.logical_and))
+register("LOGICAL_OR")(_logical(np.logical_or))
+register("LOGICAL_XOR")(_logical(np.logical_xor))
+
+
+# ---- comparisons ----------------------------------------------------------------------------
+
+def _compare(fn):
+    def kernel(call: OpCall):
+        check_types(call, [(I32, I32, BOOL)], (0, 1))
+        _binary_shape(call)
+        return [out(call, fn(call.inputs[0], call.inputs[1]))]
+    return kernel
+
+
+register("EQUAL")(_compare(np.equal))
+register("GREATER")(_compare(np.greater))
+register("GREATER_EQUAL")(_compare(np.greater_equal))
+
+
+@register("SELECT")
+def select(call: OpCall):
+    check_types(call, [(BOOL, t, t, t) for t in (BOOL,) + INTS], (0, 1, 2))
+    s1, s2, s3 = shape_of(call, 0), shape_of(call, 1), shape_of(call, 2)
+    check_rank(call, s1, "input1")
+    shape = broadcast_shape(call, broadcast_shape(call, s1, s2), s3)
+    check_output_shape(call, shape)
+    return [out(call, np.where(call.inputs[0], call.inputs[1], call.inputs[2]))]
+
+
+# ---- unary ----------------------------------------------------------------------------------
+
+def _unary_shape(call: OpCall) -> tuple[int, ...]:
+    shape = shape_of(call, 0)
+    check_rank(call, shape, "input1")
+    check_output_shape(call, shape)
+    return shape
+
+
+@register("ABS")
+def abs_(call: OpCall):
+    dt = same_types(call, (I32,))
+    _unary_shape(call)
+    v = _i64(call.inputs[0])
+    neg = v < 0
+    result = np.where(neg, nx.apply_sub_s(0, np.where(neg, v, 0), dt), v)
+    return [out(call, result)]
+
+
+@register("NEGATE")
+def negate(call: OpCall):
+    dt = check_types(call, [(t, t, t, t) for t in INTS], (0, 1, 2))[0]
+    _unary_shape(call)
+    in_zp = scalar_operand(call, 1, "input1_zp")
+    out_zp = scalar_operand(call, 2, "output_zp")
+    call.error_if(dt != I8 and in_zp != 0, "input1_zp != 0 for a type other than INT8")
+    call.error_if(dt != I8 and out_zp != 0, "output_zp != 0 for a type other than INT8")
+    acc = I32
+    value = nx.apply_sub_s(call.inputs[0], in_zp, acc)
+    value = nx.apply_sub_s(0, value, acc)
+    value = nx.apply_add_s(value, out_zp, acc)
+    return [out(call, nx.apply_clip_s(value, dt.min, dt.max))]
+
+
+@register("CLZ")
+def clz(call: OpCall):
+    same_types(call, (I32,))
+    _unary_shape(call)
+    return [out(call, nx.count_leading_zeros(call.inputs[0]))]
+
+
+@register("BITWISE_NOT")
+def bitwise_not(call: OpCall):
+    same_types(call, INTS)
+    _unary_shape(call)
+    return [out(call, np.invert(call.inputs[0]))]
+
+
+@register("LOGICAL_NOT")
+def logical_not(call: OpCall):
+    same_types(call, (BOOL,))
+    _unary_shape(call)
+    return [out(call, np.logical_not(call.inputs[0]))]
+
+
+@register("CLAMP")
+def clamp(call: OpCall):
+    dt = same_types(call, (I8, I16))
+    _unary_shape(call)
+    min_val = attr_value(call, "min_val", dt)
+    max_val = attr_value(call, "max_val", dt)
+    call.error_if(max_val < min_val, f"max_val < min_val ({max_val} < {min_val})")
+    call.error_if(not (dt.min <= min_val <= dt.max and dt.min <= max_val <= dt.max),
+                  f"min_val/max_val outside the range of {dt.name}")
+    return [out(call, nx.apply_clip_s(call.inputs[0], min_val, max_val))]
+

@@ -1,0 +1,134 @@
+"""Checks and helpers shared by the op kernels: the spec's shape rules (broadcast_shape, rank
+limits, output-shape checks), the supported-type tables and reading attributes and shape
+operands. Every failure is a typed error naming the op and the rule (see registry.OpCall)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from firmware_model.errors import TosaError, TosaUnsupported
+from firmware_model.tosa_ops.dtypes import DType
+from firmware_model.tosa_ops.registry import OpCall
+
+# Level 8K (the level Arm's conformance tests and runner use).
+MAX_RANK = 6
+
+# Element types the integer profile (plus the int16 extension) defines; anything else a kernel
+# sees is either illegal for the op (TosaError) or outside npu-bench's scope (TosaUnsupported).
+_OUT_OF_SCOPE = {DType.FP32, DType.FP16, DType.BF16, DType.FP8E4M3, DType.FP8E5M2,
+                 DType.FP6E2M3, DType.FP6E3M2, DType.FP4E2M1, DType.FP8UE8M0, DType.INT64,
+                 DType.MXINT8, DType.INT4}
+
+
+def shape_of(call: OpCall, i: int) -> tuple[int, ...]:
+    """The actual shape of input i (from the array; the declared spec may hold -1)."""
+    x = call.inputs[i]
+    return tuple(x.shape) if x is not None else tuple(call.input_specs[i].shape)
+
+
+def check_types(call: OpCall, allowed: Iterable[tuple[DType, ...]], in_idx: Sequence[int] = (0,),
+                out_idx: Sequence[int] = (0,)) -> tuple[DType, ...]:
+    """ERROR_IF the (input..., output...) element types are not one of the op's supported rows."""
+    combo = tuple(call.input_specs[i].dtype for i in in_idx) + \
+        tuple(call.output_specs[i].dtype for i in out_idx)
+    if combo in set(allowed):
+        return combo
+    names = "x".join(d.name for d in combo)
+    if any(d in _OUT_OF_SCOPE for d in combo):
+        raise TosaUnsupported(f"{call.op}: element types {names} are outside npu-bench's integer profile")
+    raise TosaError(call.op, f"unsupported element types {names}", call.where)
+
+
+def same_types(call: OpCall, types: Iterable[DType], n_in: int = 1) -> DType:
+    """ERROR_IF inputs 0..n_in-1 and output 0 do not all have one type from `types`."""
+    return check_types(call, [(t,) * (n_in + 1) for t in types], tuple(range(n_in)), (0,))[0]
+
+
+def check_rank(call: OpCall, shape: Sequence[int], what: str = "input", lo: int = 0,
+               hi: int = MAX_RANK) -> None:
+    call.error_if(not (lo <= len(shape) <= hi), f"rank({what}) = {len(shape)} outside [{lo}, {hi}]")
+
+
+def broadcast_shape(call: OpCall, shape1: Sequence[int], shape2: Sequence[int]) -> tuple[int, ...]:
+    """shape_t broadcast_shape(shape1, shape2): equal ranks, each dim equal or 1."""
+    call.error_if(len(shape1) != len(shape2),
+                  f"rank(shape1) != rank(shape2) ({len(shape1)} vs {len(shape2)})")
+    out = list(shape1)
+    for i, (a, b) in enumerate(zip(shape1, shape2)):
+        if a == 1:
+            out[i] = b
+        else:
+            call.error_if(b != 1 and b != a, f"shapes {tuple(shape1)} and {tuple(shape2)} do not broadcast (dim {i})")
+    return tuple(out)
+
+
+def check_output_shape(call: OpCall, shape: Sequence[int], i: int = 0, rule: str | None = None) -> None:
+    """ERROR_IF the declared output shape disagrees with `shape` (declared -1 dims match anything)."""
+    declared = tuple(call.output_specs[i].shape)
+    ok = len(declared) == len(shape) and all(d < 0 or d == s for d, s in zip(declared, shape))
+    call.error_if(not ok, rule or f"output shape {_fmt(declared)} != {_fmt(shape)}")
+
+
+def _fmt(shape: Sequence[int]) -> str:
+    return "[" + ",".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def attr(call: OpCall, name: str, default: Any = None) -> Any:
+    v = call.attrs.get(name, default)
+    return default if v is None else v
+
+
+def attr_int_list(call: OpCall, name: str) -> list[int]:
+    v = call.attrs.get(name)
+    if v is None:
+        raise TosaError(call.op, f"attribute '{name}' is missing", call.where)
+    return [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+def shape_operand(call: OpCall, i: int, what: str) -> list[int]:
+    """The values of a shape_t operand (a CONST_SHAPE output, or an int tensor) as ints."""
+    spec = call.input_specs[i]
+    call.error_if(spec.dtype not in (DType.SHAPE, DType.INT32, DType.INT64),
+                  f"{what} must be a shape operand, not {spec.dtype.name}")
+    x = call.inputs[i]
+    if x is None:
+        raise TosaError(call.op, f"{what} has no value (shape operands must be constant)", call.where)
+    return [int(v) for v in np.asarray(x).reshape(-1)]
+
+
+def scalar_operand(call: OpCall, i: int, what: str, dtype: DType | None = None) -> int:
+    """A one-element tensor operand (zero point, MUL shift, PAD pad_const) as an int."""
+    x = call.inputs[i]
+    if dtype is not None:
+        call.error_if(call.input_specs[i].dtype != dtype,
+                      f"{what} must be {dtype.name}, not {call.input_specs[i].dtype.name}")
+    call.error_if(x is None or np.asarray(x).size != 1, f"{what} must have exactly one element")
+    return int(np.asarray(x).reshape(-1)[0])
+
+
+def attr_value(call: OpCall, name: str, dtype: DType) -> int:
+    """An attribute holding one value of the input's type (CLAMP min_val/max_val).
+
+    The schema stores these as little-endian bytes of the element type; a reader may also hand
+    over the decoded integer. Both are accepted.
+    """
+    v = call.attrs.get(name)
+    if v is None:
+        raise TosaError(call.op, f"attribute '{name}' is missing", call.where)
+    if isinstance(v, (bytes, bytearray, list, tuple)) or (isinstance(v, np.ndarray) and v.dtype == np.uint8):
+        raw = bytes(bytearray(int(b) & 0xFF for b in (v if not isinstance(v, (bytes, bytearray)) else list(v))))
+        nbytes = {DType.BOOL: 1, DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DType.INT48: 6}.get(dtype)
+        if nbytes is None:
+            raise TosaUnsupported(f"{call.op}: attribute '{name}' of type {dtype.name} is not supported")
+        call.error_if(len(raw) < nbytes, f"attribute '{name}' has {len(raw)} bytes, {dtype.name} needs {nbytes}")
+        return int.from_bytes(raw[:nbytes], "little", signed=dtype != DType.BOOL)
+    if isinstance(v, np.ndarray):
+        v = v.reshape(-1)[0]
+    return int(v)
+
+
+def out(call: OpCall, values: np.ndarray, i: int = 0) -> np.ndarray:
+    """Values already in range, stored in output i's storage type."""
+    return np.asarray(values).astype(call.output_specs[i].dtype.storage, copy=False)
