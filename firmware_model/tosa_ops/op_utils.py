@@ -104,7 +104,7 @@ def scalar_operand(call: OpCall, i: int, what: str, dtype: DType | None = None) 
     if dtype is not None:
         call.error_if(call.input_specs[i].dtype != dtype,
                       f"{what} must be {dtype.name}, not {call.input_specs[i].dtype.name}")
-    call.error_if(x is None or np.asarray(x).size != 1, f"{what} must have exactly one element")
+    call.error_if(x is None or tuple(np.shape(x)) != (1,), f"{what} must have shape [1]")
     return int(np.asarray(x).reshape(-1)[0])
 
 

@@ -13,6 +13,7 @@ Output specs may hold -1 for a dimension the graph left open; a kernel checks on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -57,6 +58,8 @@ class OpCall:
 
 Kernel = Callable[[OpCall], list[np.ndarray]]
 _KERNELS: dict[str, Kernel] = {}
+_LOADED = False
+_LOAD_LOCK = threading.Lock()  # Arm's runner calls kernels from several threads at once
 
 
 def register(*ops: str) -> Callable[[Kernel], Kernel]:
@@ -70,18 +73,24 @@ def register(*ops: str) -> Callable[[Kernel], Kernel]:
 
 
 def _load_kernel_modules() -> None:
-    # Kernel modules register themselves on import; import them all once, lazily.
+    # Kernel modules register themselves on import; import them all once, lazily. A flag (not
+    # "is _KERNELS empty") marks completion, so no thread sees a half-filled registry.
+    global _LOADED
     import importlib
     import pkgutil
 
     import firmware_model.tosa_ops as pkg
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name not in ("registry", "numerics", "dtypes"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+    with _LOAD_LOCK:
+        if _LOADED:
+            return
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name not in ("registry", "numerics", "dtypes"):
+                importlib.import_module(f"{pkg.__name__}.{info.name}")
+        _LOADED = True
 
 
 def kernel_for(op: str) -> Kernel:
-    if not _KERNELS:
+    if not _LOADED:
         _load_kernel_modules()
     try:
         return _KERNELS[op]
@@ -90,7 +99,7 @@ def kernel_for(op: str) -> Kernel:
 
 
 def supported_ops() -> list[str]:
-    if not _KERNELS:
+    if not _LOADED:
         _load_kernel_modules()
     return sorted(_KERNELS)
 

@@ -8,7 +8,7 @@ from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.op_utils import check_output_shape, check_types, out, shape_of
 from firmware_model.tosa_ops.registry import OpCall, register
 
-VALUE_TYPES = (DType.INT8, DType.INT16, DType.INT32)
+VALUE_TYPES = (DType.BOOL, DType.INT8, DType.INT16, DType.INT32)
 
 
 @register("GATHER")
