@@ -1,0 +1,385 @@
+"""TOSA tensor operators, integer profile plus the int16 extension: CONV2D, DEPTHWISE_CONV2D,
+TRANSPOSE_CONV2D, MATMUL, AVG_POOL2D and MAX_POOL2D.
+
+Semantics are the spec's pseudocode (every ERROR_IF, output shapes against the declared specs).
+Where the spec leaves a result unpredictable (a REQUIRE on an accumulator or bias add that
+overflows) the kernels return what Arm's reference model returns, because the conformance
+generator draws biases over the whole int32 range and expects those values:
+
+- int32 accumulators and the int32 bias add wrap (two's complement modulo 2^32);
+- int48 results are computed exactly in 64 bits and then saturated to the int48 range, once, after
+  the bias add (an accumulator that leaves the int48 range and comes back is not clipped on the way).
+
+Speed: the reductions run as matrix products (im2col via a strided view, then one GEMM) in
+float32 or float64, which is exact while every partial sum stays an integer below 2^24 or 2^53.
+The bound is taken from the actual operands: reduction length x max|input - zp| x max|weight - zp|;
+past 2^53 the product runs in int64 (numpy has no integer BLAS, so that path is slow but exact).
+Depthwise and pooling loop over kernel taps only, each tap one vectorised pass over the tensor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from firmware_model.errors import TosaUnpredictable
+from firmware_model.tosa_ops import numerics
+from firmware_model.tosa_ops.dtypes import DType, wrap
+from firmware_model.tosa_ops.op_utils import (attr_int_list, check_output_shape, check_types,
+                                              out, scalar_operand, shape_of)
+from firmware_model.tosa_ops.registry import OpCall, register
+
+# Largest bound on |partial sum| for which float32 / float64 arithmetic on integers is exact.
+FLOAT32_EXACT = 1 << 24
+FLOAT64_EXACT = 1 << 53
+# im2col blocks are cut so that one block holds at most this many elements.
+IM2COL_BLOCK_ELEMENTS = 1 << 23
+
+INT48_MIN, INT48_MAX = DType.INT48.min, DType.INT48.max
+
+# (input, weight, output) rows of the convolution ops, with the accumulator type they need.
+CONV_TYPES = {
+    (DType.INT8, DType.INT8, DType.INT32): DType.INT32,
+    (DType.INT16, DType.INT8, DType.INT48): DType.INT48,
+}
+MATMUL_TYPES = [(DType.INT8, DType.INT8, DType.INT32), (DType.INT16, DType.INT16, DType.INT48)]
+POOL_TYPES = [(DType.INT8, DType.INT8), (DType.INT16, DType.INT16)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared checks and arithmetic
+
+def _check_arity(call: OpCall, n_in: int) -> None:
+    call.error_if(len(call.inputs) != n_in, f"takes {n_in} inputs, got {len(call.inputs)}")
+    call.error_if(len(call.output_specs) != 1, f"has 1 output, got {len(call.output_specs)}")
+
+
+def _check_rank4(call: OpCall, i: int, what: str) -> tuple[int, int, int, int]:
+    shape = shape_of(call, i)
+    call.error_if(len(shape) != 4, f"rank({what}) = {len(shape)}, must be 4")
+    return shape  # type: ignore[return-value]
+
+
+def _attr_list(call: OpCall, name: str, n: int) -> list[int]:
+    v = attr_int_list(call, name)
+    call.error_if(len(v) != n, f"attribute '{name}' has {len(v)} values, needs {n}")
+    return v
+
+
+def _zero_point(call: OpCall, i: int, what: str, dtype: DType, allowed: bool) -> int:
+    """A zero-point operand; ERROR_IF it is non-zero where the spec allows only zero."""
+    zp = scalar_operand(call, i, what, dtype)
+    call.error_if(not allowed and zp != 0, f"{what} != 0 (zero points are only allowed for int8)")
+    return zp
+
+
+def _idiv_check(call: OpCall, a: int, b: int, what: str) -> int:
+    """idiv_check: ERROR_IF a is not a multiple of b; the exact quotient."""
+    call.error_if(a % b != 0, f"{what}: {a} is not a multiple of the stride {b}")
+    return a // b
+
+
+def _check_dim(call: OpCall, value: int, what: str) -> None:
+    call.error_if(value < 1, f"{what} = {value}, must be >= 1")
+
+
+def _compute_dtype(bound: int) -> type:
+    """The cheapest numpy type in which a sum of products bounded by `bound` is exact."""
+    if bound < FLOAT32_EXACT:
+        return np.float32
+    if bound < FLOAT64_EXACT:
+        return np.float64
+    return np.int64
+
+
+def _absmax(x: np.ndarray, zp: int) -> int:
+    """max |x - zp| over the tensor (0 for an empty one)."""
+    if x.size == 0:
+        return 0
+    return max(abs(int(x.max()) - zp), abs(int(x.min()) - zp))
+
+
+def _finish(acc: np.ndarray, bias: np.ndarray | int, out_t: DType) -> np.ndarray:
+    """out = static_cast<out_t>(acc) + bias, as Arm's reference model evaluates it: int32 wraps,
+    int48 saturates once at the end. `acc` holds exact integer values (any numeric dtype)."""
+    if out_t == DType.INT32 and acc.dtype in (np.float32, np.int32):
+        # int32 values (float32 ones are below 2^24); numpy's int32 add wraps like the model.
+        return np.add(acc.astype(np.int32, copy=False), np.asarray(bias, dtype=np.int32),
+                      dtype=np.int32)
+    total = acc.astype(np.int64) + np.asarray(bias, dtype=np.int64)
+    if out_t == DType.INT48:
+        return np.clip(total, INT48_MIN, INT48_MAX)
+    return wrap(total, out_t.bits).astype(out_t.storage)
+
+
+def _shifted(x: np.ndarray, zp: int, dtype) -> np.ndarray:
+    """x - zp in `dtype` (x is an integer storage array)."""
+    r = x.astype(dtype)
+    if zp:
+        r -= zp
+    return r
+
+
+def _pad_zero(xs: np.ndarray, pt: int, pb: int, pl: int, pr: int) -> np.ndarray:
+    """NHWC zero padding (outside the input the spec reads value = 0, after the zero point)."""
+    if not (pt or pb or pl or pr):
+        return xs
+    n, h, w, c = xs.shape
+    p = np.zeros((n, h + pt + pb, w + pl + pr, c), xs.dtype)
+    p[:, pt:pt + h, pl:pl + w, :] = xs
+    return p
+
+
+def _windows(xp: np.ndarray, oh: int, ow: int, kh: int, kw: int, sy: int, sx: int,
+             dy: int = 1, dx: int = 1) -> np.ndarray:
+    """Read-only view (N, OH, OW, KH, KW, C) of the windows of a padded NHWC tensor."""
+    n, _, _, c = xp.shape
+    s0, s1, s2, s3 = xp.strides
+    return as_strided(xp, shape=(n, oh, ow, kh, kw, c),
+                      strides=(s0, s1 * sy, s2 * sx, s1 * dy, s2 * dx, s3), writeable=False)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b; int64 operands use numpy's exact (non-BLAS) integer product."""
+    return np.matmul(a, b)
+
+
+def _unpredictable_from(call: OpCall, e: TosaUnpredictable) -> TosaUnpredictable:
+    return TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where)
+
+
+# ----------------------------------------------------------------------------------------------
+# Convolutions
+
+def _conv_common(call: OpCall):
+    """Arity, ranks, types, acc_type, zero points and bias shape of the three convolutions."""
+    _check_arity(call, 5)
+    combo = check_types(call, [(*k,) for k in CONV_TYPES], in_idx=(0, 1), out_idx=(0,))
+    in_t, w_t, out_t = combo
+    acc_t = CONV_TYPES[combo]
+    call.error_if(call.in_dtype(2) != out_t,
+                  f"bias type {call.in_dtype(2).name} != output type {out_t.name}")
+    acc_attr = call.attrs.get("acc_type")
+    call.error_if(acc_attr is None or int(acc_attr) != int(acc_t),
+                  f"acc_type {acc_attr!r} is not {acc_t.name} for {in_t.name} x {w_t.name}")
+    x_shape = _check_rank4(call, 0, "input")
+    w_shape = _check_rank4(call, 1, "weight")
+    b_shape = shape_of(call, 2)
+    call.error_if(len(b_shape) != 1, f"rank(bias) = {len(b_shape)}, must be 1")
+    izp = _zero_point(call, 3, "input_zp", in_t, in_t == DType.INT8)
+    wzp = _zero_point(call, 4, "weight_zp", w_t, w_t == DType.INT8)
+    return in_t, w_t, out_t, x_shape, w_shape, b_shape[0], izp, wzp
+
+
+def _bias_vector(call: OpCall, bc: int, oc: int) -> np.ndarray:
+    call.error_if(bc != oc and bc != 1, f"bias has {bc} values, needs {oc} or 1")
+    return np.asarray(call.inputs[2]).reshape(-1)
+
+
+@register("CONV2D")
+def conv2d(call: OpCall):
+    in_t, w_t, out_t, (n, ih, iw, ic), (oc, kh, kw, wic), bc, izp, wzp = _conv_common(call)
+    pt, pb, pl, pr = _attr_list(call, "pad", 4)
+    sy, sx = _attr_list(call, "stride", 2)
+    dy, dx = _attr_list(call, "dilation", 2)
+    call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
+    call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
+    call.error_if(dy < 1 or dx < 1, "dilation_y < 1 or dilation_x < 1")
+    call.error_if(wic != ic, f"weight has {wic} input channels, input has {ic}")
+    oh = _idiv_check(call, ih - 1 + pt + pb - (kh - 1) * dy, sy, "OH") + 1
+    ow = _idiv_check(call, iw - 1 + pl + pr - (kw - 1) * dx, sx, "OW") + 1
+    _check_dim(call, oh, "OH")
+    _check_dim(call, ow, "OW")
+    check_output_shape(call, (n, oh, ow, oc))
+    bias = _bias_vector(call, bc, oc)
+
+    x, w = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
+    k = kh * kw * ic
+    dt = _compute_dtype(k * _absmax(x, izp) * _absmax(w, wzp))
+    xp = _pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr)
+    wmat = _shifted(w, wzp, dt).reshape(oc, k).T            # (KH*KW*IC, OC), matches the windows
+    view = _windows(xp, oh, ow, kh, kw, sy, sx, dy, dx)      # (N, OH, OW, KH, KW, IC)
+    acc = np.empty((n, oh, ow, oc), dt)
+    rows = max(1, IM2COL_BLOCK_ELEMENTS // max(1, ow * k))   # output rows per im2col block
+    for b in range(n):
+        for y0 in range(0, oh, rows):
+            blk = view[b, y0:y0 + rows]
+            cols = np.ascontiguousarray(blk).reshape(-1, k)
+            acc[b, y0:y0 + rows] = _matmul(cols, wmat).reshape(blk.shape[0], ow, oc)
+    return [out(call, _finish(acc, bias, out_t))]
+
+
+@register("DEPTHWISE_CONV2D")
+def depthwise_conv2d(call: OpCall):
+    in_t, w_t, out_t, (n, ih, iw, c), (kh, kw, wc, m), bc, izp, wzp = _conv_common(call)
+    pt, pb, pl, pr = _attr_list(call, "pad", 4)
+    sy, sx = _attr_list(call, "stride", 2)
+    dy, dx = _attr_list(call, "dilation", 2)
+    call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
+    call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
+    call.error_if(dy < 1 or dx < 1, "dilation_y < 1 or dilation_x < 1")
+    call.error_if(wc != c, f"weight has {wc} channels, input has {c}")
+    oh = _idiv_check(call, ih - 1 + pt + pb - (kh - 1) * dy, sy, "OH") + 1
+    ow = _idiv_check(call, iw - 1 + pl + pr - (kw - 1) * dx, sx, "OW") + 1
+    _check_dim(call, oh, "OH")
+    _check_dim(call, ow, "OW")
+    check_output_shape(call, (n, oh, ow, c * m))
+    bias = _bias_vector(call, bc, c * m)
+
+    x, w = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
+    # int8: int32 arithmetic wraps exactly like the reference model's int32 accumulator;
+    # int16: int64 holds the exact sum (|sum| < KH*KW * 2^15 * 2^8), saturated to int48 at the end.
+    dt = np.int32 if out_t == DType.INT32 else np.int64
+    xp = _pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr)
+    ws = _shifted(w, wzp, dt)
+    if m == 1:
+        ws = ws[..., 0]                                        # (KH, KW, C)
+        acc = np.zeros((n, oh, ow, c), dt)
+    else:
+        xp = xp[..., None]                                     # (N, H, W, C, 1) x (C, M)
+        acc = np.zeros((n, oh, ow, c, m), dt)
+    tmp = np.empty_like(acc)
+    for ky in range(kh):
+        for kx in range(kw):
+            y0, x0 = ky * dy, kx * dx
+            tap = xp[:, y0:y0 + (oh - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
+            np.multiply(tap, ws[ky, kx], out=tmp)
+            acc += tmp
+    return [out(call, _finish(acc.reshape(n, oh, ow, c * m), bias, out_t))]
+
+
+@register("TRANSPOSE_CONV2D")
+def transpose_conv2d(call: OpCall):
+    in_t, w_t, out_t, (n, ih, iw, ic), (oc, kh, kw, wic), bc, izp, wzp = _conv_common(call)
+    pt, pb, pl, pr = _attr_list(call, "out_pad", 4)
+    sy, sx = _attr_list(call, "stride", 2)
+    call.error_if(pt <= -kh or pb <= -kh, "out_pad_top <= -KH or out_pad_bottom <= -KH")
+    call.error_if(pl <= -kw or pr <= -kw, "out_pad_left <= -KW or out_pad_right <= -KW")
+    call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
+    call.error_if(wic != ic, f"weight has {wic} input channels, input has {ic}")
+    oh = (ih - 1) * sy + pt + pb + kh
+    ow = (iw - 1) * sx + pl + pr + kw
+    _check_dim(call, oh, "OH")
+    _check_dim(call, ow, "OW")
+    check_output_shape(call, (n, oh, ow, oc))
+    bias = _bias_vector(call, bc, oc)
+
+    x, w = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
+    dt = _compute_dtype(kh * kw * ic * _absmax(x, izp) * _absmax(w, wzp))
+    xs = _shifted(x, izp, dt).reshape(n * ih * iw, ic)
+    wmat = _shifted(w, wzp, dt).transpose(1, 2, 0, 3).reshape(kh * kw * oc, ic).T  # (IC, KH*KW*OC)
+    # Input pixel (iy, ix) adds weight tap (ky, kx) into the full-size output at
+    # (iy * stride_y + ky, ix * stride_x + kx); out_pad then pads or crops that full output.
+    contrib = _matmul(xs, wmat).reshape(n, ih, iw, kh, kw, oc)
+    fh, fw = (ih - 1) * sy + kh, (iw - 1) * sx + kw
+    full = np.zeros((n, fh, fw, oc), dt)
+    for ky in range(kh):
+        for kx in range(kw):
+            full[:, ky:ky + (ih - 1) * sy + 1:sy, kx:kx + (iw - 1) * sx + 1:sx] += contrib[:, :, :, ky, kx]
+    acc = np.zeros((n, oh, ow, oc), dt)
+    # output row oy reads full row oy - out_pad_top (when that row exists)
+    oy0, oy1 = max(0, pt), min(oh, fh + pt)
+    ox0, ox1 = max(0, pl), min(ow, fw + pl)
+    if oy0 < oy1 and ox0 < ox1:
+        acc[:, oy0:oy1, ox0:ox1] = full[:, oy0 - pt:oy1 - pt, ox0 - pl:ox1 - pl]
+    return [out(call, _finish(acc, bias, out_t))]
+
+
+# ----------------------------------------------------------------------------------------------
+# MATMUL
+
+@register("MATMUL")
+def matmul(call: OpCall):
+    _check_arity(call, 4)
+    a_t, b_t, out_t = check_types(call, MATMUL_TYPES, in_idx=(0, 1), out_idx=(0,))
+    a_shape, b_shape = shape_of(call, 0), shape_of(call, 1)
+    call.error_if(len(a_shape) != 3, f"rank(A) = {len(a_shape)}, must be 3")
+    call.error_if(len(b_shape) != 3, f"rank(B) = {len(b_shape)}, must be 3")
+    (n, h, c), (bn, bc, w) = a_shape, b_shape
+    call.error_if(bn != n, f"batch of B ({bn}) != batch of A ({n})")
+    call.error_if(bc != c, f"B has {bc} rows, A has {c} columns")
+    azp = _zero_point(call, 2, "A_zp", a_t, a_t == DType.INT8)
+    bzp = _zero_point(call, 3, "B_zp", b_t, b_t == DType.INT8)
+    check_output_shape(call, (n, h, w))
+    a, b = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
+    dt = _compute_dtype(c * _absmax(a, azp) * _absmax(b, bzp))
+    acc = _matmul(_shifted(a, azp, dt), _shifted(b, bzp, dt))
+    return [out(call, _finish(acc, 0, out_t))]
+
+
+# ----------------------------------------------------------------------------------------------
+# Pooling
+
+def _pool_common(call: OpCall, n_in: int):
+    _check_arity(call, n_in)
+    io_t = check_types(call, POOL_TYPES)[0]
+    n, ih, iw, c = _check_rank4(call, 0, "input")
+    ky, kx = _attr_list(call, "kernel", 2)
+    sy, sx = _attr_list(call, "stride", 2)
+    pt, pb, pl, pr = _attr_list(call, "pad", 4)
+    call.error_if(ky < 1 or kx < 1, "kernel_y < 1 or kernel_x < 1")
+    call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
+    call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
+    call.error_if(pr >= kx or pl >= kx, "pad_right >= kernel_x or pad_left >= kernel_x")
+    call.error_if(pt >= ky or pb >= ky, "pad_top >= kernel_y or pad_bottom >= kernel_y")
+    oh = _idiv_check(call, ih + pt + pb - ky, sy, "OH") + 1
+    ow = _idiv_check(call, iw + pl + pr - kx, sx, "OW") + 1
+    _check_dim(call, oh, "OH")
+    _check_dim(call, ow, "OW")
+    check_output_shape(call, (n, oh, ow, c))
+    return io_t, (n, ih, iw, c), (ky, kx), (sy, sx), (pt, pb, pl, pr), (oh, ow)
+
+
+def _window_reduce(xp: np.ndarray, k: tuple[int, int], s: tuple[int, int], o: tuple[int, int],
+                   ufunc) -> np.ndarray:
+    """Separable window reduction (sum or max) of a padded NHWC tensor: first along W, then H."""
+    (ky, kx), (sy, sx), (oh, ow) = k, s, o
+    rows = xp[:, :, 0:(ow - 1) * sx + 1:sx].copy()
+    for j in range(1, kx):
+        ufunc(rows, xp[:, :, j:j + (ow - 1) * sx + 1:sx], out=rows)
+    acc = rows[:, 0:(oh - 1) * sy + 1:sy].copy()
+    for i in range(1, ky):
+        ufunc(acc, rows[:, i:i + (oh - 1) * sy + 1:sy], out=acc)
+    return acc
+
+
+def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> np.ndarray:
+    """For each output position, how many of its k window taps fall inside [0, size)."""
+    start = np.arange(o, dtype=np.int64) * s - p0
+    return np.minimum(start + k, size) - np.maximum(start, 0)
+
+
+@register("AVG_POOL2D")
+def avg_pool2d(call: OpCall):
+    io_t, (n, ih, iw, c), k, s, (pt, pb, pl, pr), o = _pool_common(call, 3)
+    acc_attr = call.attrs.get("acc_type")
+    call.error_if(acc_attr is None or int(acc_attr) != int(DType.INT32),
+                  f"acc_type {acc_attr!r} is not INT32 for {io_t.name}")
+    is_i8 = io_t == DType.INT8
+    izp = _zero_point(call, 1, "input_zp", io_t, is_i8)
+    ozp = _zero_point(call, 2, "output_zp", io_t, is_i8)
+
+    # Only positions inside the input count; padding adds nothing to the sum (nor to count).
+    xp = _pad_zero(_shifted(np.asarray(call.inputs[0]), izp, np.int64), pt, pb, pl, pr)
+    acc = _window_reduce(xp, k, s, o, np.add)
+    count = _valid_count(ih, k[0], s[0], pt, o[0])[:, None] * _valid_count(iw, k[1], s[1], pl, o[1])[None, :]
+    try:
+        multiplier, shift = numerics.reciprocal_scale(count)
+        scaled = numerics.apply_scale_32(acc, multiplier[None, :, :, None], shift[None, :, :, None], False)
+        result = numerics.apply_add_s(scaled, ozp, DType.INT32)
+    except TosaUnpredictable as e:
+        raise _unpredictable_from(call, e) from e
+    return [out(call, numerics.apply_clip_s(result, io_t.min, io_t.max))]
+
+
+@register("MAX_POOL2D")
+def max_pool2d(call: OpCall):
+    io_t, (n, ih, iw, c), k, s, (pt, pb, pl, pr), o = _pool_common(call, 1)
+    x = np.asarray(call.inputs[0])
+    # Padding with the type's minimum never wins: pad < kernel, so each window sees the input.
+    if pt or pb or pl or pr:
+        xp = np.full((n, ih + pt + pb, iw + pl + pr, c), io_t.min, x.dtype)
+        xp[:, pt:pt + ih, pl:pl + iw] = x
+    else:
+        xp = x
+    return [out(call, _window_reduce(xp, k, s, o, np.maximum))]
