@@ -51,4 +51,11 @@ class IsaError(NpuBenchError):
 
 
 class GoldenModelError(NpuBenchError):
-    """The golden model found a fault while executing a program (the NPU's error report)."""
+    """The golden model found a fault while executing a program: the error the NPU reports.
+
+    `status` is the completion code (an `isa.Status` value) the hardware would report.
+    """
+
+    def __init__(self, message: str, status: int | None = None):
+        self.status = status
+        super().__init__(message)

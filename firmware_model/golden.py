@@ -1,0 +1,205 @@
+"""The NPU golden model: executes a compiled program's command stream on modelled memories.
+
+One `GoldenModel` is one NPU with its external memory, powered on once. `invoke()` is one run of
+the graph: the host writes the inputs into external memory, starts the command processor, and
+reads the outputs when it reports completion. The variable SRAM keeps its contents between
+invocations; `save_state()`/`load_state()` carry it across processes.
+
+The model counts what an architect needs (cycles per unit from firmware_model/perf.py, MACs,
+bytes moved per memory, commands per unit) and exposes every MAC command as a tile event to a
+hook, which the RTL bench uses to run the same tile on the RTL and substitute its result.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from firmware_model.dma import dma_transfer, fill
+from firmware_model.errors import GoldenModelError
+from firmware_model.isa import Command, Opcode, Reg, Sram, Status
+from firmware_model.mac_unit import MacResult, execute_mac
+from firmware_model.memories import Memories
+from firmware_model.npu_config import NpuConfig
+from firmware_model.perf import COMMAND_OVERHEAD
+from firmware_model.program import Placement, Program
+
+
+@dataclass
+class TileEvent:
+    """A MAC command as the bench sees it: where it sits, what it read, what golden wrote."""
+    tile_id: int                      # value of the last MARK command
+    command_index: int
+    regs: dict[int, int]              # register file when the command ran
+    mode: int
+    result: MacResult
+    memories: Memories                # golden memories after the command
+    output_before: np.ndarray         # the output SRAM just before the command
+
+
+# A tile hook may return replacement bytes for result.region.output (e.g. the RTL's result).
+TileHook = Callable[[TileEvent], "np.ndarray | None"]
+
+
+@dataclass
+class Counters:
+    cycles: int = 0
+    unit_cycles: Counter = field(default_factory=Counter)   # "command", "mac", "dma", "fill", "host"
+    commands: Counter = field(default_factory=Counter)      # by opcode name
+    macs: int = 0
+    bytes_read: Counter = field(default_factory=Counter)    # by memory name
+    bytes_written: Counter = field(default_factory=Counter)
+    tiles: int = 0
+
+    def as_dict(self) -> dict:
+        return {"cycles": self.cycles, "unit_cycles": dict(self.unit_cycles), "commands": dict(self.commands),
+                "macs": self.macs, "bytes_read": dict(self.bytes_read),
+                "bytes_written": dict(self.bytes_written), "tiles": self.tiles}
+
+
+class GoldenModel:
+    def __init__(self, program: Program, cfg: NpuConfig, host=None):
+        self.program = program
+        self.cfg = cfg
+        self.mem = Memories(cfg)
+        self.host = host
+        self.regs: dict[int, int] = {}
+        self.counters = Counters()
+        self.tile_hook: TileHook | None = None
+        self.mark = 0
+        self._power_on()
+
+    def _power_on(self) -> None:
+        self.mem.power_on_reset()
+        addr = self.program.constants_addr
+        const = np.frombuffer(self.program.constants, dtype=np.uint8)
+        self.mem.check_range("ext", addr, addr + len(const), "constants image")
+        self.mem.ext[addr:addr + len(const)] = const
+
+    # --- host side ---------------------------------------------------------------------
+    def write_tensor(self, place: Placement, value: np.ndarray) -> None:
+        data = np.ascontiguousarray(value, dtype=place.dtype.storage.newbyteorder("<")).view(np.uint8).reshape(-1)
+        self.mem.check_range("ext", place.addr, place.addr + len(data), f"tensor {place.name}")
+        self.mem.ext[place.addr:place.addr + len(data)] = data
+
+    def read_tensor(self, place: Placement) -> np.ndarray:
+        n = place.nbytes
+        self.mem.check_range("ext", place.addr, place.addr + n, f"tensor {place.name}")
+        raw = self.mem.ext[place.addr:place.addr + n].copy()
+        return raw.view(place.dtype.storage.newbyteorder("<")).astype(place.dtype.storage).reshape(place.shape)
+
+    def begin_invocation(self, inputs: dict[str, np.ndarray]) -> None:
+        """The host's part of starting an invocation: inputs into external memory, start pulse."""
+        for place in self.program.inputs:
+            if place.name not in inputs:
+                raise GoldenModelError(f"input '{place.name}' was not given")
+            self.write_tensor(place, inputs[place.name])
+        self.mem.start_invocation()
+
+    def read_outputs(self) -> dict[str, np.ndarray]:
+        return {place.name: self.read_tensor(place) for place in self.program.outputs}
+
+    def invoke(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.begin_invocation(inputs)
+        self.run()
+        return self.read_outputs()
+
+    # --- the command processor ---------------------------------------------------------
+    def run(self) -> None:
+        for _ in self.run_steps():
+            pass
+
+    def run_steps(self):
+        """Execute the program from command 0 to END, yielding the index of each command run.
+
+        A caller that must act between commands (the RTL bench, between a tile's golden result
+        and the next command) iterates this instead of calling run().
+        """
+        cmds = self.program.commands
+        pc = 0
+        while True:
+            if pc >= len(cmds):
+                raise GoldenModelError(f"command {pc}: the program ran past its end without END",
+                                       Status.COMMAND_OVERRUN)
+            cmd = cmds[pc]
+            self.counters.commands[cmd.opcode.name] += 1
+            self.counters.unit_cycles["command"] += COMMAND_OVERHEAD
+            self.counters.cycles += COMMAND_OVERHEAD
+            try:
+                done = self.step(pc, cmd)
+            except GoldenModelError as e:
+                raise GoldenModelError(f"command {pc} ({cmd.disassemble()}): {e}", e.status) from None
+            yield pc
+            if done:
+                return
+            pc += 1
+
+    def _charge(self, unit: str, cycles: int) -> None:
+        self.counters.unit_cycles[unit] += cycles
+        self.counters.cycles += cycles
+
+    def step(self, pc: int, cmd: Command) -> bool:
+        """Execute one command; True at END."""
+        op = cmd.opcode
+        if op == Opcode.SET:
+            try:
+                Reg(cmd.sub)
+            except ValueError:
+                raise GoldenModelError(f"register {cmd.sub:#04x} does not exist", Status.BAD_REGISTER) from None
+            self.regs[cmd.sub] = cmd.value
+        elif op in (Opcode.NOP, Opcode.BARRIER):
+            pass
+        elif op == Opcode.MARK:
+            self.mark = cmd.value
+        elif op == Opcode.END:
+            return True
+        elif op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
+            sram = self._sram(cmd)
+            r = dma_transfer(self.cfg, self.mem, self.regs, sram, to_sram=op == Opcode.DMA_LOAD)
+            self._charge("dma", r.cycles)
+            src, dst = ("ext", sram.name.lower()) if op == Opcode.DMA_LOAD else (sram.name.lower(), "ext")
+            self.counters.bytes_read[src] += r.bytes
+            self.counters.bytes_written[dst] += r.bytes
+        elif op == Opcode.FILL:
+            r = fill(self.cfg, self.mem, self.regs, self._sram(cmd), cmd.value)
+            self._charge("fill", r.cycles)
+            self.counters.bytes_written[r.sram.name.lower()] += r.bytes
+        elif op == Opcode.MAC:
+            before = self.mem.sram[Sram.OUTPUT].copy() if self.tile_hook else None
+            result = execute_mac(self.cfg, self.mem, self.regs, cmd.sub)
+            self._charge("mac", result.cycles)
+            self.counters.macs += result.macs
+            self.counters.tiles += 1
+            for name, (a, b) in (("input", result.region.input), ("weight", result.region.weight),
+                                 ("param", result.region.param)):
+                self.counters.bytes_read[name] += b - a
+            self.counters.bytes_written["output"] += result.out_bytes
+            if self.tile_hook is not None:
+                event = TileEvent(self.mark, pc, dict(self.regs), cmd.sub, result, self.mem, before)
+                replacement = self.tile_hook(event)
+                if replacement is not None:
+                    a, b = result.region.output
+                    self.mem.sram[Sram.OUTPUT][a:b] = replacement
+        elif op == Opcode.HOST:
+            if self.host is None:
+                raise GoldenModelError(f"HOST {cmd.value}: this model has no host CPU attached", Status.BAD_OPCODE)
+            cycles = self.host.run(self, cmd.value)
+            self._charge("host", cycles)
+        else:
+            raise GoldenModelError(f"{op.name} is not implemented by this golden model", Status.BAD_OPCODE)
+        return False
+
+    @staticmethod
+    def _sram(cmd: Command) -> Sram:
+        try:
+            return Sram(cmd.sub)
+        except ValueError:
+            raise GoldenModelError(f"SRAM id {cmd.sub} does not exist", Status.BAD_MODE) from None
+
+    # --- persistent state ----------------------------------------------------------------
+    def variable_sram_image(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_written.copy()
+

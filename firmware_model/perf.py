@@ -1,0 +1,52 @@
+"""Cycle model of the NPU: how many clocks each command takes.
+
+This is the performance model the golden model counts with and the architects' estimates come
+from. For the units that exist in RTL the formulas are the RTL's own schedule (a test checks them
+against the simulated cycle counters exactly); for the others they describe the intended
+hardware and say so.
+"""
+
+from __future__ import annotations
+
+from firmware_model.npu_config import NpuConfig
+
+# Command processor: every command is fetched and decoded in two clocks before its unit runs.
+COMMAND_OVERHEAD = 2
+
+# MAC sequencer (hw/mac_sequencer.py): SETUP + CHECK + DONE, and the output pipeline's drain
+# (rescale unit latency 4, bias stage, write) after each block of output channels.
+MAC_FIXED = 3
+MAC_OUTPUT_DRAIN = 6
+
+
+def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
+                       kernel_w: int, ifm_cblocks: int) -> int:
+    """Clocks of a MAC command from its start to its done pulse.
+
+    Per block of `rows` output channels: for each reduction step (kernel position x input-channel
+    block) a weight-block load (rows + 1) and a pass over the P output pixels (P + 1) with one
+    clock to advance; then the output stage: per pixel one accumulator read and one clock per
+    channel lane, and the drain.
+    """
+    rows = cfg.mac_rows
+    pixels = ofm_h * ofm_w
+    steps = kernel_h * kernel_w * ifm_cblocks
+    n_ocb = -(-ofm_c // rows)
+    return (MAC_FIXED
+            + n_ocb * (steps * (rows + pixels + 3) + pixels + MAC_OUTPUT_DRAIN)
+            + pixels * ofm_c)
+
+
+def dma_cycles(cfg: NpuConfig, *, len0: int, len1: int, len2: int) -> int:
+    """Clocks of a DMA transfer of len2 x len1 runs of len0 bytes (model, no RTL yet).
+
+    One latency per transfer, then each run moves at `ext_bandwidth` bytes per clock.
+    """
+    beats_per_run = -(-len0 // cfg.ext_bandwidth)
+    return cfg.ext_latency + len1 * len2 * max(beats_per_run, 1)
+
+
+def fill_cycles(cfg: NpuConfig, *, len0: int, len1: int, len2: int) -> int:
+    """Clocks of a FILL: one SRAM word per clock."""
+    words_per_run = -(-len0 // cfg.word_bytes)
+    return len1 * len2 * max(words_per_run, 1)

@@ -1,0 +1,304 @@
+"""MAC sequencer: runs one MAC command (a convolution tile) over the SRAMs.
+
+Loop order (weight-stationary, accumulators in SRAM), for each block of `rows` output channels:
+
+    for ky, kx, icb:                       one reduction step per kernel position and channel block
+        load the rows x cols weight block  (rows + 1 clocks)
+        for each output pixel p of the tile: acc[p] (+)= MAC(input vector at p, block)   (P + 1 clocks)
+    for each output pixel p, for each channel lane r:                (P x (1 + lanes) clocks)
+        bias -> rescale unit -> clamp -> output SRAM (byte enables)
+
+The timing is fixed by this loop and nothing else (no data-dependent stalls), so
+`firmware_model.perf.mac_command_cycles` predicts it exactly; docs/isa.md gives the formula.
+
+Supported here: MacMode CONV2D and MATMUL, int8 inputs and weights, int8/int16 (rescaled) or int32
+(raw) outputs, no fused table. Anything else ends the command with Status.BAD_MODE.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from firmware_model.isa import LutMode, OutMode, Status
+from firmware_model.npu_config import NpuConfig
+from firmware_model.tosa_ops.dtypes import DType
+from hw.mac_array import MacArray
+from hw.register_file import REGISTER_FILE
+from hw.rescale_unit import LATENCY as RESCALE_LATENCY
+from hw.rescale_unit import RescaleUnit
+
+# Clocks between the last lane entering the output pipeline and the sequencer moving on.
+OUTPUT_DRAIN = RESCALE_LATENCY + 2
+
+
+def _bits(n: int) -> int:
+    return max(1, (n - 1).bit_length())
+
+
+class MacSequencer(wiring.Component):
+    def __init__(self, cfg: NpuConfig, fault=None):
+        self.cfg = cfg
+        self.fault = fault
+        R, L = cfg.mac_rows, cfg.mac_cols
+        self.lg_l = L.bit_length() - 1
+        self.lg_r = R.bit_length() - 1
+        super().__init__({
+            "start": In(1),
+            "busy": Out(1),
+            "done": Out(1),               # one-clock pulse when the command has finished
+            "status": Out(8),             # valid with done
+            "regs": In(REGISTER_FILE),
+            # SRAM ports (read data arrives one clock after the address)
+            "ifm_addr": Out(_bits(cfg.input_words)),
+            "ifm_data": In(8 * L),
+            "wgt_addr": Out(_bits(cfg.weight_words)),
+            "wgt_data": In(8 * L),
+            "prm_addr": Out(_bits(cfg.param_records)),
+            "prm_data": In(88),
+            "ofm_addr": Out(_bits(cfg.output_words)),
+            "ofm_data": Out(8 * L),
+            "ofm_en": Out(L),             # byte enables; all zero = no write
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        R, L, lg_l, lg_r = cfg.mac_rows, cfg.mac_cols, self.lg_l, self.lg_r
+        regs = self.regs
+
+        m.submodules.mac_array = mac = MacArray(R, L)
+        m.submodules.rescale = rescale = RescaleUnit(fault=self.fault)
+        m.submodules.acc_sram = acc_mem = memory.Memory(shape=signed(48 * R), depth=cfg.acc_depth, init=[])
+        acc_rd = acc_mem.read_port()
+        acc_wr = acc_mem.write_port()
+
+        # ---- operation parameters, latched at SETUP/CHECK ----
+        ifm_word0 = Signal(32)
+        row_words = Signal(32)
+        pix_words = Signal(32)
+        row_step = Signal(32)
+        pix_step = Signal(32)
+        ky_step = Signal(32)
+        kx_step = Signal(32)
+        n_ocb = Signal(32)
+        esize = Signal(4)
+        rescale_on = Signal()
+
+        # ---- loop state ----
+        ocb = Signal(32)
+        ky = Signal(32)
+        kx = Signal(32)
+        icb = Signal(32)
+        ky_base = Signal(32)
+        kx_base = Signal(32)
+        wblk = Signal(32)
+        k = Signal(range(R + 2))
+        oy = Signal(32)
+        ox = Signal(32)
+        p = Signal(32)
+        row_ptr = Signal(32)
+        pix_ptr = Signal(32)
+        lane = Signal(range(R + 1))
+        lanes = Signal(range(R + 1))
+        out_row = Signal(32)
+        out_pix = Signal(32)
+        chan_addr = Signal(32)
+        drain = Signal(range(OUTPUT_DRAIN + 1))
+        first_step = Signal()
+        status = Signal(8)
+
+        m.d.comb += [
+            mac.weight_zp.eq(regs.wgt_zp[:9].as_signed()),
+            mac.input_zp.eq(regs.ifm_zp[:9].as_signed()),
+            mac.x.eq(self.ifm_data),
+            mac.load_data.eq(self.wgt_data),
+        ]
+
+        # ---- accumulate pipeline: address issued in STREAM, MAC and write one clock later ----
+        s1_valid = Signal()
+        s1_p = Signal(range(cfg.acc_depth))
+        s1_first = Signal()
+        m.d.sync += s1_valid.eq(0)
+        old = Signal(signed(48 * R))
+        m.d.comb += old.eq(acc_rd.data)
+        m.d.comb += [acc_wr.addr.eq(s1_p), acc_wr.en.eq(Mux(s1_valid, (1 << acc_wr.en.shape().width) - 1, 0))]
+        acc_lanes = []
+        for r in range(R):
+            prev = Mux(s1_first, 0, old[48 * r:48 * r + 48].as_signed())
+            acc_lanes.append((prev + mac.sums[r])[:48])
+        m.d.comb += acc_wr.data.eq(Cat(*acc_lanes))
+
+        # ---- output pipeline: lane select (OUT_LANE) -> bias add (stage B) -> rescale -> write ----
+        b_valid = Signal()
+        b_value = Signal(signed(48))
+        b_addr = Signal(32)
+        m.d.sync += b_valid.eq(0)
+        bias = Signal(signed(48))
+        mult = Signal(signed(32))
+        shamt = Signal(8)
+        m.d.comb += [bias.eq(self.prm_data[0:48].as_signed()), mult.eq(self.prm_data[48:80].as_signed()),
+                     shamt.eq(self.prm_data[80:88])]
+        biased = Signal(signed(32))
+        # int8 x int8 accumulates in int32: the sum and the bias add wrap at 32 bits.
+        m.d.comb += biased.eq((b_value[:32].as_signed() + bias[:32].as_signed())[:32].as_signed())
+        out_mode = regs.out_mode
+        m.d.comb += [
+            rescale.i.valid.eq(b_valid),
+            rescale.i.payload.value.eq(biased),
+            rescale.i.payload.input_zp.eq(0),
+            rescale.i.payload.multiplier.eq(Mux(rescale_on, mult, 1)),
+            rescale.i.payload.shift.eq(Mux(rescale_on, shamt[:6], 0)),
+            rescale.i.payload.output_zp.eq(Mux(rescale_on, regs.ofm_zp[:18].as_signed(), 0)),
+            rescale.i.payload.scale32.eq(Mux(rescale_on, (out_mode & OutMode.SCALE32) != 0, 1)),
+            rescale.i.payload.double_round.eq(rescale_on & ((out_mode & OutMode.DOUBLE_ROUND) != 0)),
+            rescale.i.payload.out_dtype.eq(Mux(rescale_on, regs.rescale_dtype[:5], DType.INT32)),
+            rescale.i.payload.output_unsigned.eq(rescale_on & ((out_mode & OutMode.UNSIGNED_OUT) != 0)),
+            rescale.i.payload.tag.eq(b_addr),
+            rescale.o.ready.eq(1),
+        ]
+        result = rescale.o.payload.result
+        cmin = regs.clamp_min.as_signed()
+        cmax = regs.clamp_max.as_signed()
+        clamped = Signal(signed(32))
+        m.d.comb += clamped.eq(Mux(rescale_on, Mux(result < cmin, cmin, Mux(result > cmax, cmax, result)), result))
+        tag = rescale.o.payload.tag
+        offset = Signal(range(L))
+        m.d.comb += offset.eq(tag[:lg_l] if lg_l else 0)
+        elem_mask = Signal(L)
+        m.d.comb += elem_mask.eq(Mux(esize == 1, 0x1, Mux(esize == 2, 0x3, 0xF)) & ((1 << L) - 1))
+        m.d.comb += [
+            self.ofm_addr.eq(tag >> lg_l),
+            self.ofm_data.eq((clamped.as_unsigned() << (offset * 8))[:8 * L]),
+            self.ofm_en.eq(Mux(rescale.o.valid, (elem_mask << offset)[:L], 0)),
+        ]
+
+        # ---- control ----
+        m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
+        m.d.comb += [self.ifm_addr.eq(pix_ptr), acc_rd.addr.eq(p)]
+        m.d.comb += self.wgt_addr.eq(wblk + k)
+        m.d.comb += self.prm_addr.eq(regs.param_addr + (ocb << lg_r) + lane)
+        m.d.comb += [mac.load.eq(0), mac.load_row.eq(k - 1)]
+
+        with m.FSM(name="seq"):
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.next = "SETUP"
+            with m.State("SETUP"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [
+                    ifm_word0.eq(regs.ifm_addr >> lg_l),
+                    row_words.eq(regs.ifm_row_stride >> lg_l),
+                    pix_words.eq(regs.ifm_pix_stride >> lg_l),
+                    n_ocb.eq((regs.ofm_c + (R - 1)) >> lg_r),
+                    rescale_on.eq((out_mode & OutMode.RESCALE) != 0),
+                    esize.eq(Mux(regs.ofm_dtype == DType.INT8, 1,
+                                 Mux(regs.ofm_dtype == DType.INT16, 2, 4))),
+                    status.eq(Status.OK),
+                ]
+                m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [
+                    row_step.eq(regs.stride_h * row_words),
+                    pix_step.eq(regs.stride_w * pix_words),
+                    ky_step.eq(regs.dilation_h * row_words),
+                    kx_step.eq(regs.dilation_w * pix_words),
+                    ocb.eq(0), ky.eq(0), kx.eq(0), icb.eq(0), k.eq(0),
+                    ky_base.eq(ifm_word0), kx_base.eq(ifm_word0),
+                    wblk.eq(regs.wgt_addr >> lg_l),
+                    first_step.eq(1),
+                ]
+                bad_mode = ((regs.ifm_dtype != DType.INT8) | (regs.lut_mode != LutMode.OFF)
+                            | ~regs.ofm_dtype.matches(DType.INT8, DType.INT16, DType.INT32)
+                            | (~rescale_on & (regs.ofm_dtype != DType.INT32)))
+                too_big = (regs.ofm_h * regs.ofm_w > cfg.acc_depth) | (regs.ofm_c == 0)
+                with m.If(bad_mode):
+                    m.d.sync += status.eq(Status.BAD_MODE)
+                    m.next = "DONE"
+                with m.Elif(too_big):
+                    m.d.sync += status.eq(Status.ADDRESS_RANGE)
+                    m.next = "DONE"
+                with m.Else():
+                    m.next = "W_LOAD"
+            with m.State("W_LOAD"):
+                # clock k issues the read of row k; the row read at clock k-1 lands now
+                m.d.comb += self.busy.eq(1)
+                m.d.comb += mac.load.eq(k != 0)
+                m.d.sync += k.eq(k + 1)
+                with m.If(k == R):
+                    m.d.sync += [k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
+                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb)]
+                    m.next = "STREAM"
+            with m.State("STREAM"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [s1_valid.eq(1), s1_p.eq(p), s1_first.eq(first_step), p.eq(p + 1)]
+                last_x = ox + 1 == regs.ofm_w
+                with m.If(last_x):
+                    m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
+                                 pix_ptr.eq(row_ptr + row_step)]
+                    with m.If(oy + 1 == regs.ofm_h):
+                        m.next = "STREAM_TAIL"
+                with m.Else():
+                    m.d.sync += [ox.eq(ox + 1), pix_ptr.eq(pix_ptr + pix_step)]
+            with m.State("STREAM_TAIL"):
+                m.d.comb += self.busy.eq(1)
+                m.next = "NEXT_STEP"
+            with m.State("NEXT_STEP"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [first_step.eq(0), wblk.eq(wblk + R)]
+                with m.If(icb + 1 < regs.ifm_cblocks):
+                    m.d.sync += icb.eq(icb + 1)
+                    m.next = "W_LOAD"
+                with m.Elif(kx + 1 < regs.kernel_w):
+                    m.d.sync += [icb.eq(0), kx.eq(kx + 1), kx_base.eq(kx_base + kx_step)]
+                    m.next = "W_LOAD"
+                with m.Elif(ky + 1 < regs.kernel_h):
+                    m.d.sync += [icb.eq(0), kx.eq(0), ky.eq(ky + 1),
+                                 ky_base.eq(ky_base + ky_step), kx_base.eq(ky_base + ky_step)]
+                    m.next = "W_LOAD"
+                with m.Else():
+                    remaining = regs.ofm_c - (ocb << lg_r)
+                    m.d.sync += [
+                        p.eq(0), oy.eq(0), ox.eq(0),
+                        lanes.eq(Mux(remaining > R, R, remaining)),
+                        out_row.eq(regs.ofm_addr), out_pix.eq(regs.ofm_addr),
+                        chan_addr.eq((ocb << lg_r) * esize),
+                    ]
+                    m.next = "OUT_READ"
+            with m.State("OUT_READ"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += lane.eq(0)
+                m.next = "OUT_LANE"
+            with m.State("OUT_LANE"):
+                m.d.comb += self.busy.eq(1)
+                lane_value = Signal(signed(48))
+                m.d.comb += lane_value.eq(acc_rd.data.word_select(lane, 48).as_signed())
+                m.d.sync += [b_valid.eq(1), b_value.eq(lane_value),
+                             b_addr.eq(out_pix + chan_addr + lane * esize), lane.eq(lane + 1)]
+                with m.If(lane + 1 == lanes):
+                    m.d.sync += p.eq(p + 1)
+                    with m.If(ox + 1 == regs.ofm_w):
+                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), out_row.eq(out_row + regs.ofm_row_stride),
+                                     out_pix.eq(out_row + regs.ofm_row_stride)]
+                        with m.If(oy + 1 == regs.ofm_h):
+                            m.d.sync += drain.eq(0)
+                            m.next = "OUT_DRAIN"
+                        with m.Else():
+                            m.next = "OUT_READ"
+                    with m.Else():
+                        m.d.sync += [ox.eq(ox + 1), out_pix.eq(out_pix + regs.ofm_pix_stride)]
+                        m.next = "OUT_READ"
+            with m.State("OUT_DRAIN"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += drain.eq(drain + 1)
+                with m.If(drain == OUTPUT_DRAIN - 1):
+                    with m.If(ocb + 1 < n_ocb):
+                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0),
+                                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1)]
+                        m.next = "W_LOAD"
+                    with m.Else():
+                        m.next = "DONE"
+            with m.State("DONE"):
+                m.d.comb += [self.busy.eq(1), self.done.eq(1)]
+                m.next = "IDLE"
+        return m

@@ -1,0 +1,52 @@
+"""The NPU core RTL as a simulation target: its design per configuration, and job runs.
+
+`core_design(cfg, fault)` is the RtlDesign for one configuration (built once per run by
+sim.rtl_build); `run_core_job()` hands a job to the cocotb benches in sim/benches/npu_core_bench.py
+and returns their results.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import tempfile
+from pathlib import Path
+
+from firmware_model.npu_config import NpuConfig
+from sim.rtl_build import BUILD_ROOT, BuiltRtl, RtlDesign, build, run_bench
+
+TOP = "npu_core"
+BENCH_MODULE = "sim.benches.npu_core_bench"
+
+
+def core_design(cfg: NpuConfig, fault: str | None = None) -> RtlDesign:
+    from hw.npu_core import NpuCore
+
+    name = TOP
+    return RtlDesign(name=name, elaborate=lambda: NpuCore(cfg, fault=fault), params=(cfg.key(), fault))
+
+
+def build_core(cfg: NpuConfig, simulator: str, fault: str | None = None, waves: bool = False) -> BuiltRtl:
+    return build(core_design(cfg, fault), simulator, waves=waves)
+
+
+def run_core_job(built: BuiltRtl, testcase: str, job: dict, *, job_dir: Path | None = None,
+                 waves: bool = False) -> tuple[dict, "object"]:
+    """Run one bench (`cosim_program` or `replay_tiles`) with `job`; returns (results, BenchResult)."""
+    own_dir = job_dir is None
+    job_dir = Path(job_dir or tempfile.mkdtemp(prefix="job-", dir=BUILD_ROOT))
+    job_dir.mkdir(parents=True, exist_ok=True)
+    with open(job_dir / "job.pkl", "wb") as f:
+        pickle.dump(job, f)
+    results_file = job_dir / "results.pkl"
+    if results_file.exists():
+        results_file.unlink()
+    bench = run_bench(built, BENCH_MODULE, testcase=testcase, test_dir=job_dir,
+                      extra_env={"NPU_BENCH_JOB": str(job_dir)}, waves=waves)
+    results = {}
+    if results_file.exists():
+        with open(results_file, "rb") as f:
+            results = pickle.load(f)
+    if own_dir and bench.ok:
+        shutil.rmtree(job_dir, ignore_errors=True)
+    return results, bench
