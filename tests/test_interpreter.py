@@ -1,0 +1,161 @@
+"""The interpreter on graphs built in memory: execution order, constants, dynamic dims, errors,
+and variables (persistence, the spec's rules, transactions, state load/save)."""
+
+import numpy as np
+import pytest
+
+from compiler.interpreter import Interpreter, InterpreterError, run_graph
+from compiler.ir import Block, Graph, Operator, Region, Tensor
+from firmware_model.errors import TosaError, TosaUnpredictable, TosaUnsupported
+from firmware_model.tosa_ops.dtypes import DType
+
+I8, I32, SHAPE = DType.INT8, DType.INT32, DType.SHAPE
+READ, WRITE = "VariableReadAttribute", "VariableWriteAttribute"
+
+
+def graph(tensors, ops, inputs, outputs):
+    b = Block("main", operators=ops, tensors={t.name: t for t in tensors}, inputs=inputs, outputs=outputs)
+    return Graph([Region("main", [b])], source="test.tosa")
+
+
+def accumulator(initial=(1, 2, 3), dtype=I32):
+    """out0 = state; state += x; out1 = state (the flatbuffer IDENTITY form)."""
+    ts = [Tensor("x", [3], dtype), Tensor("v", [3], dtype, data=np.array(initial, dtype.storage),
+                                          is_variable=True, variable_name="acc"),
+          Tensor("r0", [3], dtype), Tensor("s", [3], dtype), Tensor("r1", [3], dtype)]
+    ops = [Operator("IDENTITY", ["v"], ["r0"], attr_kind=READ),
+           Operator("ADD", ["r0", "x"], ["s"]),
+           Operator("IDENTITY", ["s"], ["v"], attr_kind=WRITE),
+           Operator("IDENTITY", ["v"], ["r1"], attr_kind=READ)]
+    return graph(ts, ops, ["x"], ["r0", "r1"])
+
+
+def i32(*v):
+    return np.array(v, np.int32)
+
+
+def test_ops_run_in_order_with_constants_and_shape_operands():
+    ts = [Tensor("x", [2, 3], I8), Tensor("shape", [2], SHAPE, data=np.array([3, 2], np.int64)),
+          Tensor("c", [3, 2], I8, data=np.full((3, 2), 5, np.int8)), Tensor("r", [3, 2], I8),
+          Tensor("t", [2, 3], I8), Tensor("y", [2, 3], I32)]
+    ops = [Operator("CONST_SHAPE", [], ["shape"]), Operator("CONST", [], ["c"]),
+           Operator("RESHAPE", ["x", "shape"], ["r"]),
+           Operator("TRANSPOSE", ["r"], ["t"], attrs={"perms": [1, 0]}),
+           Operator("CAST", ["t"], ["y"])]
+    g = graph(ts, ops, ["x"], ["y", "c"])
+    x = np.arange(6, dtype=np.int8).reshape(2, 3)
+    out = run_graph(g, {"x": x})
+    exp = x.reshape(3, 2).T.astype(np.int32)
+    assert out["y"].dtype == np.int32 and np.array_equal(out["y"], exp)
+    assert np.array_equal(out["c"], np.full((3, 2), 5, np.int8))
+
+
+def test_unknown_dims_are_fixed_by_the_inputs():
+    ts = [Tensor("a", [-1, 4], I32), Tensor("b", [1, 4], I32), Tensor("s", [-1, 4], I32),
+          Tensor("m", [1, 4], I32)]
+    ops = [Operator("ADD", ["a", "b"], ["s"]), Operator("REDUCE_MAX", ["s"], ["m"], attrs={"axis": 0})]
+    it = Interpreter(graph(ts, ops, ["a", "b"], ["s", "m"]))
+    for n in (1, 5):
+        a = np.arange(4 * n, dtype=np.int32).reshape(n, 4)
+        out = it.run({"a": a, "b": np.ones((1, 4), np.int32)})
+        assert out["s"].shape == (n, 4) and np.array_equal(out["m"], a[-1:] + 1)
+
+
+def test_graph_errors_are_typed():
+    ts = [Tensor("a", [2], I32), Tensor("b", [2], I32), Tensor("s", [2], I32)]
+    with pytest.raises(TosaError, match="not a tensor"):
+        run_graph(graph(ts, [Operator("ADD", ["a", "missing"], ["s"])], ["a"], ["s"]), {"a": i32(1, 2)})
+    with pytest.raises(TosaError, match="3 inputs"):
+        run_graph(graph(ts, [Operator("ADD", ["a", "a", "a"], ["s"])], ["a"], ["s"]), {"a": i32(1, 2)})
+    with pytest.raises(TosaError, match="before any op writes it"):
+        run_graph(graph(ts, [Operator("ADD", ["a", "b"], ["s"])], ["a"], ["s"]), {"a": i32(1, 2)})
+    with pytest.raises(TosaError, match="never written"):
+        run_graph(graph(ts, [], ["a"], ["s"]), {"a": i32(1, 2)})
+    with pytest.raises(TosaUnsupported, match="COS"):
+        run_graph(graph(ts, [Operator("COS", ["a"], ["s"])], ["a"], ["s"]), {"a": i32(1, 2)})
+    # the declared output shape must agree with the result
+    bad = [Tensor("a", [2], I32), Tensor("s", [3], I32)]
+    with pytest.raises(TosaError, match="output shape"):
+        run_graph(graph(bad, [Operator("ABS", ["a"], ["s"])], ["a"], ["s"]), {"a": i32(1, 2)})
+
+
+def test_input_binding_errors_name_the_input():
+    g = accumulator()
+    with pytest.raises(InterpreterError, match="no value given for graph input 'x'"):
+        Interpreter(g).run({})
+    with pytest.raises(InterpreterError, match="'y' is not an input"):
+        Interpreter(g).run({"x": i32(1, 2, 3), "y": i32(1)})
+    with pytest.raises(InterpreterError, match="input 'x' is int8"):
+        Interpreter(g).run({"x": np.zeros(3, np.int8)})
+    with pytest.raises(InterpreterError, match="input 'x' has shape"):
+        Interpreter(g).run({"x": i32(1, 2)})
+
+
+def test_variables_persist_across_invocations():
+    it = Interpreter(accumulator())
+    outs = [it.run({"x": i32(10, 20, 30)}) for _ in range(3)]
+    assert np.array_equal(outs[0]["r0"], i32(1, 2, 3)) and np.array_equal(outs[0]["r1"], i32(11, 22, 33))
+    assert np.array_equal(outs[2]["r0"], i32(21, 42, 63)) and np.array_equal(outs[2]["r1"], i32(31, 62, 93))
+    assert list(it.state) == ["acc"] and np.array_equal(it.state["acc"], i32(31, 62, 93))
+    assert it.invocations == 3
+    it.reset_state()
+    assert np.array_equal(it.run({"x": i32(0, 0, 0)})["r0"], i32(1, 2, 3))
+
+
+def test_failed_invocation_leaves_the_state_unchanged():
+    it = Interpreter(accumulator())
+    it.run({"x": i32(1, 1, 1)})
+    before = it.state
+    with pytest.raises(TosaUnpredictable):      # the ADD overflows int32
+        it.run({"x": i32(2**31 - 1, 0, 0)})
+    assert np.array_equal(it.state["acc"], before["acc"]) and it.invocations == 1
+
+
+def test_load_state_checks_names_shapes_and_types():
+    it = Interpreter(accumulator())
+    it.load_state({"acc": i32(100, 200, 300)})
+    assert np.array_equal(it.run({"x": i32(1, 1, 1)})["r0"], i32(100, 200, 300))
+    with pytest.raises(InterpreterError, match="not a variable"):
+        it.load_state({"nope": i32(1, 2, 3)})
+    with pytest.raises(InterpreterError, match="shape"):
+        it.load_state({"acc": i32(1, 2)})
+    with pytest.raises(InterpreterError, match="int8"):
+        it.load_state({"acc": np.zeros(3, np.int8)})
+
+
+def test_variable_read_with_wrong_shape_or_type_is_a_tosa_error():
+    for shape, dtype in (([2], I32), ([3], I8)):
+        ts = [Tensor("v", [3], I32, data=i32(1, 2, 3), is_variable=True, variable_name="v"),
+              Tensor("r", shape, dtype)]
+        g = graph(ts, [Operator("IDENTITY", ["v"], ["r"], attr_kind=READ)], [], ["r"])
+        with pytest.raises(TosaError, match="variable 'v'"):
+            Interpreter(g).run({})
+
+
+def test_variable_write_with_wrong_type_is_a_tosa_error():
+    ts = [Tensor("x", [3], I8), Tensor("v", [3], I32, data=i32(1, 2, 3), is_variable=True, variable_name="v")]
+    g = graph(ts, [Operator("IDENTITY", ["x"], ["v"], attr_kind=WRITE)], ["x"], [])
+    with pytest.raises(TosaError, match="written with INT8"):
+        Interpreter(g).run({"x": np.zeros(3, np.int8)})
+
+
+def test_variable_ops_form_declare_read_write():
+    """VARIABLE / VARIABLE_READ / VARIABLE_WRITE: no initial value, so the first read before a
+    write is unpredictable; a second declaration in one invocation too."""
+    ts = [Tensor("x", [2], I32), Tensor("v", [2], I32, is_variable=True, variable_name="st"),
+          Tensor("old", [2], I32)]
+    write_then_read = [Operator("VARIABLE", [], ["v"]), Operator("VARIABLE_WRITE", ["x"], ["v"]),
+                       Operator("VARIABLE_READ", ["v"], ["old"])]
+    it = Interpreter(graph(ts, write_then_read, ["x"], ["old"]))
+    assert np.array_equal(it.run({"x": i32(4, 5)})["old"], i32(4, 5))
+    read_first = [Operator("VARIABLE", [], ["v"]), Operator("VARIABLE_READ", ["v"], ["old"]),
+                  Operator("VARIABLE_WRITE", ["x"], ["v"])]
+    it = Interpreter(graph(ts, read_first, ["x"], ["old"]))
+    with pytest.raises(TosaUnpredictable, match="before it is written"):
+        it.run({"x": i32(4, 5)})
+    twice = [Operator("VARIABLE", [], ["v"]), Operator("VARIABLE", [], ["v"])]
+    with pytest.raises(TosaUnpredictable, match="declared twice"):
+        Interpreter(graph(ts, twice, ["x"], [])).run({"x": i32(1, 2)})
+    # without a VARIABLE op the declaration is implicit (the flatbuffer form)
+    out = Interpreter(graph(ts, write_then_read[1:], ["x"], ["old"])).run({"x": i32(1, 2)})
+    assert np.array_equal(out["old"], i32(1, 2))
