@@ -30,6 +30,19 @@ def build_core(cfg: NpuConfig, simulator: str, fault: str | None = None, waves: 
     return build(core_design(cfg, fault), simulator, waves=waves)
 
 
+_BUILT: dict = {}
+
+
+def cached_core(config: str, simulator: str, fault: str | None = None) -> BuiltRtl:
+    """build_core() memoised for this process: a test session builds each configuration once."""
+    from firmware_model.npu_config import load_config
+
+    key = (config, simulator, fault)
+    if key not in _BUILT:
+        _BUILT[key] = build_core(load_config(config), simulator, fault=fault)
+    return _BUILT[key]
+
+
 def run_core_job(built: BuiltRtl, testcase: str, job: dict, *, job_dir: Path | None = None,
                  waves: bool = False) -> tuple[dict, "object"]:
     """Run one bench (`cosim_program` or `replay_tiles`) with `job`; returns (results, BenchResult)."""
