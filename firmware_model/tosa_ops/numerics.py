@@ -133,11 +133,13 @@ def apply_logical_rshift(a, b, dtype: DType) -> np.ndarray:
     return wrap((_i64(a) & mask) >> _i64(b), dtype.bits)
 
 
-def apply_lookup_s(table, value) -> np.ndarray:
+def apply_lookup_s(table, value, *, require=True) -> np.ndarray:
     """int32 apply_lookup_s(int16 table[513], int32 value): the interpolated 16-bit TABLE.
 
     The 16-bit index splits into a 9-bit table index and a 7-bit fraction; the result is
     (base << 7) + (next - base) * fraction, a fixed-point number with 7 fractional bits.
+    REQUIRE: the slope (next - base) of every entry pair used fits int16 (Arm's reference model
+    checks it and reports UNPREDICTABLE).
     """
     table = _i64(table)
     clipped = apply_clip_s(value, -32768, 32767)
@@ -145,6 +147,8 @@ def apply_lookup_s(table, value) -> np.ndarray:
     fraction = clipped & 0x7F
     base = table[index]
     slope = table[np.minimum(index + 1, 512)] - base
+    if require:
+        _require((slope >= -32768) & (slope <= 32767), "apply_lookup_s", "slope fits int16")
     return ((base << 7) + slope * fraction).astype(np.int32)
 
 
