@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from firmware_model.errors import TosaError, TosaUnpredictable, TosaUnsupported
+from firmware_model.tosa_ops import rescale_table
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.registry import TensorSpec, run_op
 from sim.arm_oracle import ERROR, UNPREDICTABLE, VALID, OpCase, Operand, run_reference
@@ -126,6 +127,16 @@ def test_rescale_matches_reference(in_t, out_t):
     statuses = [assert_same_as_reference(random_rescale(rng, in_t, out_t))
                 for _ in range(25 if in_t != I48 else 6)]
     assert statuses.count(VALID) == len(statuses)
+
+
+def test_rescale_in_small_blocks(monkeypatch):
+    """The kernel evaluates large tensors block by block: same results with tiny blocks."""
+    monkeypatch.setattr(rescale_table, "CHUNK", 7)
+    rng = np.random.default_rng(77)
+    for in_t, out_t in ((I8, I8), (I16, I32), (I32, I8), (I32, I16)):
+        for _ in range(6):
+            assert assert_same_as_reference(random_rescale(rng, in_t, out_t, allow_unpredictable=True)) \
+                in (VALID, UNPREDICTABLE)
 
 
 def test_rescale_require_failures_agree_with_reference():
@@ -259,6 +270,20 @@ def test_table_int16_all_inputs():
         assert assert_same_as_reference(table_case(x, smooth_table(rng), I16, I32)) == VALID
     x = np.array(-1, np.int16)   # rank 0
     assert assert_same_as_reference(table_case(x, smooth_table(rng), I16, I32)) == VALID
+
+
+def test_table_int16_large_input():
+    """Above 65536 elements the kernel evaluates each distinct input value once."""
+    rng = np.random.default_rng(61)
+    x = rand(rng, I16, (3, 170, 171))
+    assert assert_same_as_reference(table_case(x, smooth_table(rng), I16, I32)) == VALID
+    tab = np.zeros(513, np.int16)
+    tab[200], tab[201] = -1, 32767                # only segment 200 has a slope beyond int16
+    x[0, 0, :5] = np.arange(-32768 + 200 * 128, -32768 + 200 * 128 + 5)
+    assert assert_same_as_reference(table_case(x, tab, I16, I32)) == UNPREDICTABLE
+    x = x[(x < -32768 + 200 * 128) | (x >= -32768 + 201 * 128)].reshape(-1)
+    assert x.size > 1 << 16
+    assert assert_same_as_reference(table_case(x, tab, I16, I32)) == VALID
 
 
 def test_table_int16_extreme_slopes():

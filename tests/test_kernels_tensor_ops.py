@@ -213,6 +213,18 @@ def test_matrix_product_paths(monkeypatch, path):
         assert assert_same_as_reference(matmul_case(rng, wide=False)) == VALID
 
 
+@pytest.mark.parametrize("path", ["blocks", "int64 sums"])
+def test_avg_pool_paths(monkeypatch, path):
+    if path == "blocks":
+        monkeypatch.setattr(tensor_ops, "POOL_SCALE_BLOCK", 5)
+    else:
+        monkeypatch.setattr(tensor_ops, "AVG_INT32_SUM_BOUND", 0)
+    rng = np.random.default_rng(31)
+    for t in (I8, I16):
+        for _ in range(8):
+            assert assert_same_as_reference(pool_case(rng, "AVG_POOL2D", t)) == VALID
+
+
 def test_compute_dtype_bounds():
     assert tensor_ops._compute_dtype((1 << 24) - 1) is np.float32
     assert tensor_ops._compute_dtype(1 << 24) is np.float64

@@ -27,6 +27,8 @@ I8, I16, I32, I48 = DType.INT8, DType.INT16, DType.INT32, DType.INT48
 
 RESCALE_TYPES = [(i, o) for i in (I8, I16, I32, I48) for o in (I8, I16, I32)]
 TABLE_TYPES = {(I8, I8, I8): 256, (I16, I16, I32): 513}
+# RESCALE evaluates blocks of about this many elements at a time (int64 temporaries stay in cache).
+CHUNK = 1 << 15
 
 
 def _check_arity(call: OpCall, n_in: int) -> None:
@@ -94,18 +96,25 @@ def rescale(call: OpCall):
                               "extension, which npu-bench does not implement")
 
     x = np.asarray(call.inputs[0])
-    values = _zero_extend(x, in_t) if in_u else x.astype(np.int64)
+    values = _zero_extend(x, in_t) if in_u else x
+    kwargs = dict(input_zp=izp, output_zp=ozp, out_dtype=out_t, scale32=scale32,
+                  double_round=rounding_mode == numerics.DOUBLE_ROUND, input_unsigned=in_u,
+                  output_unsigned=out_u, require=True)
+    # Blocks of about CHUNK elements keep rescale_values' int64 temporaries in cache.
+    flat = values.reshape(-1, nc) if values.ndim else values.reshape(1, 1)
+    result = np.empty(flat.shape, out_t.storage)
+    rows = max(1, CHUNK // nc)
     try:
-        result = numerics.rescale_values(
-            values, multiplier=mult if per_channel else mult[0],
-            shift=shift if per_channel else shift[0], input_zp=izp, output_zp=ozp, out_dtype=out_t,
-            scale32=scale32, double_round=rounding_mode == numerics.DOUBLE_ROUND,
-            input_unsigned=in_u, output_unsigned=out_u,
-            channel_axis=-1 if per_channel else None, require=True)
+        for r0 in range(0, flat.shape[0], rows):
+            block = numerics.rescale_values(
+                flat[r0:r0 + rows], multiplier=mult if per_channel else mult[0],
+                shift=shift if per_channel else shift[0],
+                channel_axis=-1 if per_channel else None, **kwargs)
+            # Unsigned results in [0, maximum_u] keep their bit pattern in the signed storage type.
+            result[r0:r0 + rows] = block.astype(out_t.storage)
     except TosaUnpredictable as e:
         raise TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where) from e
-    # Unsigned results in [0, maximum_u] keep their bit pattern in the signed storage type.
-    return [out(call, result)]
+    return [out(call, result.reshape(x.shape))]
 
 
 @register("TABLE")
@@ -122,6 +131,16 @@ def table(call: OpCall):
     if combo[0] == I8:
         return [out(call, numerics.apply_lookup_8(tab, x))]
     try:
-        return [out(call, numerics.apply_lookup_s(tab, x))]
+        if x.size <= 1 << 16:
+            return [out(call, numerics.apply_lookup_s(tab, x))]
+        # Large inputs: evaluate apply_lookup_s once per distinct input value (its REQUIRE
+        # included), then index that 65536-entry result with the input.
+        idx = x.astype(np.int32) + 32768
+        used = np.zeros(1 << 16, np.bool_)
+        used[idx] = True
+        values = np.flatnonzero(used) - 32768
+        lut = np.zeros(1 << 16, np.int32)
+        lut[values + 32768] = numerics.apply_lookup_s(tab, values)
+        return [out(call, lut[idx])]
     except TosaUnpredictable as e:
         raise TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where) from e

@@ -34,6 +34,10 @@ FLOAT32_EXACT = 1 << 24
 FLOAT64_EXACT = 1 << 53
 # im2col blocks are cut so that one block holds at most this many elements.
 IM2COL_BLOCK_ELEMENTS = 1 << 23
+# AVG_POOL2D rescales its sums in blocks of about this many elements (int64 temporaries in cache).
+POOL_SCALE_BLOCK = 1 << 15
+# AVG_POOL2D sums in int32 when kernel area x max|input - zp| stays below this, else in int64.
+AVG_INT32_SUM_BOUND = 1 << 31
 
 INT48_MIN, INT48_MAX = DType.INT48.min, DType.INT48.max
 
@@ -360,16 +364,24 @@ def avg_pool2d(call: OpCall):
     ozp = _zero_point(call, 2, "output_zp", io_t, is_i8)
 
     # Only positions inside the input count; padding adds nothing to the sum (nor to count).
-    xp = _pad_zero(_shifted(np.asarray(call.inputs[0]), izp, np.int64), pt, pb, pl, pr)
-    acc = _window_reduce(xp, k, s, o, np.add)
-    count = _valid_count(ih, k[0], s[0], pt, o[0])[:, None] * _valid_count(iw, k[1], s[1], pl, o[1])[None, :]
+    x = np.asarray(call.inputs[0])
+    (ky, kx), (oh, ow) = k, o
+    dt = np.int32 if ky * kx * _absmax(x, izp) < AVG_INT32_SUM_BOUND else np.int64
+    acc = _window_reduce(_pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr), k, s, o, np.add)
+    count = _valid_count(ih, ky, s[0], pt, oh)[:, None] * _valid_count(iw, kx, s[1], pl, ow)[None, :]
+    result = np.empty(acc.shape, io_t.storage)
+    rows = max(1, POOL_SCALE_BLOCK // max(1, ow * c))   # output rows scaled per block
     try:
         multiplier, shift = numerics.reciprocal_scale(count)
-        scaled = numerics.apply_scale_32(acc, multiplier[None, :, :, None], shift[None, :, :, None], False)
-        result = numerics.apply_add_s(scaled, ozp, DType.INT32)
+        for b in range(n):
+            for y0 in range(0, oh, rows):
+                m, sh = multiplier[y0:y0 + rows, :, None], shift[y0:y0 + rows, :, None]
+                scaled = numerics.apply_scale_32(acc[b, y0:y0 + rows], m, sh, False)
+                shifted = numerics.apply_add_s(scaled, ozp, DType.INT32)
+                result[b, y0:y0 + rows] = numerics.apply_clip_s(shifted, io_t.min, io_t.max)
     except TosaUnpredictable as e:
         raise _unpredictable_from(call, e) from e
-    return [out(call, numerics.apply_clip_s(result, io_t.min, io_t.max))]
+    return [out(call, result)]
 
 
 @register("MAX_POOL2D")
