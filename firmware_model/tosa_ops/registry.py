@@ -41,12 +41,13 @@ class OpCall:
 
     def error_if(self, condition, rule: str) -> None:
         """Raise TosaError when the spec's ERROR_IF(condition) holds."""
-        if bool(np.any(condition)):
+        # Plain bools skip numpy's reduction machinery (kernels check dozens per call).
+        if condition if isinstance(condition, (bool, np.bool_)) else bool(np.any(condition)):
             raise TosaError(self.op, rule, self.where)
 
     def require(self, condition, rule: str) -> None:
         """Raise TosaUnpredictable unless the spec's REQUIRE(condition) holds."""
-        if not bool(np.all(condition)):
+        if not (condition if isinstance(condition, (bool, np.bool_)) else bool(np.all(condition))):
             raise TosaUnpredictable(self.op, rule, self.where)
 
     def in_dtype(self, i: int = 0) -> DType:

@@ -100,17 +100,24 @@ def rescale(call: OpCall):
     kwargs = dict(input_zp=izp, output_zp=ozp, out_dtype=out_t, scale32=scale32,
                   double_round=rounding_mode == numerics.DOUBLE_ROUND, input_unsigned=in_u,
                   output_unsigned=out_u, require=True)
+    m_arg, s_arg = (mult, shift) if per_channel else (mult[0], shift[0])
+    axis = -1 if per_channel else None
+    if values.size <= CHUNK:
+        try:
+            result = numerics.rescale_values(values, multiplier=m_arg, shift=s_arg,
+                                             channel_axis=axis, **kwargs)
+        except TosaUnpredictable as e:
+            raise TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where) from e
+        # Unsigned results in [0, maximum_u] keep their bit pattern in the signed storage type.
+        return [out(call, result)]
     # Blocks of about CHUNK elements keep rescale_values' int64 temporaries in cache.
     flat = values.reshape(-1, nc) if values.ndim else values.reshape(1, 1)
     result = np.empty(flat.shape, out_t.storage)
     rows = max(1, CHUNK // nc)
     try:
         for r0 in range(0, flat.shape[0], rows):
-            block = numerics.rescale_values(
-                flat[r0:r0 + rows], multiplier=mult if per_channel else mult[0],
-                shift=shift if per_channel else shift[0],
-                channel_axis=-1 if per_channel else None, **kwargs)
-            # Unsigned results in [0, maximum_u] keep their bit pattern in the signed storage type.
+            block = numerics.rescale_values(flat[r0:r0 + rows], multiplier=m_arg, shift=s_arg,
+                                            channel_axis=axis, **kwargs)
             result[r0:r0 + rows] = block.astype(out_t.storage)
     except TosaUnpredictable as e:
         raise TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where) from e
