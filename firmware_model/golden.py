@@ -65,6 +65,9 @@ class GoldenModel:
         self.program = program
         self.cfg = cfg
         self.mem = Memories(cfg)
+        if host is None and program.manifest.get("host_ops"):
+            from firmware_model.host_cpu import HostCpu
+            host = HostCpu(program)
         self.host = host
         self.regs: dict[int, int] = {}
         self.counters = Counters()

@@ -54,6 +54,16 @@ class MacResult:
     out_bytes: int            # bytes written to the output SRAM
 
 
+def rescale_operands(value, multiplier, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The (value, multiplier) the rescale datapath multiplies (hw/rescale_unit.py): an int32 value
+    by a 31-bit multiplier for apply_scale_32, an int48 value by a 15-bit one for apply_scale_16.
+    Equal to the inputs whenever TOSA's REQUIREs (multiplier >= 0) and ERROR_IFs hold."""
+    v, m = np.asarray(value, dtype=np.int64), np.asarray(multiplier, dtype=np.int64)
+    if scale32:
+        return wrap(v, 32), m & 0x7FFFFFFF
+    return wrap(v, 48), m & 0x7FFF
+
+
 def _fail(status: Status, message: str):
     raise GoldenModelError(f"MAC: {message}", status)
 
@@ -143,9 +153,11 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
         cfg, mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:(p0 + oc) * PARAM_RECORD_BYTES])
     value = wrap(wrap(acc, 32) + wrap(bias, 32), 32)
     if rescale_on:
+        scale32 = OutMode.SCALE32 in out_mode
+        value, multiplier = rescale_operands(value, multiplier, scale32)
         out = numerics.rescale_values(
             value, multiplier=multiplier, shift=shift & 63, input_zp=0, output_zp=g(Reg.OFM_ZP),
-            out_dtype=DType(g(Reg.RESCALE_DTYPE)), scale32=OutMode.SCALE32 in out_mode,
+            out_dtype=DType(g(Reg.RESCALE_DTYPE)), scale32=scale32,
             double_round=OutMode.DOUBLE_ROUND in out_mode,
             output_unsigned=OutMode.UNSIGNED_OUT in out_mode, channel_axis=1, require=False)
         out = numerics.apply_clip_s(out, g(Reg.CLAMP_MIN), g(Reg.CLAMP_MAX))

@@ -24,8 +24,8 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     """Clocks of a MAC command from its start to its done pulse.
 
     Per block of `rows` output channels: for each reduction step (kernel position x input-channel
-    block) a weight-block load (rows + 1) and a pass over the P output pixels (P + 1) with one
-    clock to advance; then the output stage: per pixel one accumulator read and one clock per
+    block) a weight-block load (rows + 1) and a pass over the P output pixels (P + 2: the
+    accumulate pipeline is three clocks deep) with one clock to advance; then the output stage: per pixel one accumulator read and one clock per
     channel lane, and the drain.
     """
     rows = cfg.mac_rows
@@ -33,7 +33,7 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     steps = kernel_h * kernel_w * ifm_cblocks
     n_ocb = -(-ofm_c // rows)
     return (MAC_FIXED
-            + n_ocb * (steps * (rows + pixels + 3) + pixels + MAC_OUTPUT_DRAIN)
+            + n_ocb * (steps * (rows + pixels + 4) + pixels + MAC_OUTPUT_DRAIN)
             + pixels * ofm_c)
 
 
@@ -50,3 +50,12 @@ def fill_cycles(cfg: NpuConfig, *, len0: int, len1: int, len2: int) -> int:
     """Clocks of a FILL: one SRAM word per clock."""
     words_per_run = -(-len0 // cfg.word_bytes)
     return len1 * len2 * max(words_per_run, 1)
+
+
+# The host CPU is modelled, not simulated: an assumed cost of a fixed hand-over plus one NPU
+# clock per output element. It keeps host-heavy graphs from looking free; it is not a CPU model.
+HOST_OP_OVERHEAD = 200
+
+
+def host_op_cycles(output_elements: int) -> int:
+    return HOST_OP_OVERHEAD + output_elements

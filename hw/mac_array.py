@@ -2,7 +2,8 @@
 
 A weight block of rows x cols int8 values is loaded one row per clock (`load`), stored with the
 weight zero point already subtracted; it then stays while input vectors stream past. For each
-input vector x (cols int8 lanes) the array presents, in the same clock, the rows dot products
+input vector x (cols int8 lanes) the array presents, one clock later (LATENCY), the rows dot
+products
 
     sums[r] = sum over l of (x[l] - input_zp) * (w[r][l] - weight_zp)      (10-bit factors)
 
@@ -15,6 +16,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 SUM_BITS = 32
+LATENCY = 1
 
 
 class MacArray(wiring.Component):
@@ -47,8 +49,25 @@ class MacArray(wiring.Component):
             m.d.comb += xc.eq(self.x[8 * c:8 * c + 8].as_signed() - self.input_zp)
             xs.append(xc)
         for r in range(rows):
-            total = 0
+            # Products into named 20-bit signals, a balanced adder tree (log2(cols) levels), and a
+            # register at the output: the critical path stays short, and an event-driven simulator
+            # does not re-propagate every lane's change through the wide result bus.
+            level = []
             for c in range(cols):
-                total = total + xs[c] * weights[r][c]
-            m.d.comb += self.sums[r].eq(total)
+                prod = Signal(signed(20), name=f"p_{r}_{c}")
+                m.d.comb += prod.eq(xs[c] * weights[r][c])
+                level.append(prod)
+            depth = 0
+            while len(level) > 1:
+                depth += 1
+                nxt = []
+                for i in range(0, len(level), 2):
+                    if i + 1 == len(level):
+                        nxt.append(level[i])
+                        continue
+                    s = Signal(signed(20 + depth), name=f"s_{r}_{depth}_{i // 2}")
+                    m.d.comb += s.eq(level[i] + level[i + 1])
+                    nxt.append(s)
+                level = nxt
+            m.d.sync += self.sums[r].eq(level[0])
         return m

@@ -15,7 +15,9 @@ Supported here: MacMode CONV2D and MATMUL, int8 inputs and weights, int8/int16 (
 (raw) outputs, no fused table. Anything else ends the command with Status.BAD_MODE.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from types import SimpleNamespace
+
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -26,6 +28,9 @@ from hw.mac_array import MacArray
 from hw.register_file import REGISTER_FILE
 from hw.rescale_unit import LATENCY as RESCALE_LATENCY
 from hw.rescale_unit import RescaleUnit
+
+# Register-file fields the sequencer uses after SETUP (latched there).
+LATCHED = ('clamp_max', 'clamp_min', 'dilation_h', 'dilation_w', 'ifm_cblocks', 'ifm_dtype', 'ifm_zp', 'kernel_h', 'kernel_w', 'lut_mode', 'ofm_addr', 'ofm_c', 'ofm_dtype', 'ofm_h', 'ofm_pix_stride', 'ofm_row_stride', 'ofm_w', 'ofm_zp', 'out_mode', 'param_addr', 'rescale_dtype', 'stride_h', 'stride_w', 'wgt_addr', 'wgt_zp')
 
 # Clocks between the last lane entering the output pipeline and the sequencer moving on.
 OUTPUT_DRAIN = RESCALE_LATENCY + 2
@@ -65,6 +70,7 @@ class MacSequencer(wiring.Component):
         cfg = self.cfg
         R, L, lg_l, lg_r = cfg.mac_rows, cfg.mac_cols, self.lg_l, self.lg_r
         regs = self.regs
+        op = SimpleNamespace(**{name: Signal(32, name=f"op_{name}") for name in LATCHED})
 
         m.submodules.mac_array = mac = MacArray(R, L)
         m.submodules.rescale = rescale = RescaleUnit(fault=self.fault)
@@ -108,23 +114,28 @@ class MacSequencer(wiring.Component):
         status = Signal(8)
 
         m.d.comb += [
-            mac.weight_zp.eq(regs.wgt_zp[:9].as_signed()),
-            mac.input_zp.eq(regs.ifm_zp[:9].as_signed()),
+            mac.weight_zp.eq(op.wgt_zp[:9].as_signed()),
+            mac.input_zp.eq(op.ifm_zp[:9].as_signed()),
             mac.x.eq(self.ifm_data),
             mac.load_data.eq(self.wgt_data),
         ]
 
-        # ---- accumulate pipeline: address issued in STREAM, MAC and write one clock later ----
+        # ---- accumulate pipeline: clock t issues the input read of pixel p; t+1 has the vector
+        # in the MAC array and issues the accumulator read; t+2 has the sums and the old value
+        # and writes acc[p]. Reads and writes at the same clock are for different pixels.
         s1_valid = Signal()
         s1_p = Signal(range(cfg.acc_depth))
         s1_first = Signal()
-        m.d.sync += s1_valid.eq(0)
+        s2_valid = Signal()
+        s2_p = Signal(range(cfg.acc_depth))
+        s2_first = Signal()
+        m.d.sync += [s1_valid.eq(0), s2_valid.eq(s1_valid), s2_p.eq(s1_p), s2_first.eq(s1_first)]
         old = Signal(signed(48 * R))
         m.d.comb += old.eq(acc_rd.data)
-        m.d.comb += [acc_wr.addr.eq(s1_p), acc_wr.en.eq(Mux(s1_valid, (1 << acc_wr.en.shape().width) - 1, 0))]
+        m.d.comb += [acc_wr.addr.eq(s2_p), acc_wr.en.eq(s2_valid)]
         acc_lanes = []
         for r in range(R):
-            prev = Mux(s1_first, 0, old[48 * r:48 * r + 48].as_signed())
+            prev = Mux(s2_first, 0, old[48 * r:48 * r + 48].as_signed())
             acc_lanes.append((prev + mac.sums[r])[:48])
         m.d.comb += acc_wr.data.eq(Cat(*acc_lanes))
 
@@ -141,24 +152,24 @@ class MacSequencer(wiring.Component):
         biased = Signal(signed(32))
         # int8 x int8 accumulates in int32: the sum and the bias add wrap at 32 bits.
         m.d.comb += biased.eq((b_value[:32].as_signed() + bias[:32].as_signed())[:32].as_signed())
-        out_mode = regs.out_mode
+        out_mode = op.out_mode
         m.d.comb += [
             rescale.i.valid.eq(b_valid),
             rescale.i.payload.value.eq(biased),
             rescale.i.payload.input_zp.eq(0),
             rescale.i.payload.multiplier.eq(Mux(rescale_on, mult, 1)),
             rescale.i.payload.shift.eq(Mux(rescale_on, shamt[:6], 0)),
-            rescale.i.payload.output_zp.eq(Mux(rescale_on, regs.ofm_zp[:18].as_signed(), 0)),
+            rescale.i.payload.output_zp.eq(Mux(rescale_on, op.ofm_zp[:18].as_signed(), 0)),
             rescale.i.payload.scale32.eq(Mux(rescale_on, (out_mode & OutMode.SCALE32) != 0, 1)),
             rescale.i.payload.double_round.eq(rescale_on & ((out_mode & OutMode.DOUBLE_ROUND) != 0)),
-            rescale.i.payload.out_dtype.eq(Mux(rescale_on, regs.rescale_dtype[:5], DType.INT32)),
+            rescale.i.payload.out_dtype.eq(Mux(rescale_on, op.rescale_dtype[:5], DType.INT32)),
             rescale.i.payload.output_unsigned.eq(rescale_on & ((out_mode & OutMode.UNSIGNED_OUT) != 0)),
             rescale.i.payload.tag.eq(b_addr),
             rescale.o.ready.eq(1),
         ]
         result = rescale.o.payload.result
-        cmin = regs.clamp_min.as_signed()
-        cmax = regs.clamp_max.as_signed()
+        cmin = op.clamp_min.as_signed()
+        cmax = op.clamp_max.as_signed()
         clamped = Signal(signed(32))
         m.d.comb += clamped.eq(Mux(rescale_on, Mux(result < cmin, cmin, Mux(result > cmax, cmax, result)), result))
         tag = rescale.o.payload.tag
@@ -174,9 +185,9 @@ class MacSequencer(wiring.Component):
 
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
-        m.d.comb += [self.ifm_addr.eq(pix_ptr), acc_rd.addr.eq(p)]
+        m.d.comb += [self.ifm_addr.eq(pix_ptr), acc_rd.addr.eq(Mux(s1_valid, s1_p, p))]
         m.d.comb += self.wgt_addr.eq(wblk + k)
-        m.d.comb += self.prm_addr.eq(regs.param_addr + (ocb << lg_r) + lane)
+        m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + lane)
         m.d.comb += [mac.load.eq(0), mac.load_row.eq(k - 1)]
 
         with m.FSM(name="seq"):
@@ -190,28 +201,31 @@ class MacSequencer(wiring.Component):
                     row_words.eq(regs.ifm_row_stride >> lg_l),
                     pix_words.eq(regs.ifm_pix_stride >> lg_l),
                     n_ocb.eq((regs.ofm_c + (R - 1)) >> lg_r),
-                    rescale_on.eq((out_mode & OutMode.RESCALE) != 0),
+                    rescale_on.eq((regs.out_mode & OutMode.RESCALE) != 0),
                     esize.eq(Mux(regs.ofm_dtype == DType.INT8, 1,
                                  Mux(regs.ofm_dtype == DType.INT16, 2, 4))),
                     status.eq(Status.OK),
                 ]
+                # The unit works from its own copy of the parameters: later SETs cannot disturb a
+                # running command, and the wide register file stays out of the per-clock logic.
+                m.d.sync += [getattr(op, name).eq(getattr(regs, name)) for name in LATCHED]
                 m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += [
-                    row_step.eq(regs.stride_h * row_words),
-                    pix_step.eq(regs.stride_w * pix_words),
-                    ky_step.eq(regs.dilation_h * row_words),
-                    kx_step.eq(regs.dilation_w * pix_words),
+                    row_step.eq(op.stride_h * row_words),
+                    pix_step.eq(op.stride_w * pix_words),
+                    ky_step.eq(op.dilation_h * row_words),
+                    kx_step.eq(op.dilation_w * pix_words),
                     ocb.eq(0), ky.eq(0), kx.eq(0), icb.eq(0), k.eq(0),
                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0),
-                    wblk.eq(regs.wgt_addr >> lg_l),
+                    wblk.eq(op.wgt_addr >> lg_l),
                     first_step.eq(1),
                 ]
-                bad_mode = ((regs.ifm_dtype != DType.INT8) | (regs.lut_mode != LutMode.OFF)
-                            | ~regs.ofm_dtype.matches(DType.INT8, DType.INT16, DType.INT32)
-                            | (~rescale_on & (regs.ofm_dtype != DType.INT32)))
-                too_big = (regs.ofm_h * regs.ofm_w > cfg.acc_depth) | (regs.ofm_c == 0)
+                bad_mode = ((op.ifm_dtype != DType.INT8) | (op.lut_mode != LutMode.OFF)
+                            | ~op.ofm_dtype.matches(DType.INT8, DType.INT16, DType.INT32)
+                            | (~rescale_on & (op.ofm_dtype != DType.INT32)))
+                too_big = (op.ofm_h * op.ofm_w > cfg.acc_depth) | (op.ofm_c == 0)
                 with m.If(bad_mode):
                     m.d.sync += status.eq(Status.BAD_MODE)
                     m.next = "DONE"
@@ -232,36 +246,40 @@ class MacSequencer(wiring.Component):
             with m.State("STREAM"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += [s1_valid.eq(1), s1_p.eq(p), s1_first.eq(first_step), p.eq(p + 1)]
-                last_x = ox + 1 == regs.ofm_w
+                last_x = ox + 1 == op.ofm_w
                 with m.If(last_x):
                     m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
                                  pix_ptr.eq(row_ptr + row_step)]
-                    with m.If(oy + 1 == regs.ofm_h):
+                    with m.If(oy + 1 == op.ofm_h):
+                        m.d.sync += drain.eq(0)
                         m.next = "STREAM_TAIL"
                 with m.Else():
                     m.d.sync += [ox.eq(ox + 1), pix_ptr.eq(pix_ptr + pix_step)]
             with m.State("STREAM_TAIL"):
+                # two clocks: the last pixel's MAC, then its accumulator write
                 m.d.comb += self.busy.eq(1)
-                m.next = "NEXT_STEP"
+                m.d.sync += drain.eq(drain + 1)
+                with m.If(drain == 1):
+                    m.next = "NEXT_STEP"
             with m.State("NEXT_STEP"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += [first_step.eq(0), wblk.eq(wblk + R)]
-                with m.If(icb + 1 < regs.ifm_cblocks):
+                with m.If(icb + 1 < op.ifm_cblocks):
                     m.d.sync += icb.eq(icb + 1)
                     m.next = "W_LOAD"
-                with m.Elif(kx + 1 < regs.kernel_w):
+                with m.Elif(kx + 1 < op.kernel_w):
                     m.d.sync += [icb.eq(0), kx.eq(kx + 1), kx_base.eq(kx_base + kx_step)]
                     m.next = "W_LOAD"
-                with m.Elif(ky + 1 < regs.kernel_h):
+                with m.Elif(ky + 1 < op.kernel_h):
                     m.d.sync += [icb.eq(0), kx.eq(0), ky.eq(ky + 1),
                                  ky_base.eq(ky_base + ky_step), kx_base.eq(ky_base + ky_step)]
                     m.next = "W_LOAD"
                 with m.Else():
-                    remaining = regs.ofm_c - (ocb << lg_r)
+                    remaining = op.ofm_c - (ocb << lg_r)
                     m.d.sync += [
                         p.eq(0), oy.eq(0), ox.eq(0),
                         lanes.eq(Mux(remaining > R, R, remaining)),
-                        out_row.eq(regs.ofm_addr), out_pix.eq(regs.ofm_addr),
+                        out_row.eq(op.ofm_addr), out_pix.eq(op.ofm_addr),
                         chan_addr.eq((ocb << lg_r) * esize),
                     ]
                     m.next = "OUT_READ"
@@ -277,16 +295,16 @@ class MacSequencer(wiring.Component):
                              b_addr.eq(out_pix + chan_addr + lane * esize), lane.eq(lane + 1)]
                 with m.If(lane + 1 == lanes):
                     m.d.sync += p.eq(p + 1)
-                    with m.If(ox + 1 == regs.ofm_w):
-                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), out_row.eq(out_row + regs.ofm_row_stride),
-                                     out_pix.eq(out_row + regs.ofm_row_stride)]
-                        with m.If(oy + 1 == regs.ofm_h):
+                    with m.If(ox + 1 == op.ofm_w):
+                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), out_row.eq(out_row + op.ofm_row_stride),
+                                     out_pix.eq(out_row + op.ofm_row_stride)]
+                        with m.If(oy + 1 == op.ofm_h):
                             m.d.sync += drain.eq(0)
                             m.next = "OUT_DRAIN"
                         with m.Else():
                             m.next = "OUT_READ"
                     with m.Else():
-                        m.d.sync += [ox.eq(ox + 1), out_pix.eq(out_pix + regs.ofm_pix_stride)]
+                        m.d.sync += [ox.eq(ox + 1), out_pix.eq(out_pix + op.ofm_pix_stride)]
                         m.next = "OUT_READ"
             with m.State("OUT_DRAIN"):
                 m.d.comb += self.busy.eq(1)

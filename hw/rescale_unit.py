@@ -5,9 +5,13 @@
     out    = clip(result + output_zp, range of out_dtype, signed or unsigned)
 
 Four pipeline stages (multiply, round, shift, offset-and-saturate), one result per clock, stalled
-as a whole when the output is not taken. The arithmetic is exact for every legal TOSA input:
-product and rounding sum are kept at full width (82 bits) and only the shifted result is wrapped
-to 32 bits, as apply_scale_32's final static_cast does.
+as a whole when the output is not taken. The arithmetic is exact for every legal TOSA input and
+stays within 64 bits: apply_scale_32 multiplies an int32 value by a 31-bit multiplier, apply_scale_16
+an int48 value by a 15-bit one (TOSA REQUIREs multiplier >= 0, and the value ranges follow from
+RESCALE's ERROR_IFs), so product plus rounding term fits int64; only the shifted result is wrapped
+to 32 bits, as apply_scale_32's final static_cast does. For inputs outside those rules the
+operands are truncated to these widths; firmware_model.mac_unit.rescale_operands() states the same
+truncation for the golden model.
 
 `fault` builds a deliberately wrong unit for the bench's self-checks (see docs/verification.md):
 "rescale_rounding" drops the rounding term, so results are truncated instead of rounded.
@@ -64,37 +68,38 @@ class RescaleUnit(wiring.Component):
         p = self.i.payload
         # Stage 1: subtract the input zero point, multiply, form the rounding term.
         v1 = Signal(5)  # v1[k]: stage k holds a valid value (k = 1..4)
-        prod = Signal(signed(84))
-        rnd = Signal(signed(64))
+        prod = Signal(signed(63))
+        rnd = Signal(signed(63))
         shift1 = Signal(6)
         ctl1 = Signal(RescaleIn)
 
         value = Signal(signed(50))
-        mult = Signal(signed(33))
-        m.d.comb += [
-            value.eq(p.value - p.input_zp),
-            mult.eq(Mux(p.scale32, p.multiplier, p.multiplier[:16].as_signed())),
-        ]
-        round_bit = Signal(signed(64))
+        m.d.comb += value.eq(p.value - p.input_zp)
+        product = Signal(signed(63))
+        with m.If(p.scale32):
+            m.d.comb += product.eq(value[:32].as_signed() * p.multiplier[:31])
+        with m.Else():
+            m.d.comb += product.eq(value[:48].as_signed() * p.multiplier[:15])
+        round_bit = Signal(signed(63))
         with m.If(p.shift >= 1):
-            m.d.comb += round_bit.eq(Const(1, signed(64)) << (p.shift - 1)[:6])
+            m.d.comb += round_bit.eq((Const(1, unsigned(63)) << (p.shift - 1)[:6])[:63])
         if self.fault == "rescale_rounding":
             m.d.comb += round_bit.eq(0)
-        extra = Signal(signed(64))
+        extra = Signal(signed(32))
         with m.If(p.scale32 & p.double_round & (p.shift > 31)):
             m.d.comb += extra.eq(Mux(value >= 0, 1 << 30, -(1 << 30)))
 
         with m.If(advance):
             m.d.sync += [
                 v1[1].eq(self.i.valid),
-                prod.eq(value * mult),
+                prod.eq(product),
                 rnd.eq(round_bit + extra),
                 shift1.eq(p.shift),
                 ctl1.eq(p),
             ]
 
         # Stage 2: add the rounding term.
-        total = Signal(signed(85))
+        total = Signal(signed(64))
         shift2 = Signal(6)
         ctl2 = Signal(RescaleIn)
         with m.If(advance):
@@ -103,7 +108,7 @@ class RescaleUnit(wiring.Component):
         # Stage 3: arithmetic shift right; keep 32 bits (the spec's static_cast<int32_t>).
         scaled = Signal(signed(32))
         ctl3 = Signal(RescaleIn)
-        shifted = Signal(signed(85))
+        shifted = Signal(signed(64))
         m.d.comb += shifted.eq(total >> shift2)
         with m.If(advance):
             m.d.sync += [v1[3].eq(v1[2]), scaled.eq(shifted[:32].as_signed()), ctl3.eq(ctl2)]
@@ -132,3 +137,4 @@ class RescaleUnit(wiring.Component):
             ]
         m.d.comb += self.o.valid.eq(v1[4])
         return m
+

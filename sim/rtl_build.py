@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import time
 import xml.etree.ElementTree as ET
@@ -154,12 +155,15 @@ def _restore_build_state(runner, built: BuiltRtl) -> None:
     """
     execute = runner._execute
     runner._execute = lambda cmds, cwd: None
+    level = runner.log.level
+    runner.log.setLevel(logging.ERROR)   # its "Skipping compilation" notice is expected here
     try:
         runner.build(sources=built.sources, hdl_toplevel=built.design_name, build_dir=built.build_dir,
                      always=False, waves=built.waves, timescale=TIMESCALE,
                      build_args=VERILATOR_ARGS if built.simulator == "verilator" else [])
     finally:
         runner._execute = execute
+        runner.log.setLevel(level)
 
 
 def parse_results(xml: Path, wall: float = 0.0) -> BenchResult:

@@ -1,0 +1,1 @@
+"""Compiler passes, one job each; see compiler/pipeline.py for the order."""
