@@ -25,6 +25,7 @@ help:
 	@echo "                (SIM=icarus, WAVES=1, CONFIG=tiny|default|large|path.toml, MODEL=file.tosa)"
 	@echo "make test       the whole test suite (both simulators)"
 	@echo "make conformance  generate Arm's integer-profile conformance tests and run them"
+	@echo "make conformance-dev  run Arm's developer set (CTS=path, default ../shared/conformance/cts-dev.tar.gz)"
 	@echo "make bench      benchmarks (not part of make test)"
 	@echo "make models     regenerate the real networks in models/ (needs tensorflow; slow)"
 	@echo "make setup      only create .venv"
@@ -60,6 +61,10 @@ test: setup icarus
 
 conformance: setup
 	$(RUN) $(BIN)/python -m sim.conformance all
+
+# Arm's developer set from ../shared (or CTS=path to a .tar.gz or folder), unpacked under build/
+conformance-dev: setup
+	$(RUN) $(BIN)/python -m sim.conformance dev $(CTS)
 
 bench: setup icarus
 	$(RUN) $(BIN)/python -m sim.benchmarks
