@@ -71,6 +71,7 @@ bench: setup icarus
 
 models: setup
 	$(RUN) $(BIN)/python -m sim.make_models
+	$(RUN) $(BIN)/python -m sim.demo_model
 
 clean:
 	rm -rf build out .pytest_cache
