@@ -83,20 +83,16 @@ def _filter(ops) -> str:
 # ---- generating Arm's tests -----------------------------------------------------------------
 
 def build_arm_tests(out: Path, passes=PASSES, jobs: int = 2, extra_flags=()) -> None:
-    """Run tosa_verif_build_tests for every pass; each (pass, op group) in its own process.
+    """Run tosa_verif_build_tests for every pass, one process per op (two at a time).
 
-    CONCAT gets a process of its own: with some seeds the generator crashes on one of its
-    tests (it makes a tensor with a 0 dimension), and then that process is retried with the
-    next seed (at most twice) without regenerating everything else."""
+    With some seeds Arm's generator crashes on one of its tests (seen: a tensor with a 0
+    dimension); such an op is retried with the next seed (at most twice) without
+    regenerating the others."""
     out.mkdir(parents=True, exist_ok=True)
     jobs_list = []
     for name, ops, flags, seed in passes:
-        ops = sorted(set(ops))
-        alone = [o for o in ops if o == "concat"]
-        rest = [o for o in ops if o != "concat"]
-        groups = [g for g in (rest[0::2], rest[1::2], alone) if g]
-        for gi, group in enumerate(groups):
-            jobs_list.append((out / f"{name}{gi}", group, flags, seed))
+        for op in sorted(set(ops)):
+            jobs_list.append((out / f"{name}-{op}", [op], flags, seed))
 
     def run(job):
         folder, group, flags, seed = job
@@ -556,15 +552,24 @@ def _slice_key(name: str) -> str:
     return "positive:" + (m.group(1) if m else "?")
 
 
-def make_slice(out: Path, jobs: int = 2) -> None:
-    """Generate the compact slice: Arm's generator with fixed seeds on small shapes, then per op
-    SLICE_PER_TYPE positive tests per element type and one negative test per ERROR_IF rule,
-    plus our variable tests; the reference model's answers stored as expected_*.npy."""
+def _size(test: Path) -> int:
+    return sum(f.stat().st_size for f in test.iterdir() if f.is_file())
+
+
+def make_slice(out: Path, jobs: int = 2, regenerate: bool = False) -> None:
+    """Generate the compact slice: Arm's generator with fixed seeds, then per op
+    SLICE_PER_TYPE positive tests per element type (first and last by name) and one negative
+    test per ERROR_IF rule (the smallest), plus our variable tests; the reference model's
+    answers stored as expected_*.npy. The generator's output is kept in build/ and reused
+    unless `regenerate`."""
     work = BUILD / "slice-work"
-    if work.exists():
-        shutil.rmtree(work)
-    build_arm_tests(work, [("slice", ARM_SET_OPS + EXTRA_OPS, SLICE_FLAGS, SLICE_SEED)], jobs=jobs)
-    ready_inputs(work)
+    done = work / ".complete"
+    if regenerate or not done.exists():
+        if work.exists():
+            shutil.rmtree(work)
+        build_arm_tests(work, [("slice", ARM_SET_OPS + EXTRA_OPS, SLICE_FLAGS, SLICE_SEED)], jobs=jobs)
+        ready_inputs(work)
+        done.write_text("ok")
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -575,8 +580,10 @@ def make_slice(out: Path, jobs: int = 2) -> None:
             groups.setdefault(_slice_key(t.name), []).append(t)
         for key, tests in sorted(groups.items()):
             # a fixed, spread-out choice: first, last and middle of the sorted names
-            n = 1 if key.startswith("negative") else SLICE_PER_TYPE
-            picks = [tests[0], tests[-1], tests[len(tests) // 2]][:n]
+            if key.startswith("negative"):
+                picks = [min(tests, key=lambda t: (_size(t), t.name))]
+            else:
+                picks = [tests[0], tests[-1], tests[len(tests) // 2]][:SLICE_PER_TYPE]
             for t in dict.fromkeys(picks):
                 dst = out / op_dir.name / t.name
                 shutil.copytree(t, dst)
@@ -591,7 +598,7 @@ def make_slice(out: Path, jobs: int = 2) -> None:
 
 
 def cmd_slice(args) -> int:
-    make_slice(Path(args.out), jobs=args.jobs)
+    make_slice(Path(args.out), jobs=args.jobs, regenerate=args.regenerate)
     return 0
 
 
@@ -607,6 +614,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("slice", help="regenerate the committed conformance slice")
     p.add_argument("out", nargs="?", default=str(ROOT / "tests" / "data" / "conformance"))
     p.add_argument("-j", "--jobs", type=int, default=2)
+    p.add_argument("--regenerate", action="store_true", help="run the generator again even if build/ has its output")
     p.set_defaults(func=cmd_slice)
     for name in ("all", "dev"):
         sp = sub.choices[name]
