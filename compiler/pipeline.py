@@ -65,23 +65,26 @@ def compile_graph(graph: Graph, cfg: NpuConfig, *, binds: dict[str, int] | None 
 
 def format_ir(ctx: CompileContext) -> str:
     """The main block as text: each op with its operands, shapes and the passes' annotations."""
-    from compiler.npu_ops import NpuConv
+    from compiler.npu.base import NPU_OP
 
     block = ctx.block
     lines = [f"block {block.name}: inputs {', '.join(block.inputs)} -> outputs {', '.join(block.outputs)}"]
     for v in ctx.variables:
-        lines.append(f"  variable {v['name']} slot @{v['sram_addr']} ({v['bytes']} bytes)")
+        lines.append(f"  variable {v['name']}: {v}")
     for i, op in enumerate(block.operators):
         outs = ", ".join(block.tensors[o].describe() if o in block.tensors else o for o in op.outputs)
-        text = f"  %{i} {op.op}({', '.join(op.inputs)}) -> {outs}"
-        npu = op.attrs.get("npu")
-        if isinstance(npu, NpuConv):
-            text += f"\n      npu: {npu.describe()}  [from {', '.join(npu.sources)}]"
+        name = op.op
+        if op.op == NPU_OP:
+            name = f"NPU.{op.attrs['npu'].kind}"
+        text = f"  %{i} {name}({', '.join(op.inputs)}) -> {outs}"
+        if op.op == NPU_OP:
+            npu = op.attrs["npu"]
+            text += f"\n      npu {npu.unit}: {npu.describe()}  [from {', '.join(npu.sources)}]"
         if id(op) in ctx.host_reasons:
             text += f"\n      host: {ctx.host_reasons[id(op)]}"
-        tiles = op.annotations.get("tiles")
-        if tiles:
-            text += f"\n      tiles: {len(tiles)} ({tiles[0].describe()}{', ...' if len(tiles) > 1 else ''})"
+        plan = op.annotations.get("plan")
+        if plan is not None:
+            text += f"\n      tiles: {plan.describe()}"
         sched = op.annotations.get("schedule")
         if sched:
             text += f"\n      schedule: {sched}"

@@ -37,10 +37,10 @@ class Opcode(enum.IntEnum):
     DMA_STORE = 0x11  # SRAM `sub` -> external memory
     FILL = 0x12       # SRAM `sub` region (DMA_SRAM_* registers) <- the byte in value32
     MAC = 0x20        # MAC array + output stage, mode `sub` (MacMode)
-    ELTWISE = 0x30    # elementwise unit (reserved for the elementwise ISA)
-    POOL = 0x31       # pooling unit (reserved)
-    LUT = 0x32        # stand-alone table lookup (reserved)
-    VAR = 0x40        # variable SRAM access (reserved)
+    ELTWISE = 0x30    # elementwise unit, operation `sub` (EltOp), ELT_* and output-stage registers
+    POOL = 0x31       # pooling unit, mode `sub` (PoolMode)
+    LUT = 0x32        # reserved: a stand-alone table is ELTWISE COPY with LUT_MODE set
+    VAR = 0x40        # variable SRAM access, `sub` (VarOp)
     HOST = 0x50       # run host-CPU operation number value32, then continue
     BARRIER = 0x60    # wait until every unit is idle
     MARK = 0x70       # debug marker: value32 (the tile number) into the status register
@@ -108,13 +108,80 @@ class Reg(enum.IntEnum):
     DMA_EXT_STRIDE2 = 0x26
     DMA_SRAM_STRIDE1 = 0x27
     DMA_SRAM_STRIDE2 = 0x28
+    # Elementwise unit (ELTWISE): out[i] = stage(op(rescale_a(A[i]), rescale_b(B[i]))), i < ELT_COUNT
+    ELT_A_ADDR = 0x30       # operand A in the input SRAM
+    ELT_B_ADDR = 0x31       # operand B in the input SRAM (one element when EltMode.B_SCALAR)
+    ELT_OUT_ADDR = 0x32     # result in the output SRAM
+    ELT_COUNT = 0x33        # elements
+    ELT_A_DTYPE = 0x34
+    ELT_B_DTYPE = 0x35
+    ELT_A_ZP = 0x36         # signed; subtracted before A's input rescale
+    ELT_B_ZP = 0x37         # signed
+    ELT_A_MULT = 0x38       # A's input rescale (apply_scale_32 to int32)
+    ELT_A_SHIFT = 0x39
+    ELT_B_MULT = 0x3A
+    ELT_B_SHIFT = 0x3B
+    ELT_MODE = 0x3C         # EltMode bits
+    ELT_SHIFT = 0x3D        # MUL's shift operand
+    ELT_CHANNELS = 0x3E     # element i uses output-stage parameter record PARAM_ADDR + i % ELT_CHANNELS
+    # Pooling unit (POOL), with the IFM_*, KERNEL_*, STRIDE_* and OFM_* registers: the input box
+    # starts POOL_PAD_TOP rows / POOL_PAD_LEFT columns before the image; only POOL_IN_H x POOL_IN_W
+    # positions from there are real (the rest is padding, excluded from max and average)
+    POOL_PAD_TOP = 0x40
+    POOL_PAD_LEFT = 0x41
+    POOL_IN_H = 0x42
+    POOL_IN_W = 0x43
+    # Variable SRAM (VAR): a slot is VAR_BYTES at VAR_ADDR with its written flag VAR_SLOT
+    VAR_ADDR = 0x48
+    VAR_BYTES = 0x49
+    VAR_SLOT = 0x4A
+    VAR_EXT_ADDR = 0x4B     # external-memory side of the transfer
 
 
 # Registers whose 32-bit value is read as two's complement.
-SIGNED_REGS = frozenset({Reg.IFM_ZP, Reg.WGT_ZP, Reg.OFM_ZP, Reg.CLAMP_MIN, Reg.CLAMP_MAX})
+SIGNED_REGS = frozenset({Reg.IFM_ZP, Reg.WGT_ZP, Reg.OFM_ZP, Reg.CLAMP_MIN, Reg.CLAMP_MAX,
+                         Reg.ELT_A_ZP, Reg.ELT_B_ZP})
 
 # The registers a MAC operation reads: the bench re-sends exactly these to an RTL tile.
 MAC_REGS = tuple(r for r in Reg if r < Reg.DMA_EXT_ADDR)
+# Output-stage registers shared by MAC, ELTWISE and POOL commands.
+OUTPUT_STAGE_REGS = (Reg.OFM_DTYPE, Reg.OFM_ZP, Reg.PARAM_ADDR, Reg.OUT_MODE, Reg.CLAMP_MIN, Reg.CLAMP_MAX,
+                     Reg.LUT_MODE, Reg.LUT_ADDR, Reg.RESCALE_DTYPE)
+
+
+class EltOp(enum.IntEnum):
+    """`sub` of ELTWISE: the operation on the (rescaled) operands, as the TOSA op of that name."""
+    ADD = 0
+    SUB = 1
+    MUL = 2                  # with ELT_SHIFT
+    MINIMUM = 3
+    MAXIMUM = 4
+    LOGICAL_LEFT_SHIFT = 5
+    LOGICAL_RIGHT_SHIFT = 6
+    ARITHMETIC_RIGHT_SHIFT = 7   # EltMode.ROUND selects the rounding form
+    COPY = 8                 # unary: A through its rescale and the output stage (RESCALE, TABLE, CLAMP)
+
+
+class EltMode(enum.IntFlag):
+    A_RESCALE = 1 << 0       # A := apply_scale_32(A - ELT_A_ZP, ELT_A_MULT, ELT_A_SHIFT) (else A - ELT_A_ZP)
+    B_RESCALE = 1 << 1
+    B_SCALAR = 1 << 2        # B is one element, used for every i
+    ROUND = 1 << 3           # ARITHMETIC_RIGHT_SHIFT rounds
+    A_UNSIGNED = 1 << 4      # A's elements are read as unsigned
+    B_UNSIGNED = 1 << 5
+    DOUBLE_ROUND = 1 << 6    # input rescales use double rounding
+
+
+class PoolMode(enum.IntEnum):
+    MAX = 0
+    AVG = 1                  # sum of real positions, scaled by reciprocal_scale(count)
+
+
+class VarOp(enum.IntEnum):
+    """`sub` of VAR. A slot's written flag survives invocations; only a power-on reset clears it."""
+    INIT = 0                 # if the slot is not written: slot := VAR_BYTES from VAR_EXT_ADDR, mark written
+    READ = 1                 # external memory at VAR_EXT_ADDR := slot (VAR_READ_BEFORE_WRITE if not written)
+    WRITE = 2                # slot := VAR_BYTES from VAR_EXT_ADDR, mark written
 
 
 class OutMode(enum.IntFlag):

@@ -1,14 +1,15 @@
 """Pass 5 — scheduling and allocation.
 
 Reads: the lowered, tiled graph; ctx.cfg.
-Writes: ctx.schedule (a Schedule): the execution order (the block's order, which TOSA already
-keeps topological), the constants image's contents and addresses (NPU weight blocks and
-parameter records per output-channel slice, constant operands of host ops), the placement of
-every other tensor in external memory, and the SRAM buffers each NPU operation's tiles use.
+Writes: ctx.schedule (a Schedule): the execution order (the block's order, which TOSA keeps
+topological), the constants image (each NPU operation's blobs, constant operands of host ops),
+the placement of every other tensor in external memory, and per NPU operation the SRAM buffers
+its tiles use.
 
 External memory: [constants image | graph inputs | graph outputs | intermediate tensors], each
-region 64-byte aligned. SRAMs: with two buffers per SRAM (when the tile planner found a tile that
-fits half of each), tile k uses buffer k % 2, so tile k+1's loads never overwrite what tile k reads.
+64-byte aligned. SRAMs: an operation whose plan asks for two buffers gets each SRAM it uses split
+in two halves; tile k+1's loads then go to the other half from what tile k reads, so the transfers
+can overlap with the computation (double buffering).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.errors import CompileError
-from compiler.npu_ops import NPU_CONV2D, NpuConv
-from compiler.passes.tile_planner import ceil_div
-from firmware_model.mac_unit import encode_params
+from compiler.npu.base import NPU_OP
+from firmware_model.isa import Sram
 from firmware_model.npu_config import NpuConfig
 from firmware_model.program import Placement
 
@@ -50,18 +50,13 @@ class ConstImage:
 
 
 @dataclass
-class ConvSchedule:
-    slice_weights: dict[int, tuple[int, int]]   # c0 -> (ext offset in constants, bytes)
-    slice_params: dict[int, tuple[int, int]]
-    buffers: int
-    in_buf: list[int]                           # SRAM byte address of each buffer
-    w_buf: list[int]
-    p_buf: list[int]                            # parameter record index
-    out_buf: list[int]
+class OpSchedule:
+    constants: dict[str, int]          # blob name -> external address
+    buffers: dict[Sram, list[int]]     # SRAM -> buffer base addresses (PARAM: record index)
 
     def __str__(self) -> str:
-        return (f"{self.buffers} buffer(s) per SRAM; {len(self.slice_weights)} weight slice(s) "
-                f"{sum(b for _, b in self.slice_weights.values())} B")
+        return f"{len(self.constants)} constant blob(s); " + ", ".join(
+            f"{s.name.lower()} {len(b)}x" for s, b in self.buffers.items())
 
 
 @dataclass
@@ -70,63 +65,31 @@ class Schedule:
     constants: ConstImage
     placements: dict[str, Placement]
     ext_used: int
-    conv: dict[int, ConvSchedule] = field(default_factory=dict)   # id(op) -> schedule
-    const_offsets: dict[str, int] = field(default_factory=dict)   # constant tensor -> offset in image
+    ops: dict[int, OpSchedule] = field(default_factory=dict)     # id(op) -> its schedule
 
 
-def weight_blocks(conv: NpuConv, cfg: NpuConfig, c0: int, tc: int) -> bytes:
-    """Weights of output channels [c0, c0+tc) in MAC-array block order (see mac_unit.py):
-    blocks (ocb, ky, kx, icb) of rows x cols, missing rows/lanes filled with the weight zero point."""
-    R, L = cfg.mac_rows, cfg.mac_cols
-    oc_n, kh, kw, ic = conv.weights.shape
-    cb = ceil_div(ic, L)
-    n_ocb = ceil_div(tc, R)
-    w = np.full((n_ocb * R, kh, kw, cb * L), conv.weight_zp, dtype=np.int8)
-    w[:tc, :, :, :ic] = conv.weights[c0:c0 + tc]
-    blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
-    return np.ascontiguousarray(blocks).tobytes()
-
-
-def param_records(conv: NpuConv, c0: int, tc: int) -> bytes:
-    bias = conv.bias[c0:c0 + tc]
-    if conv.rescale is not None:
-        mult, shift = conv.rescale.multiplier[c0:c0 + tc], conv.rescale.shift[c0:c0 + tc]
+def sram_buffers(cfg: NpuConfig, sram: Sram, count: int) -> list[int]:
+    if sram == Sram.PARAM:
+        size, unit = cfg.param_records, 1
     else:
-        mult, shift = np.zeros(tc, np.int64), np.zeros(tc, np.int64)
-    return encode_params(bias, mult, shift)
-
-
-def _buffers(total: int, count: int, unit: int) -> list[int]:
-    half = (total // count) // unit * unit
-    return [k * half for k in range(count)]
+        size = {Sram.INPUT: cfg.input_sram, Sram.WEIGHT: cfg.weight_sram, Sram.OUTPUT: cfg.output_sram,
+                Sram.VARIABLE: cfg.variable_sram, Sram.LUT: cfg.lut_entries}[sram]
+        unit = 1 if sram == Sram.LUT else cfg.word_bytes
+    part = (size // count) // unit * unit
+    return [k * part for k in range(count)]
 
 
 def run(ctx) -> None:
     cfg: NpuConfig = ctx.cfg
     block = ctx.block
     image = ConstImage()
-    sched_conv: dict[int, ConvSchedule] = {}
+    blob_offsets: dict[int, dict[str, int]] = {}
     const_offsets: dict[str, int] = {}
-
     for op in block.operators:
-        if op.op == NPU_CONV2D:
-            conv: NpuConv = op.attrs["npu"]
-            tiles = op.annotations["tiles"]
-            slices = sorted({(t.c0, t.tc) for t in tiles})
-            sw, sp = {}, {}
-            for c0, tc in slices:
-                wb = weight_blocks(conv, cfg, c0, tc)
-                sw[c0] = (image.add(wb), len(wb))
-                pb = param_records(conv, c0, tc)
-                sp[c0] = (image.add(pb), len(pb))
-            nb = op.annotations["buffers"]
-            sched_conv[id(op)] = ConvSchedule(
-                sw, sp, nb,
-                in_buf=_buffers(cfg.input_sram, nb, cfg.word_bytes),
-                w_buf=_buffers(cfg.weight_sram, nb, cfg.word_bytes),
-                p_buf=_buffers(cfg.param_records, nb, 1),
-                out_buf=_buffers(cfg.output_sram, nb, cfg.word_bytes))
-            op.annotations["schedule"] = str(sched_conv[id(op)])
+        if op.op == NPU_OP:
+            plan = op.annotations["plan"]
+            blobs = op.attrs["npu"].constants(cfg, plan)
+            blob_offsets[id(op)] = {name: image.add(data) for name, data in blobs.items()}
         elif op.op not in ("CONST", "CONST_SHAPE"):
             for name in op.inputs:
                 t = block.tensors.get(name)
@@ -142,9 +105,8 @@ def run(ctx) -> None:
     cursor = align(constants_addr + image.size)
     order = list(block.inputs) + [o for o in block.outputs if o not in block.inputs]
     for op in block.operators:
-        if op.op in ("CONST", "CONST_SHAPE"):
-            continue
-        order += [o for o in op.outputs if o not in order]
+        if op.op not in ("CONST", "CONST_SHAPE"):
+            order += [o for o in op.outputs if o not in order]
     for name in order:
         if name in placements:
             continue
@@ -156,7 +118,14 @@ def run(ctx) -> None:
         raise CompileError(f"{ctx.graph.source}: the graph needs {cursor} bytes of external memory "
                            f"(constants {image.size} B plus tensors); the '{cfg.name}' configuration has "
                            f"{cfg.ext_size} B (external.size)")
-    ctx.schedule = Schedule(constants_addr, image, placements, cursor, sched_conv, const_offsets)
+    schedule = Schedule(constants_addr, image, placements, cursor)
+    for op in block.operators:
+        if op.op == NPU_OP:
+            plan = op.annotations["plan"]
+            sched = OpSchedule({k: constants_addr + v for k, v in blob_offsets[id(op)].items()},
+                               {s: sram_buffers(cfg, s, plan.buffers) for s in plan.srams})
+            schedule.ops[id(op)] = sched
+            op.annotations["schedule"] = str(sched)
+    ctx.schedule = schedule
     ctx.report.append(f"memory: constants {image.size} B, tensors {cursor - align(image.size)} B, "
                       f"external memory used {cursor} of {cfg.ext_size} B")
-

@@ -1,0 +1,450 @@
+"""Convolution on the MAC array: CONV2D with its output stage (bias, RESCALE, CLAMP) fused.
+
+Lowering: CONV2D [-> RESCALE [-> CLAMP]] with int8 input and weights and constant weights, bias
+and zero points, when the intermediate tensors feed nothing else.
+
+Tiling: a tile is a box of the output (rows x columns x output channels of one batch image) with
+the input box it needs (halo included). It must fit: its pixels in the accumulators, its input box
+in the input SRAM, its weight blocks in the weight SRAM, its records in the parameter SRAM and its
+output box in the output SRAM — in half of each when it can (double buffering). Among the shapes
+that fit, the planner picks the one that moves the fewest bytes between external memory and the
+SRAMs, trying both loop orders (input reused across output-channel slices, or weights reused
+across spatial tiles).
+
+Emission per tile: MARK, the input box (FILL with the input zero point where the box leaves the
+image or the channels do not fill a word, DMA_LOAD of the rest) unless resident, the weights and
+parameter records of the tile's channel slice unless resident, the MAC registers, MAC, and the
+DMA_STORE of the output box.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.errors import CompileError
+from compiler.ir import Block, Operator
+from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, round_up
+from firmware_model.isa import LutMode, MacMode, Opcode, OutMode, Reg, Sram
+from firmware_model.mac_unit import encode_params
+from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.tosa_ops import numerics
+from firmware_model.tosa_ops.dtypes import DType
+
+DATA_OPS = {"CONST", "CONST_SHAPE"}
+
+
+# --------------------------------------------------------------------------------------------
+# The operation
+
+@dataclass
+class RescaleSpec:
+    """A RESCALE fused into the MAC output stage (per output channel)."""
+    multiplier: np.ndarray      # int32 (int16 values when not scale32)
+    shift: np.ndarray           # int8, 2..62
+    output_zp: int
+    scale32: bool
+    double_round: bool
+    out_dtype: DType            # int8 / int16 (the RESCALE's output type)
+    output_unsigned: bool
+
+
+@dataclass(frozen=True)
+class ConvTile:
+    n: int
+    y0: int
+    th: int
+    x0: int
+    tw: int
+    c0: int
+    tc: int
+
+    def describe(self) -> str:
+        return (f"n{self.n} rows {self.y0}..{self.y0 + self.th - 1} cols {self.x0}..{self.x0 + self.tw - 1} "
+                f"ch {self.c0}..{self.c0 + self.tc - 1}")
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Sizes of one tile shape in each SRAM (bytes; records for params)."""
+    in_h: int
+    in_w: int
+    in_bytes: int
+    weight_bytes: int
+    params: int
+    out_pix_bytes: int
+    out_bytes: int
+    pixels: int
+
+
+@dataclass
+class NpuConv(NpuOperation):
+    """CONV2D with its fused output stage."""
+    ifm: str                     # input tensor (N, H, W, C), int8
+    ofm: str                     # final output tensor (after fused ops)
+    weights: np.ndarray          # int8 (OC, KH, KW, IC)
+    bias: np.ndarray             # int64 (OC,)
+    input_zp: int
+    weight_zp: int
+    stride: tuple[int, int]
+    pad: tuple[int, int, int, int]   # top, bottom, left, right
+    dilation: tuple[int, int]
+    in_shape: tuple[int, int, int, int]
+    out_shape: tuple[int, int, int, int]
+    rescale: RescaleSpec | None
+    clamp: tuple[int, int] | None
+    out_dtype: DType             # what is stored: the rescale's type, or int32
+    sources: list[str] = field(default_factory=list)
+    kind = "conv"
+
+    @property
+    def ifm_names(self) -> list[str]:
+        return [self.ifm]
+
+    @property
+    def ofm_names(self) -> list[str]:
+        return [self.ofm]
+
+    @property
+    def unit(self) -> str:
+        return "MAC"
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return self.weights.shape[1], self.weights.shape[2]
+
+    @property
+    def in_channels(self) -> int:
+        return self.weights.shape[3]
+
+    @property
+    def out_channels(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def macs(self) -> int:
+        n, oh, ow, oc = self.out_shape
+        kh, kw = self.kernel
+        return n * oh * ow * oc * kh * kw * self.in_channels
+
+    def describe(self) -> str:
+        kh, kw = self.kernel
+        parts = [f"{kh}x{kw} conv {self.in_channels}->{self.out_channels}",
+                 f"stride {self.stride[0]},{self.stride[1]}", f"pad {','.join(map(str, self.pad))}"]
+        if self.dilation != (1, 1):
+            parts.append(f"dilation {self.dilation[0]},{self.dilation[1]}")
+        if self.rescale is not None:
+            r = self.rescale
+            parts.append(f"rescale->{'u' if r.output_unsigned else ''}{r.out_dtype.name.lower()}"
+                         f"{' double-round' if r.double_round else ''}")
+        if self.clamp is not None:
+            parts.append(f"clamp [{self.clamp[0]}, {self.clamp[1]}]")
+        return ", ".join(parts)
+
+    # ---- tiling ----------------------------------------------------------------------------
+    def geometry(self, cfg: NpuConfig, th: int, tw: int, tc: int) -> ConvGeometry:
+        L, R = cfg.mac_cols, cfg.mac_rows
+        kh, kw = self.kernel
+        sh, sw = self.stride
+        dh, dw = self.dilation
+        cb = ceil_div(self.in_channels, L)
+        in_h = (th - 1) * sh + (kh - 1) * dh + 1
+        in_w = (tw - 1) * sw + (kw - 1) * dw + 1
+        opix = round_up(tc * self.out_dtype.size_bytes, L)
+        return ConvGeometry(in_h, in_w, in_h * in_w * cb * L, ceil_div(tc, R) * kh * kw * cb * R * L, tc,
+                            opix, th * tw * opix, th * tw)
+
+    @staticmethod
+    def fits(g: ConvGeometry, cfg: NpuConfig, share: int) -> bool:
+        """Does a tile fit when each SRAM is divided into `share` buffers?"""
+        return (g.pixels <= cfg.acc_depth
+                and g.in_bytes <= cfg.input_sram // share
+                and g.weight_bytes <= cfg.weight_sram // share
+                and g.params <= cfg.param_records // share
+                and g.out_bytes <= cfg.output_sram // share)
+
+    def traffic(self, cfg: NpuConfig, th: int, tw: int, tc: int) -> tuple[int, str]:
+        """External bytes moved for a tile shape, under the better of the two loop orders."""
+        n, oh, ow, oc = self.out_shape
+        ic = self.in_shape[3]
+        g = self.geometry(cfg, th, tw, tc)
+        spatial = n * ceil_div(oh, th) * ceil_div(ow, tw)
+        slices = ceil_div(oc, tc)
+        in_per_tile = g.in_h * g.in_w * ic
+        w_total = g.weight_bytes * slices + slices * tc * PARAM_RECORD_BYTES
+        out_total = n * oh * ow * oc * self.out_dtype.size_bytes
+        # spatial-outer: the input box stays while every channel slice runs over it
+        spatial_outer = spatial * in_per_tile + (w_total if slices == 1 else spatial * w_total) + out_total
+        # channels-outer: a slice's weights stay while every spatial tile runs under it
+        channels_outer = slices * spatial * in_per_tile + w_total + out_total
+        if spatial == 1 or slices == 1 or spatial_outer <= channels_outer:
+            return spatial_outer, "spatial-outer"
+        return channels_outer, "channels-outer"
+
+    def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
+        n, oh, ow, oc = self.out_shape
+        R = cfg.mac_rows
+        channel_options = sorted({min(oc, R * k) for k in range(1, ceil_div(oc, R) + 1)}, reverse=True)
+        best = None
+        for share in (2, 1):
+            for tc in channel_options:
+                for th in _extents(oh):
+                    for tw in _extents(ow):
+                        if not self.fits(self.geometry(cfg, th, tw, tc), cfg, share):
+                            continue
+                        cost, order = self.traffic(cfg, th, tw, tc)
+                        count = n * ceil_div(oh, th) * ceil_div(ow, tw) * ceil_div(oc, tc)
+                        if best is None or (cost, count) < best[0]:
+                            best = ((cost, count), (th, tw, tc), order, share)
+            if best is not None:
+                break
+        if best is None:
+            g = self.geometry(cfg, 1, 1, min(oc, R))
+            raise CompileError(
+                f"{where}: not even a 1x1-pixel tile of {min(oc, R)} channels fits the '{cfg.name}' "
+                f"configuration (input box {g.in_bytes} B of {cfg.input_sram}, weights {g.weight_bytes} B "
+                f"of {cfg.weight_sram}, output {g.out_bytes} B of {cfg.output_sram})")
+        _, (th, tw, tc), order, share = best
+        spatial = [(b, y, x) for b in range(n) for y in range(0, oh, th) for x in range(0, ow, tw)]
+        channels = list(range(0, oc, tc))
+        pairs = ([(s, c) for s in spatial for c in channels] if order == "spatial-outer"
+                 else [(s, c) for c in channels for s in spatial])
+        tiles = [ConvTile(b, y, min(th, oh - y), x, min(tw, ow - x), c, min(tc, oc - c)) for (b, y, x), c in pairs]
+        return TilePlan(tiles, order, share, (Sram.INPUT, Sram.WEIGHT, Sram.PARAM, Sram.OUTPUT))
+
+    # ---- constants -------------------------------------------------------------------------
+    def weight_blocks(self, cfg: NpuConfig, c0: int, tc: int) -> bytes:
+        """Weights of output channels [c0, c0+tc) in MAC-array block order (docs/isa.md): blocks
+        (ocb, ky, kx, icb) of rows x cols, missing rows/lanes filled with the weight zero point."""
+        R, L = cfg.mac_rows, cfg.mac_cols
+        _, kh, kw, ic = self.weights.shape
+        cb = ceil_div(ic, L)
+        n_ocb = ceil_div(tc, R)
+        w = np.full((n_ocb * R, kh, kw, cb * L), self.weight_zp, dtype=np.int8)
+        w[:tc, :, :, :ic] = self.weights[c0:c0 + tc]
+        blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
+        return np.ascontiguousarray(blocks).tobytes()
+
+    def param_records(self, c0: int, tc: int) -> bytes:
+        bias = self.bias[c0:c0 + tc]
+        if self.rescale is not None:
+            mult, shift = self.rescale.multiplier[c0:c0 + tc], self.rescale.shift[c0:c0 + tc]
+        else:
+            mult, shift = np.zeros(tc, np.int64), np.zeros(tc, np.int64)
+        return encode_params(bias, mult, shift)
+
+    def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
+        blobs = {}
+        for c0, tc in sorted({(t.c0, t.tc) for t in plan.tiles}):
+            blobs[f"weights@{c0}"] = self.weight_blocks(cfg, c0, tc)
+            blobs[f"params@{c0}"] = self.param_records(c0, tc)
+        return blobs
+
+    # ---- emission --------------------------------------------------------------------------
+    def out_mode(self) -> int:
+        mode = 0
+        if self.rescale is not None:
+            r = self.rescale
+            mode |= OutMode.RESCALE
+            mode |= OutMode.SCALE32 if r.scale32 else 0
+            mode |= OutMode.DOUBLE_ROUND if r.double_round else 0
+            mode |= OutMode.UNSIGNED_OUT if r.output_unsigned else 0
+        return int(mode)
+
+    def clamp_range(self) -> tuple[int, int]:
+        if self.rescale is None:
+            return DType.INT32.min, DType.INT32.max
+        t = self.rescale.out_dtype
+        lo, hi = (0, t.umax) if self.rescale.output_unsigned else (t.min, t.max)
+        if self.clamp is not None:
+            lo, hi = max(lo, self.clamp[0]), min(hi, self.clamp[1])
+        return lo, hi
+
+    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+        cfg = ectx.cfg
+        L = cfg.mac_cols
+        _, H, W, C = self.in_shape
+        _, OH, OW, OC = self.out_shape
+        kh, kw = self.kernel
+        sh, sw = self.stride
+        dh, dw = self.dilation
+        pt, _, pl, _ = self.pad
+        cb = ceil_div(C, L)
+        pix = cb * L
+        esize = self.out_dtype.size_bytes
+        ifm, ofm = ectx.placements[self.ifm], ectx.placements[self.ofm]
+        bufs = ectx.buffers
+        resident_in: dict[int, tuple] = {}
+        resident_w: dict[int, int] = {}
+        n_in = n_w = 0
+        lo, hi = self.clamp_range()
+        r = self.rescale
+        records = []
+        for k, t in enumerate(plan.tiles):
+            tile_id = ectx.first_tile_id + k
+            start = len(w.commands)
+            w.emit(Opcode.MARK, 0, tile_id)
+            g = self.geometry(cfg, t.th, t.tw, t.tc)
+            iy0, ix0 = t.y0 * sh - pt, t.x0 * sw - pl
+            key = (t.n, iy0, ix0, g.in_h, g.in_w)
+            in_slot = next((s for s, v in resident_in.items() if v == key), None)
+            if in_slot is None:
+                in_slot = n_in % plan.buffers
+                n_in += 1
+                resident_in[in_slot] = key
+                in_addr = bufs[Sram.INPUT][in_slot]
+                by0, by1 = max(iy0, 0), min(iy0 + g.in_h, H)
+                bx0, bx1 = max(ix0, 0), min(ix0 + g.in_w, W)
+                whole = by0 == iy0 and by1 == iy0 + g.in_h and bx0 == ix0 and bx1 == ix0 + g.in_w and C == pix
+                if not whole:
+                    w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes, value=self.input_zp & 0xFF)
+                if by1 > by0 and bx1 > bx0:
+                    w.dma(Opcode.DMA_LOAD, Sram.INPUT,
+                          ext=ifm.addr + ((t.n * H + by0) * W + bx0) * C,
+                          sram_addr=in_addr + ((by0 - iy0) * g.in_w + (bx0 - ix0)) * pix,
+                          len0=C, len1=bx1 - bx0, len2=by1 - by0,
+                          ext_s1=C, ext_s2=W * C, sram_s1=pix, sram_s2=g.in_w * pix)
+            in_addr = bufs[Sram.INPUT][in_slot]
+            w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
+            if w_slot is None:
+                w_slot = n_w % plan.buffers
+                n_w += 1
+                resident_w[w_slot] = t.c0
+                w.dma(Opcode.DMA_LOAD, Sram.WEIGHT, ext=ectx.constants[f"weights@{t.c0}"],
+                      sram_addr=bufs[Sram.WEIGHT][w_slot], len0=g.weight_bytes)
+                w.dma(Opcode.DMA_LOAD, Sram.PARAM, ext=ectx.constants[f"params@{t.c0}"],
+                      sram_addr=bufs[Sram.PARAM][w_slot] * PARAM_RECORD_BYTES, len0=t.tc * PARAM_RECORD_BYTES)
+            out_addr = bufs[Sram.OUTPUT][k % plan.buffers]
+            regs = {
+                Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: g.in_w * pix, Reg.IFM_PIX_STRIDE: pix,
+                Reg.IFM_CBLOCKS: cb, Reg.IFM_ZP: self.input_zp, Reg.IFM_DTYPE: int(DType.INT8),
+                Reg.WGT_ADDR: bufs[Sram.WEIGHT][w_slot], Reg.WGT_ZP: self.weight_zp,
+                Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
+                Reg.DILATION_H: dh, Reg.DILATION_W: dw,
+                Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: t.tw * g.out_pix_bytes,
+                Reg.OFM_PIX_STRIDE: g.out_pix_bytes, Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
+                Reg.OFM_DTYPE: int(self.out_dtype), Reg.OFM_ZP: r.output_zp if r else 0,
+                Reg.PARAM_ADDR: bufs[Sram.PARAM][w_slot], Reg.OUT_MODE: self.out_mode(),
+                Reg.CLAMP_MIN: lo, Reg.CLAMP_MAX: hi, Reg.LUT_MODE: int(LutMode.OFF), Reg.LUT_ADDR: 0,
+                Reg.RESCALE_DTYPE: int(r.out_dtype if r else DType.INT32),
+            }
+            for reg, value in regs.items():
+                w.set(reg, value)
+            mac_index = w.emit(Opcode.MAC, MacMode.CONV2D)
+            w.dma(Opcode.DMA_STORE, Sram.OUTPUT,
+                  ext=ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize,
+                  sram_addr=out_addr, len0=t.tc * esize, len1=t.tw, len2=t.th,
+                  ext_s1=OC * esize, ext_s2=OW * OC * esize, sram_s1=g.out_pix_bytes,
+                  sram_s2=t.tw * g.out_pix_bytes)
+            records.append({"id": tile_id, "layer": ectx.layer, "commands": [start, len(w.commands)],
+                            "mac_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,
+                            "tw": t.tw, "c0": t.c0, "tc": t.tc, "output": self.ofm})
+        return records
+
+
+def _extents(total: int) -> list[int]:
+    """Tile extents that give distinct tile counts (1 tile, 2 tiles, ...)."""
+    return sorted({ceil_div(total, k) for k in range(1, total + 1)}, reverse=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering
+
+def const_value(block: Block, producers: dict, name: str) -> np.ndarray | None:
+    """The value of a tensor produced by CONST/CONST_SHAPE, else None."""
+    t = block.tensors.get(name)
+    if t is None:
+        return None
+    op = producers.get(name)
+    if op is not None and op.op in DATA_OPS and t.data is not None:
+        return t.data
+    return None
+
+
+def scalar(arr: np.ndarray | None) -> int | None:
+    if arr is None or arr.size != 1:
+        return None
+    return int(arr.reshape(-1)[0])
+
+
+def sole_consumer(block: Block, consumers: dict, name: str) -> Operator | None:
+    users = consumers.get(name, [])
+    if len(users) != 1 or name in block.outputs:
+        return None
+    return users[0]
+
+
+def match_rescale(block: Block, op: Operator, producers, channels: int) -> RescaleSpec | None:
+    """A RESCALE int32 -> int8/int16 the MAC output stage can do, as per-channel parameters."""
+    x, mult, shift, izp, ozp = op.inputs
+    out = block.tensor(op.outputs[0])
+    a = op.attrs
+    m, s = const_value(block, producers, mult), const_value(block, producers, shift)
+    in_zp, out_zp = scalar(const_value(block, producers, izp)), scalar(const_value(block, producers, ozp))
+    if m is None or s is None or in_zp is None or out_zp is None:
+        return None
+    rounding = int(a.get("rounding_mode", numerics.SINGLE_ROUND))
+    if (in_zp != 0 or a.get("input_unsigned") or out.dtype not in (DType.INT8, DType.INT16)
+            or rounding == numerics.INEXACT_ROUND or block.tensor(x).dtype != DType.INT32):
+        return None
+    scale32 = bool(a.get("scale32", True))
+    if not scale32 and rounding == numerics.DOUBLE_ROUND:
+        return None
+    if m.size not in (1, channels) or s.size not in (1, channels):
+        return None
+    m = np.broadcast_to(m.astype(np.int64).reshape(-1), (channels,)).copy()
+    s = np.broadcast_to(s.astype(np.int64).reshape(-1), (channels,)).copy()
+    if np.any(s < 2) or np.any(s > 62) or np.any(m < 0) or (not scale32 and np.any(m > 32767)):
+        return None  # REQUIRE violations: left to the host, which reports them
+    return RescaleSpec(multiplier=m, shift=s, output_zp=out_zp, scale32=scale32,
+                       double_round=rounding == numerics.DOUBLE_ROUND, out_dtype=out.dtype,
+                       output_unsigned=bool(a.get("output_unsigned")))
+
+
+def match(block: Block, op: Operator, producers: dict, consumers: dict):
+    """(NpuConv, replaced ops) for a CONV2D chain; a reason string when a CONV2D cannot run on the
+    NPU; None for other ops."""
+    if op.op != "CONV2D":
+        return None
+    if len(op.inputs) != 5:
+        return "CONV2D with an unexpected operand count"
+    x, w, b, izp_name, wzp_name = op.inputs
+    tx, tw, tout = block.tensor(x), block.tensor(w), block.tensor(op.outputs[0])
+    if tx.dtype != DType.INT8 or tw.dtype != DType.INT8:
+        return f"{tx.dtype.name} x {tw.dtype.name} convolution: the MAC array runs int8 x int8"
+    weights, bias = const_value(block, producers, w), const_value(block, producers, b)
+    izp, wzp = scalar(const_value(block, producers, izp_name)), scalar(const_value(block, producers, wzp_name))
+    if weights is None or bias is None or izp is None or wzp is None:
+        return "weights, bias or zero points are not constants"
+    if tx.rank != 4:
+        return f"input of rank {tx.rank}"
+    oc = tw.shape[0]
+    bias = np.broadcast_to(bias.astype(np.int64).reshape(-1), (oc,)).copy()
+    replaced = [op]
+    out_name = op.outputs[0]
+    rescale = clamp = None
+    out_dtype = tout.dtype
+    nxt = sole_consumer(block, consumers, out_name)
+    if nxt is not None and nxt.op == "RESCALE":
+        spec = match_rescale(block, nxt, producers, oc)
+        if spec is not None:
+            rescale = spec
+            replaced.append(nxt)
+            out_name = nxt.outputs[0]
+            out_dtype = spec.out_dtype
+            nxt = sole_consumer(block, consumers, out_name)
+            if nxt is not None and nxt.op == "CLAMP" and block.tensor(nxt.outputs[0]).dtype == out_dtype:
+                lo, hi = int(nxt.attrs["min_val"]), int(nxt.attrs["max_val"])
+                if lo <= hi:
+                    clamp = (lo, hi)
+                    replaced.append(nxt)
+                    out_name = nxt.outputs[0]
+    conv = NpuConv(
+        ifm=x, ofm=out_name, weights=weights.astype(np.int8), bias=bias, input_zp=izp, weight_zp=wzp,
+        stride=tuple(int(v) for v in op.attrs.get("stride", (1, 1))),
+        pad=tuple(int(v) for v in op.attrs.get("pad", (0, 0, 0, 0))),
+        dilation=tuple(int(v) for v in op.attrs.get("dilation", (1, 1))),
+        in_shape=tuple(tx.shape), out_shape=tuple(tout.shape), rescale=rescale, clamp=clamp,
+        out_dtype=out_dtype, sources=[f"{o.op}->{o.outputs[0]}" for o in replaced])
+    return conv, replaced
