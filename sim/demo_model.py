@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.mlir_graphs import const, module, serialize, tensor_type, tool
 from sim.rtl_build import REPO_ROOT
 
 DEMO_DIR = REPO_ROOT / "models" / "demo_conv"
@@ -26,59 +27,36 @@ CIN, COUT, K = 8, 16, 3
 SEED = 2026
 
 
-def _dense(values: np.ndarray, mlir_type: str) -> str:
-    if values.dtype == np.int8:
-        return f'dense<"0x{values.astype(np.int8).tobytes().hex().upper()}"> : {mlir_type}'
-    return f"dense<[{', '.join(str(int(v)) for v in values.reshape(-1))}]> : {mlir_type}"
-
-
 def demo_mlir() -> str:
     rng = np.random.default_rng(SEED)
     weights = rng.integers(-128, 128, (COUT, K, K, CIN), dtype=np.int64).astype(np.int8)
     bias = rng.integers(-40000, 40000, COUT)
     multiplier = rng.integers(1 << 30, (1 << 31) - 1, COUT)
-    shift = rng.integers(38, 41, COUT).astype(np.int8)
-    t_in, t_acc, t_out = f"tensor<1x{H}x{W}x{CIN}xi8>", f"tensor<1x{H}x{W}x{COUT}xi32>", f"tensor<1x{H}x{W}x{COUT}xi8>"
-    t_w = f"tensor<{COUT}x{K}x{K}x{CIN}xi8>"
-
-    def const(name, values, ty):
-        return f'    %{name} = "tosa.const"() <{{values = {_dense(values, ty)}}}> : () -> {ty}'
-
-    lines = [
-        "module {",
-        f"  func.func @main(%arg0: {t_in}) -> {t_out} {{",
-        const("weights", weights, t_w),
-        const("bias", bias, f"tensor<{COUT}xi32>"),
-        const("input_zp", np.array([-3]), "tensor<1xi8>"),
-        const("weight_zp", np.array([2]), "tensor<1xi8>"),
-        const("multiplier", multiplier, f"tensor<{COUT}xi32>"),
-        const("shift", shift.astype(np.int64), f"tensor<{COUT}xi8>"),
-        const("acc_zp", np.array([0]), "tensor<1xi32>"),
-        const("output_zp", np.array([5]), "tensor<1xi8>"),
+    shift = rng.integers(38, 41, COUT)
+    t_in, t_acc, t_out = (tensor_type((1, H, W, CIN), "i8"), tensor_type((1, H, W, COUT), "i32"),
+                          tensor_type((1, H, W, COUT), "i8"))
+    t_w, t_c32, t_c8 = tensor_type((COUT, K, K, CIN), "i8"), tensor_type((COUT,), "i32"), tensor_type((COUT,), "i8")
+    body = [
+        const("weights", weights, "i8"),
+        const("bias", bias, "i32"),
+        const("input_zp", [-3], "i8"),
+        const("weight_zp", [2], "i8"),
+        const("multiplier", multiplier, "i32"),
+        const("shift", shift, "i8"),
+        const("acc_zp", [0], "i32"),
+        const("output_zp", [5], "i8"),
         f"    %conv = tosa.conv2d %arg0, %weights, %bias, %input_zp, %weight_zp {{acc_type = i32, "
         f"dilation = array<i64: 1, 1>, pad = array<i64: 1, 1, 1, 1>, stride = array<i64: 1, 1>}} : "
-        f"({t_in}, {t_w}, tensor<{COUT}xi32>, tensor<1xi8>, tensor<1xi8>) -> {t_acc}",
+        f"({t_in}, {t_w}, {t_c32}, tensor<1xi8>, tensor<1xi8>) -> {t_acc}",
         f"    %out = tosa.rescale %conv, %multiplier, %shift, %acc_zp, %output_zp {{input_unsigned = false, "
         f"output_unsigned = false, per_channel = true, rounding_mode = DOUBLE_ROUND, scale32 = true}} : "
-        f"({t_acc}, tensor<{COUT}xi32>, tensor<{COUT}xi8>, tensor<1xi32>, tensor<1xi8>) -> {t_out}",
-        f"    return %out : {t_out}",
-        "  }",
-        "}",
+        f"({t_acc}, {t_c32}, {t_c8}, tensor<1xi32>, tensor<1xi8>) -> {t_out}",
     ]
-    return "\n".join(lines) + "\n"
-
-
-def tool(name: str) -> str:
-    path = Path(sys.executable).parent / name
-    return str(path) if path.exists() else name
+    return module([("arg0", t_in)], [t_out], body, ["out"])
 
 
 def make_demo(outdir: Path = DEMO_DIR) -> None:
-    outdir.mkdir(parents=True, exist_ok=True)
-    (outdir / "model.mlir").write_text(demo_mlir())
-    # Relative paths: tosa-opt records source locations, and the bytes must not depend on the machine.
-    subprocess.run([tool("tosa-opt"), "model.mlir", "--tosa-serialize", "--tosa-flatbuffer-filename=model.tosa",
-                    "-o", os.devnull], cwd=outdir, check=True)
+    serialize(demo_mlir(), outdir)
     x = np.random.default_rng(SEED + 1).integers(-128, 128, (1, H, W, CIN)).astype(np.int8)
     np.save(outdir / "input_0.npy", x)
     env = dict(os.environ, TOSA_MODEL_NO_BACKTRACE="1")

@@ -1,7 +1,11 @@
-"""Convolution on the MAC array: CONV2D with its output stage (bias, RESCALE, CLAMP) fused.
+"""Convolution on the MAC array: CONV2D and DEPTHWISE_CONV2D with the output stage (bias,
+RESCALE, CLAMP) fused.
 
-Lowering: CONV2D [-> RESCALE [-> CLAMP]] with int8 input and weights and constant weights, bias
-and zero points, when the intermediate tensors feed nothing else.
+Lowering: CONV2D / DEPTHWISE_CONV2D (channel multiplier 1) [-> RESCALE [-> CLAMP]] with int8 input
+and weights and constant weights, bias and zero points, when the intermediate tensors feed
+nothing else. A depthwise tile is an ordinary MAC command over the one input word that holds its
+channels, with block-diagonal weights (the off-diagonal entries equal the weight zero point and
+so contribute nothing): no separate datapath, at the cost of using one lane per row.
 
 Tiling: a tile is a box of the output (rows x columns x output channels of one batch image) with
 the input box it needs (halo included). It must fit: its pixels in the accumulators, its input box
@@ -96,6 +100,9 @@ class NpuConv(NpuOperation):
     clamp: tuple[int, int] | None
     out_dtype: DType             # what is stored: the rescale's type, or int32
     sources: list[str] = field(default_factory=list)
+    # DEPTHWISE_CONV2D (channel multiplier 1): output channel c sums over input channel c only;
+    # weights are then (C, KH, KW, 1).
+    depthwise: bool = False
     kind = "conv"
 
     @property
@@ -116,7 +123,7 @@ class NpuConv(NpuOperation):
 
     @property
     def in_channels(self) -> int:
-        return self.weights.shape[3]
+        return self.in_shape[3]
 
     @property
     def out_channels(self) -> int:
@@ -126,11 +133,12 @@ class NpuConv(NpuOperation):
     def macs(self) -> int:
         n, oh, ow, oc = self.out_shape
         kh, kw = self.kernel
-        return n * oh * ow * oc * kh * kw * self.in_channels
+        return n * oh * ow * oc * kh * kw * (1 if self.depthwise else self.in_channels)
 
     def describe(self) -> str:
         kh, kw = self.kernel
-        parts = [f"{kh}x{kw} conv {self.in_channels}->{self.out_channels}",
+        what = "depthwise" if self.depthwise else "conv"
+        parts = [f"{kh}x{kw} {what} {self.in_channels}->{self.out_channels}",
                  f"stride {self.stride[0]},{self.stride[1]}", f"pad {','.join(map(str, self.pad))}"]
         if self.dilation != (1, 1):
             parts.append(f"dilation {self.dilation[0]},{self.dilation[1]}")
@@ -152,7 +160,8 @@ class NpuConv(NpuOperation):
         in_h = (th - 1) * sh + (kh - 1) * dh + 1
         in_w = (tw - 1) * sw + (kw - 1) * dw + 1
         opix = round_up(tc * self.out_dtype.size_bytes, L)
-        return ConvGeometry(in_h, in_w, in_h * in_w * cb * L, ceil_div(tc, R) * kh * kw * cb * R * L, tc,
+        wcb = 1 if self.depthwise else cb
+        return ConvGeometry(in_h, in_w, in_h * in_w * cb * L, ceil_div(tc, R) * kh * kw * wcb * R * L, tc,
                             opix, th * tw * opix, th * tw)
 
     @staticmethod
@@ -185,7 +194,11 @@ class NpuConv(NpuOperation):
     def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
         n, oh, ow, oc = self.out_shape
         R = cfg.mac_rows
-        channel_options = sorted({min(oc, R * k) for k in range(1, ceil_div(oc, R) + 1)}, reverse=True)
+        if self.depthwise:
+            # One MAC command covers the channels of one input word that the array's rows reach.
+            channel_options = [min(oc, R, cfg.mac_cols)]
+        else:
+            channel_options = sorted({min(oc, R * k) for k in range(1, ceil_div(oc, R) + 1)}, reverse=True)
         best = None
         for share in (2, 1):
             for tc in channel_options:
@@ -218,11 +231,19 @@ class NpuConv(NpuOperation):
         """Weights of output channels [c0, c0+tc) in MAC-array block order (docs/isa.md): blocks
         (ocb, ky, kx, icb) of rows x cols, missing rows/lanes filled with the weight zero point."""
         R, L = cfg.mac_rows, cfg.mac_cols
-        _, kh, kw, ic = self.weights.shape
-        cb = ceil_div(ic, L)
+        _, kh, kw, wic = self.weights.shape
         n_ocb = ceil_div(tc, R)
+        if self.depthwise:
+            # Block-diagonal: row r holds channel c0+r's weight in lane (c0+r) % L, every other
+            # entry the weight zero point, which adds nothing: one input word feeds the rows.
+            w = np.full((n_ocb * R, kh, kw, L), self.weight_zp, dtype=np.int8)
+            rows = np.arange(tc)
+            w[rows, :, :, (c0 + rows) % L] = self.weights[c0:c0 + tc, :, :, 0]
+            blocks = w.reshape(n_ocb, R, kh, kw, 1, L).transpose(0, 2, 3, 4, 1, 5)
+            return np.ascontiguousarray(blocks).tobytes()
+        cb = ceil_div(wic, L)
         w = np.full((n_ocb * R, kh, kw, cb * L), self.weight_zp, dtype=np.int8)
-        w[:tc, :, :, :ic] = self.weights[c0:c0 + tc]
+        w[:tc, :, :, :wic] = self.weights[c0:c0 + tc]
         blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
         return np.ascontiguousarray(blocks).tobytes()
 
@@ -316,9 +337,12 @@ class NpuConv(NpuOperation):
                 w.dma(Opcode.DMA_LOAD, Sram.PARAM, ext=ectx.constants[f"params@{t.c0}"],
                       sram_addr=bufs[Sram.PARAM][w_slot] * PARAM_RECORD_BYTES, len0=t.tc * PARAM_RECORD_BYTES)
             out_addr = bufs[Sram.OUTPUT][k % plan.buffers]
+            # Depthwise: the MAC reads only the word holding the tile's channels.
+            word = (t.c0 // L) * L if self.depthwise else 0
             regs = {
-                Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: g.in_w * pix, Reg.IFM_PIX_STRIDE: pix,
-                Reg.IFM_CBLOCKS: cb, Reg.IFM_ZP: self.input_zp, Reg.IFM_DTYPE: int(DType.INT8),
+                Reg.IFM_ADDR: in_addr + word, Reg.IFM_ROW_STRIDE: g.in_w * pix, Reg.IFM_PIX_STRIDE: pix,
+                Reg.IFM_CBLOCKS: 1 if self.depthwise else cb, Reg.IFM_ZP: self.input_zp,
+                Reg.IFM_DTYPE: int(DType.INT8),
                 Reg.WGT_ADDR: bufs[Sram.WEIGHT][w_slot], Reg.WGT_ZP: self.weight_zp,
                 Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
                 Reg.DILATION_H: dh, Reg.DILATION_W: dw,
@@ -403,12 +427,12 @@ def match_rescale(block: Block, op: Operator, producers, channels: int) -> Resca
 
 
 def match(block: Block, op: Operator, producers: dict, consumers: dict):
-    """(NpuConv, replaced ops) for a CONV2D chain; a reason string when a CONV2D cannot run on the
-    NPU; None for other ops."""
-    if op.op != "CONV2D":
+    """(NpuConv, replaced ops) for a CONV2D or DEPTHWISE_CONV2D chain; a reason string when one
+    cannot run on the NPU; None for other ops."""
+    if op.op not in ("CONV2D", "DEPTHWISE_CONV2D"):
         return None
     if len(op.inputs) != 5:
-        return "CONV2D with an unexpected operand count"
+        return f"{op.op} with an unexpected operand count"
     x, w, b, izp_name, wzp_name = op.inputs
     tx, tw, tout = block.tensor(x), block.tensor(w), block.tensor(op.outputs[0])
     if tx.dtype != DType.INT8 or tw.dtype != DType.INT8:
@@ -419,7 +443,13 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         return "weights, bias or zero points are not constants"
     if tx.rank != 4:
         return f"input of rank {tx.rank}"
-    oc = tw.shape[0]
+    depthwise = op.op == "DEPTHWISE_CONV2D"
+    if depthwise:
+        kh, kw, c, mult = weights.shape
+        if mult != 1:
+            return f"depthwise channel multiplier {mult}: the MAC array's depthwise mapping takes 1"
+        weights = np.ascontiguousarray(weights.reshape(kh, kw, c).transpose(2, 0, 1))[..., None]
+    oc = tout.shape[3]
     bias = np.broadcast_to(bias.astype(np.int64).reshape(-1), (oc,)).copy()
     replaced = [op]
     out_name = op.outputs[0]
@@ -446,5 +476,5 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         pad=tuple(int(v) for v in op.attrs.get("pad", (0, 0, 0, 0))),
         dilation=tuple(int(v) for v in op.attrs.get("dilation", (1, 1))),
         in_shape=tuple(tx.shape), out_shape=tuple(tout.shape), rescale=rescale, clamp=clamp,
-        out_dtype=out_dtype, sources=[f"{o.op}->{o.outputs[0]}" for o in replaced])
+        out_dtype=out_dtype, sources=[f"{o.op}->{o.outputs[0]}" for o in replaced], depthwise=depthwise)
     return conv, replaced

@@ -1,0 +1,64 @@
+"""Writing small TOSA graphs as MLIR text and serialising them with tosa-tools' `tosa-opt`.
+
+Used by the demo model and by tests that need real .tosa files of particular shapes. tosa-opt
+comes with the `test` extra (tosa-tools); this module is never imported by the product code paths.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from firmware_model.errors import NpuBenchError
+
+def tensor_type(shape, elem: str) -> str:
+    dims = "x".join(str(int(d)) for d in shape)
+    return f"tensor<{dims}x{elem}>" if dims else f"tensor<{elem}>"
+
+
+def dense(values: np.ndarray, mlir_type: str) -> str:
+    """An MLIR dense literal: a splat when all values are equal, else the raw little-endian bytes."""
+    values = np.asarray(values)
+    flat = values.reshape(-1)
+    if flat.size and np.all(flat == flat[0]):
+        return f"dense<{int(flat[0])}> : {mlir_type}"
+    return f'dense<"0x{np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes().hex().upper()}"> : {mlir_type}'
+
+
+NUMPY_OF = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
+
+
+def const(name: str, values, elem: str, shape=None) -> str:
+    """An MLIR line defining %name as a tosa.const of `values` with element type `elem`."""
+    values = np.asarray(values).astype(NUMPY_OF[elem])
+    ty = tensor_type(values.shape if shape is None else shape, elem)
+    return f'    %{name} = "tosa.const"() <{{values = {dense(values, ty)}}}> : () -> {ty}'
+
+
+def module(args: list[tuple[str, str]], results: list[str], body: list[str], returns: list[str]) -> str:
+    """A `func.func @main` module: args (name, type), result types, body lines, returned values."""
+    sig = ", ".join(f"%{n}: {t}" for n, t in args)
+    lines = ["module {", f"  func.func @main({sig}) -> ({', '.join(results)}) {{", *body,
+             f"    return {', '.join('%' + r for r in returns)} : {', '.join(results)}", "  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def tool(name: str) -> str:
+    path = Path(sys.executable).parent / name
+    return str(path) if path.exists() else name
+
+
+def serialize(mlir_text: str, outdir: Path, stem: str = "model") -> Path:
+    """Write stem.mlir and serialise it to stem.tosa in `outdir` (relative paths: deterministic bytes)."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / f"{stem}.mlir").write_text(mlir_text)
+    proc = subprocess.run([tool("tosa-opt"), f"{stem}.mlir", "--tosa-serialize",
+                           f"--tosa-flatbuffer-filename={stem}.tosa", "-o", os.devnull],
+                          cwd=outdir, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise NpuBenchError(f"{outdir / (stem + '.mlir')}: tosa-opt failed: {proc.stderr.strip()[:2000]}")
+    return outdir / f"{stem}.tosa"
