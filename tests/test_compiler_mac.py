@@ -87,3 +87,42 @@ def test_conv2d_on_the_mac_array(tmp_path, seed):
     C, OC = int(rng.integers(1, 21)), int(rng.integers(1, 21))
     mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), kernel, stride, dilation, pad, cout=OC, clamp=bool(seed % 2))
     check_on_configs(tmp_path, mlir, (1, H, W, C), rng)
+
+
+def transpose_conv_mlir(rng, shape, kernel, stride, out_pad, cout):
+    H, W, C = shape
+    kh, kw = kernel
+    OH = (H - 1) * stride[0] + out_pad[0] + out_pad[1] + kh
+    OW = (W - 1) * stride[1] + out_pad[2] + out_pad[3] + kw
+    tin, tacc = tensor_type((1, H, W, C), "i8"), tensor_type((1, OH, OW, cout), "i32")
+    tw, tc32 = tensor_type((cout, kh, kw, C), "i8"), tensor_type((cout,), "i32")
+    body = [const("w", rng.integers(-128, 128, (cout, kh, kw, C)), "i8"),
+            const("b", rng.integers(-9000, 9000, cout), "i32"),
+            const("izp", [int(rng.integers(-128, 128))], "i8"), const("wzp", [int(rng.integers(-128, 128))], "i8"),
+            f"    %c = tosa.transpose_conv2d %x, %w, %b, %izp, %wzp {{acc_type = i32, out_pad = array<i64: "
+            f"{', '.join(map(str, out_pad))}>, stride = array<i64: {stride[0]}, {stride[1]}>}} : "
+            f"({tin}, {tw}, {tc32}, tensor<1xi8>, tensor<1xi8>) -> {tacc}"]
+    return module([("x", tin)], [tacc], body, ["c"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_transpose_conv2d_on_the_mac_array(tmp_path, seed):
+    rng = np.random.default_rng(300 + seed)
+    H, W = (int(v) for v in rng.integers(1, 9, 2))
+    kernel = tuple(int(v) for v in rng.integers(1, 4, 2))
+    stride = tuple(int(v) for v in rng.integers(1, 4, 2))
+    # out_pad may be negative (crops) as long as the output stays non-empty: > -kernel
+    out_pad = [int(rng.integers(-kernel[0] + 1, 3)), int(rng.integers(-kernel[0] + 1, 3)),
+               int(rng.integers(-kernel[1] + 1, 3)), int(rng.integers(-kernel[1] + 1, 3))]
+    C, OC = int(rng.integers(1, 13)), int(rng.integers(1, 13))
+    mlir = transpose_conv_mlir(rng, (H, W, C), kernel, stride, out_pad, OC)
+    model_dir = tmp_path
+    model = serialize(mlir, model_dir)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in CONFIGS:
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        assert ctx.program.manifest["stats"]["host_macs"] == 0
+        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+        assert out.dtype == ref.dtype and np.array_equal(out, ref), name

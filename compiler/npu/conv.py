@@ -103,6 +103,9 @@ class NpuConv(NpuOperation):
     # DEPTHWISE_CONV2D (channel multiplier 1): output channel c sums over input channel c only;
     # weights are then (C, KH, KW, 1).
     depthwise: bool = False
+    # TRANSPOSE_CONV2D runs as a stride-1 convolution over the input upsampled by `upsample`
+    # (real pixels every upsample[0] rows / upsample[1] columns, the input zero point between).
+    upsample: tuple[int, int] = (1, 1)
     kind = "conv"
 
     @property
@@ -137,7 +140,7 @@ class NpuConv(NpuOperation):
 
     def describe(self) -> str:
         kh, kw = self.kernel
-        what = "depthwise" if self.depthwise else "conv"
+        what = "depthwise" if self.depthwise else "transpose conv" if self.upsample != (1, 1) else "conv"
         parts = [f"{kh}x{kw} {what} {self.in_channels}->{self.out_channels}",
                  f"stride {self.stride[0]},{self.stride[1]}", f"pad {','.join(map(str, self.pad))}"]
         if self.dilation != (1, 1):
@@ -315,17 +318,20 @@ class NpuConv(NpuOperation):
                 n_in += 1
                 resident_in[in_slot] = key
                 in_addr = bufs[Sram.INPUT][in_slot]
-                by0, by1 = max(iy0, 0), min(iy0 + g.in_h, H)
-                bx0, bx1 = max(ix0, 0), min(ix0 + g.in_w, W)
-                whole = by0 == iy0 and by1 == iy0 + g.in_h and bx0 == ix0 and bx1 == ix0 + g.in_w and C == pix
+                # Rows/columns of the (upsampled) image the box covers that hold real pixels.
+                uy, ux = self.upsample
+                ry0, ry1 = _real_range(iy0, g.in_h, H, uy)
+                rx0, rx1 = _real_range(ix0, g.in_w, W, ux)
+                whole = (uy == ux == 1 and C == pix and ry0 * uy == iy0 and rx0 * ux == ix0
+                         and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
                 if not whole:
                     w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes, value=self.input_zp & 0xFF)
-                if by1 > by0 and bx1 > bx0:
+                if ry1 > ry0 and rx1 > rx0:
                     w.dma(Opcode.DMA_LOAD, Sram.INPUT,
-                          ext=ifm.addr + ((t.n * H + by0) * W + bx0) * C,
-                          sram_addr=in_addr + ((by0 - iy0) * g.in_w + (bx0 - ix0)) * pix,
-                          len0=C, len1=bx1 - bx0, len2=by1 - by0,
-                          ext_s1=C, ext_s2=W * C, sram_s1=pix, sram_s2=g.in_w * pix)
+                          ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * C,
+                          sram_addr=in_addr + ((ry0 * uy - iy0) * g.in_w + (rx0 * ux - ix0)) * pix,
+                          len0=C, len1=rx1 - rx0, len2=ry1 - ry0,
+                          ext_s1=C, ext_s2=W * C, sram_s1=ux * pix, sram_s2=uy * g.in_w * pix)
             in_addr = bufs[Sram.INPUT][in_slot]
             w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
             if w_slot is None:
@@ -365,6 +371,13 @@ class NpuConv(NpuOperation):
                             "mac_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,
                             "tw": t.tw, "c0": t.c0, "tc": t.tc, "output": self.ofm})
         return records
+
+
+def _real_range(start: int, length: int, size: int, step: int) -> tuple[int, int]:
+    """Image rows r (0 <= r < size) whose upsampled position r*step lies in [start, start+length)."""
+    first = max(0, ceil_div(start, step))
+    last = min(size, ceil_div(start + length, step))
+    return first, max(first, last)
 
 
 def _extents(total: int) -> list[int]:
@@ -429,7 +442,7 @@ def match_rescale(block: Block, op: Operator, producers, channels: int) -> Resca
 def match(block: Block, op: Operator, producers: dict, consumers: dict):
     """(NpuConv, replaced ops) for a CONV2D or DEPTHWISE_CONV2D chain; a reason string when one
     cannot run on the NPU; None for other ops."""
-    if op.op not in ("CONV2D", "DEPTHWISE_CONV2D"):
+    if op.op not in ("CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"):
         return None
     if len(op.inputs) != 5:
         return f"{op.op} with an unexpected operand count"
@@ -449,6 +462,18 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         if mult != 1:
             return f"depthwise channel multiplier {mult}: the MAC array's depthwise mapping takes 1"
         weights = np.ascontiguousarray(weights.reshape(kh, kw, c).transpose(2, 0, 1))[..., None]
+    stride = tuple(int(v) for v in op.attrs.get("stride", (1, 1)))
+    pad = tuple(int(v) for v in op.attrs.get("pad", (0, 0, 0, 0)))
+    dilation = tuple(int(v) for v in op.attrs.get("dilation", (1, 1)))
+    upsample = (1, 1)
+    if op.op == "TRANSPOSE_CONV2D":
+        # out[oy] gathers in[iy] * w[ky] where oy = iy*stride + out_pad_top + ky: a stride-1
+        # convolution of the upsampled input with the flipped kernel and padding KH-1+out_pad.
+        kh, kw = weights.shape[1], weights.shape[2]
+        opt, opb, opl, opr = (int(v) for v in op.attrs.get("out_pad", (0, 0, 0, 0)))
+        weights = np.ascontiguousarray(weights[:, ::-1, ::-1, :])
+        upsample, stride, dilation = stride, (1, 1), (1, 1)
+        pad = (kh - 1 + opt, kh - 1 + opb, kw - 1 + opl, kw - 1 + opr)
     oc = tout.shape[3]
     bias = np.broadcast_to(bias.astype(np.int64).reshape(-1), (oc,)).copy()
     replaced = [op]
@@ -472,9 +497,7 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
                     out_name = nxt.outputs[0]
     conv = NpuConv(
         ifm=x, ofm=out_name, weights=weights.astype(np.int8), bias=bias, input_zp=izp, weight_zp=wzp,
-        stride=tuple(int(v) for v in op.attrs.get("stride", (1, 1))),
-        pad=tuple(int(v) for v in op.attrs.get("pad", (0, 0, 0, 0))),
-        dilation=tuple(int(v) for v in op.attrs.get("dilation", (1, 1))),
+        stride=stride, pad=pad, dilation=dilation, upsample=upsample,
         in_shape=tuple(tx.shape), out_shape=tuple(tout.shape), rescale=rescale, clamp=clamp,
         out_dtype=out_dtype, sources=[f"{o.op}->{o.outputs[0]}" for o in replaced], depthwise=depthwise)
     return conv, replaced
