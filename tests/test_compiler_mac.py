@@ -126,3 +126,23 @@ def test_transpose_conv2d_on_the_mac_array(tmp_path, seed):
         assert ctx.program.manifest["stats"]["host_macs"] == 0
         out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
         assert out.dtype == ref.dtype and np.array_equal(out, ref), name
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matmul_with_runtime_weights_on_the_mac_array(tmp_path, seed):
+    rng = np.random.default_rng(400 + seed)
+    N, H, C, W = int(rng.integers(1, 3)), int(rng.integers(1, 24)), int(rng.integers(1, 24)), int(rng.integers(1, 24))
+    ta, tb, to = tensor_type((N, H, C), "i8"), tensor_type((N, C, W), "i8"), tensor_type((N, H, W), "i32")
+    body = [const("azp", [int(rng.integers(-128, 128))], "i8"), const("bzp", [int(rng.integers(-128, 128))], "i8"),
+            f"    %o = tosa.matmul %a, %b, %azp, %bzp : ({ta}, {tb}, tensor<1xi8>, tensor<1xi8>) -> {to}"]
+    model = serialize(module([("a", ta), ("b", tb)], [to], body, ["o"]), tmp_path)
+    a = rng.integers(-128, 128, (N, H, C)).astype(np.int8)
+    b = rng.integers(-128, 128, (N, C, W)).astype(np.int8)
+    feeds = {"TosaInput_0": a, "TosaInput_1": b}
+    ref = run_reference(model, feeds, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in CONFIGS:
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        assert ctx.program.manifest["stats"]["host_macs"] == 0
+        out = GoldenModel(ctx.program, cfg).invoke(feeds)["TosaOutput_0"]
+        assert out.dtype == ref.dtype and np.array_equal(out, ref), name

@@ -6,6 +6,6 @@ generic and call these through `base.NpuOperation`.
 `LOWERING_RULES` lists the match functions the lowering pass tries on each TOSA op, in order.
 """
 
-from compiler.npu import conv
+from compiler.npu import conv, matmul
 
-LOWERING_RULES = [conv.match]
+LOWERING_RULES = [conv.match, matmul.match]

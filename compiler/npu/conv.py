@@ -250,41 +250,14 @@ class NpuConv(NpuOperation):
         blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
         return np.ascontiguousarray(blocks).tobytes()
 
-    def param_records(self, c0: int, tc: int) -> bytes:
-        bias = self.bias[c0:c0 + tc]
-        if self.rescale is not None:
-            mult, shift = self.rescale.multiplier[c0:c0 + tc], self.rescale.shift[c0:c0 + tc]
-        else:
-            mult, shift = np.zeros(tc, np.int64), np.zeros(tc, np.int64)
-        return encode_params(bias, mult, shift)
-
     def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
         blobs = {}
         for c0, tc in sorted({(t.c0, t.tc) for t in plan.tiles}):
             blobs[f"weights@{c0}"] = self.weight_blocks(cfg, c0, tc)
-            blobs[f"params@{c0}"] = self.param_records(c0, tc)
+            blobs[f"params@{c0}"] = param_records(self.bias, self.rescale, c0, tc)
         return blobs
 
-    # ---- emission --------------------------------------------------------------------------
-    def out_mode(self) -> int:
-        mode = 0
-        if self.rescale is not None:
-            r = self.rescale
-            mode |= OutMode.RESCALE
-            mode |= OutMode.SCALE32 if r.scale32 else 0
-            mode |= OutMode.DOUBLE_ROUND if r.double_round else 0
-            mode |= OutMode.UNSIGNED_OUT if r.output_unsigned else 0
-        return int(mode)
-
-    def clamp_range(self) -> tuple[int, int]:
-        if self.rescale is None:
-            return DType.INT32.min, DType.INT32.max
-        t = self.rescale.out_dtype
-        lo, hi = (0, t.umax) if self.rescale.output_unsigned else (t.min, t.max)
-        if self.clamp is not None:
-            lo, hi = max(lo, self.clamp[0]), min(hi, self.clamp[1])
-        return lo, hi
-
+    # ---- emission ----------------------------------------------------------------------
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
         cfg = ectx.cfg
         L = cfg.mac_cols
@@ -302,8 +275,7 @@ class NpuConv(NpuOperation):
         resident_in: dict[int, tuple] = {}
         resident_w: dict[int, int] = {}
         n_in = n_w = 0
-        lo, hi = self.clamp_range()
-        r = self.rescale
+        stage_regs = output_stage_regs(self.rescale, self.clamp)
         records = []
         for k, t in enumerate(plan.tiles):
             tile_id = ectx.first_tile_id + k
@@ -354,10 +326,7 @@ class NpuConv(NpuOperation):
                 Reg.DILATION_H: dh, Reg.DILATION_W: dw,
                 Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: t.tw * g.out_pix_bytes,
                 Reg.OFM_PIX_STRIDE: g.out_pix_bytes, Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
-                Reg.OFM_DTYPE: int(self.out_dtype), Reg.OFM_ZP: r.output_zp if r else 0,
-                Reg.PARAM_ADDR: bufs[Sram.PARAM][w_slot], Reg.OUT_MODE: self.out_mode(),
-                Reg.CLAMP_MIN: lo, Reg.CLAMP_MAX: hi, Reg.LUT_MODE: int(LutMode.OFF), Reg.LUT_ADDR: 0,
-                Reg.RESCALE_DTYPE: int(r.out_dtype if r else DType.INT32),
+                Reg.OFM_DTYPE: int(self.out_dtype), Reg.PARAM_ADDR: bufs[Sram.PARAM][w_slot], **stage_regs,
             }
             for reg, value in regs.items():
                 w.set(reg, value)
@@ -371,6 +340,33 @@ class NpuConv(NpuOperation):
                             "mac_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,
                             "tw": t.tw, "c0": t.c0, "tc": t.tc, "output": self.ofm})
         return records
+
+
+def param_records(bias: np.ndarray, rescale: RescaleSpec | None, c0: int, tc: int) -> bytes:
+    """Output-stage records of channels [c0, c0+tc): bias, and the rescale's multiplier and shift."""
+    if rescale is not None:
+        mult, shift = rescale.multiplier[c0:c0 + tc], rescale.shift[c0:c0 + tc]
+    else:
+        mult, shift = np.zeros(tc, np.int64), np.zeros(tc, np.int64)
+    return encode_params(bias[c0:c0 + tc], mult, shift)
+
+
+def output_stage_regs(rescale: RescaleSpec | None, clamp: tuple[int, int] | None) -> dict[Reg, int]:
+    """OUT_MODE, zero point, clamp and table registers of a fused output stage."""
+    mode = 0
+    if rescale is None:
+        lo, hi, zp, dtype = DType.INT32.min, DType.INT32.max, 0, DType.INT32
+    else:
+        mode = (OutMode.RESCALE | (OutMode.SCALE32 if rescale.scale32 else 0)
+                | (OutMode.DOUBLE_ROUND if rescale.double_round else 0)
+                | (OutMode.UNSIGNED_OUT if rescale.output_unsigned else 0))
+        t = rescale.out_dtype
+        lo, hi = (0, t.umax) if rescale.output_unsigned else (t.min, t.max)
+        if clamp is not None:
+            lo, hi = max(lo, clamp[0]), min(hi, clamp[1])
+        zp, dtype = rescale.output_zp, t
+    return {Reg.OUT_MODE: int(mode), Reg.OFM_ZP: zp, Reg.CLAMP_MIN: lo, Reg.CLAMP_MAX: hi,
+            Reg.LUT_MODE: int(LutMode.OFF), Reg.LUT_ADDR: 0, Reg.RESCALE_DTYPE: int(dtype)}
 
 
 def _real_range(start: int, length: int, size: int, step: int) -> tuple[int, int]:
@@ -439,6 +435,41 @@ def match_rescale(block: Block, op: Operator, producers, channels: int) -> Resca
                        output_unsigned=bool(a.get("output_unsigned")))
 
 
+@dataclass
+class OutputStage:
+    """The ops after a MAC op that the output stage absorbs, and where the result ends up."""
+    replaced: list[Operator]
+    out_name: str
+    rescale: RescaleSpec | None
+    clamp: tuple[int, int] | None
+    out_dtype: DType
+
+
+def match_output_stage(block: Block, op: Operator, producers: dict, consumers: dict, channels: int) -> OutputStage:
+    """Follow `op`'s int32 result through a RESCALE (per channel on the last axis) and a CLAMP,
+    each taken only when it is the sole consumer and its input feeds nothing else."""
+    replaced = [op]
+    out_name = op.outputs[0]
+    rescale = clamp = None
+    out_dtype = block.tensor(out_name).dtype
+    nxt = sole_consumer(block, consumers, out_name)
+    if nxt is not None and nxt.op == "RESCALE":
+        spec = match_rescale(block, nxt, producers, channels)
+        if spec is not None:
+            rescale = spec
+            replaced.append(nxt)
+            out_name = nxt.outputs[0]
+            out_dtype = spec.out_dtype
+            nxt = sole_consumer(block, consumers, out_name)
+            if nxt is not None and nxt.op == "CLAMP" and block.tensor(nxt.outputs[0]).dtype == out_dtype:
+                lo, hi = int(nxt.attrs["min_val"]), int(nxt.attrs["max_val"])
+                if lo <= hi:
+                    clamp = (lo, hi)
+                    replaced.append(nxt)
+                    out_name = nxt.outputs[0]
+    return OutputStage(replaced, out_name, rescale, clamp, out_dtype)
+
+
 def match(block: Block, op: Operator, producers: dict, consumers: dict):
     """(NpuConv, replaced ops) for a CONV2D or DEPTHWISE_CONV2D chain; a reason string when one
     cannot run on the NPU; None for other ops."""
@@ -476,25 +507,9 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         pad = (kh - 1 + opt, kh - 1 + opb, kw - 1 + opl, kw - 1 + opr)
     oc = tout.shape[3]
     bias = np.broadcast_to(bias.astype(np.int64).reshape(-1), (oc,)).copy()
-    replaced = [op]
-    out_name = op.outputs[0]
-    rescale = clamp = None
-    out_dtype = tout.dtype
-    nxt = sole_consumer(block, consumers, out_name)
-    if nxt is not None and nxt.op == "RESCALE":
-        spec = match_rescale(block, nxt, producers, oc)
-        if spec is not None:
-            rescale = spec
-            replaced.append(nxt)
-            out_name = nxt.outputs[0]
-            out_dtype = spec.out_dtype
-            nxt = sole_consumer(block, consumers, out_name)
-            if nxt is not None and nxt.op == "CLAMP" and block.tensor(nxt.outputs[0]).dtype == out_dtype:
-                lo, hi = int(nxt.attrs["min_val"]), int(nxt.attrs["max_val"])
-                if lo <= hi:
-                    clamp = (lo, hi)
-                    replaced.append(nxt)
-                    out_name = nxt.outputs[0]
+    stage = match_output_stage(block, op, producers, consumers, oc)
+    replaced, out_name, rescale, clamp, out_dtype = (stage.replaced, stage.out_name, stage.rescale,
+                                                     stage.clamp, stage.out_dtype)
     conv = NpuConv(
         ifm=x, ofm=out_name, weights=weights.astype(np.int8), bias=bias, input_zp=izp, weight_zp=wzp,
         stride=stride, pad=pad, dilation=dilation, upsample=upsample,
