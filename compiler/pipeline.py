@@ -2,6 +2,7 @@
 
     shape_resolution    bind unknown dims, evaluate shape operands: a static graph
     state_legalization  variables -> slots of the persistent variable SRAM
+    constant_folding    ops on constants evaluated at compile time (by the interpreter's kernels)
     lowering            TOSA ops -> NPU operations (fusing bias, RESCALE, CLAMP); the rest -> host CPU
     tile_planner        split each NPU operation into tiles that fit the configured SRAMs
     scheduler           order, external-memory placement, SRAM allocation per tile
@@ -24,7 +25,8 @@ from compiler.ir import Graph
 from firmware_model.npu_config import NpuConfig
 from firmware_model.program import Program
 
-PASSES = ("shape_resolution", "state_legalization", "lowering", "tile_planner", "scheduler", "emitter")
+PASSES = ("shape_resolution", "state_legalization", "constant_folding", "lowering", "tile_planner", "scheduler",
+          "emitter")
 
 
 @dataclass

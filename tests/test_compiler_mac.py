@@ -146,3 +146,19 @@ def test_matmul_with_runtime_weights_on_the_mac_array(tmp_path, seed):
         assert ctx.program.manifest["stats"]["host_macs"] == 0
         out = GoldenModel(ctx.program, cfg).invoke(feeds)["TosaOutput_0"]
         assert out.dtype == ref.dtype and np.array_equal(out, ref), name
+
+
+@pytest.mark.parametrize("config", ["tiny", "default", "large"])
+def test_cnn32_puts_every_mac_on_the_npu(config):
+    """The converter reshapes depthwise and dense weights from constants: constant folding must
+    turn them back into constants so every convolution lowers to the MAC array."""
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parent.parent / "models" / "cnn32"
+    cfg = load_config(config)
+    ctx = compile_file(model / "model.tosa", cfg)
+    stats = ctx.program.manifest["stats"]
+    assert stats["host_macs"] == 0 and stats["npu_macs"] == 148800
+    assert any(line.startswith("constant folding:") for line in ctx.report)
+    out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": np.load(model / "input_0.npy")})["TosaOutput_0"]
+    assert np.array_equal(out, np.load(model / "ref_output_0.npy"))
