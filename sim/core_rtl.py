@@ -16,6 +16,23 @@ from firmware_model.npu_config import NpuConfig
 from sim.rtl_build import BUILD_ROOT, BuiltRtl, RtlDesign, build, run_bench
 
 TOP = "npu_core"
+
+
+def rtl_supports_mac(regs: dict[int, int]) -> str | None:
+    """None if the core RTL runs this MAC command, else what it lacks (mirrors the sequencer's
+    CHECK state in hw/mac_sequencer.py, which would end the command with BAD_MODE)."""
+    from firmware_model.isa import LutMode, OutMode, Reg
+    from firmware_model.tosa_ops.dtypes import DType
+
+    g = lambda r: regs.get(int(r), 0)  # noqa: E731
+    if g(Reg.IFM_DTYPE) != DType.INT8:
+        return f"{DType(g(Reg.IFM_DTYPE)).name} inputs"
+    if g(Reg.LUT_MODE) != LutMode.OFF:
+        return "a fused table lookup"
+    rescale = g(Reg.OUT_MODE) & OutMode.RESCALE
+    if g(Reg.OFM_DTYPE) not in (DType.INT8, DType.INT16, DType.INT32) or (not rescale and g(Reg.OFM_DTYPE) != DType.INT32):
+        return f"{DType(g(Reg.OFM_DTYPE)).name} outputs"
+    return None
 BENCH_MODULE = "sim.benches.npu_core_bench"
 
 
