@@ -408,6 +408,51 @@ GENERATOR_WAIVERS = (
 )
 
 
+_ALIAS_RE = re.compile(r"^\s*assign (\w+) = (.+);\s*$", re.MULTILINE)
+_OPERAND = r"(\\\$\d+|[A-Za-z_]\w*)\s*(?:\[[\d:]+\])?"
+_DECL_RE = re.compile(r"^\s*(wire|reg|input|output)\b")
+
+
+def _aliased(rhs: str) -> str | None:
+    """The one signal an assignment's right-hand side copies (whole, sliced, or as copies of its
+    bits, e.g. a sign extension), or None for any other expression."""
+    rhs = rhs.strip()
+    m = re.fullmatch(_OPERAND, rhs)
+    if m:
+        return m.group(1)
+    if rhs.startswith("{") and rhs.endswith("}"):
+        parts = [re.fullmatch(_OPERAND, p.strip()) for p in rhs[1:-1].split(",")]
+        names = {p.group(1) for p in parts if p}
+        if all(parts) and len(names) == 1:
+            return names.pop()
+    return None
+
+
+def alias_waivers(text: str) -> tuple[LintWaiver, ...]:
+    """Waivers for named signals that Yosys keeps only as copies of a signal the logic reads.
+
+    A named Amaranth signal driven by another signal (whole, sliced or sign-extended) comes out as
+    `assign name = $N[..];` while the logic that reads it reads `$N` (a Yosys temporary, a port, a
+    memory port's signal) directly, so Verilator sees `name` unused. The waiver is given only when
+    that source is read by some other statement: the value is used, under another name.
+    """
+    lines = text.splitlines()
+    ports = set(re.findall(r"^\s*(?:input|output)\b[^;]*?(\w+)\s*;", text, flags=re.MULTILINE))
+    out = []
+    for m in _ALIAS_RE.finditer(text):
+        name, src = m.group(1), _aliased(m.group(2))
+        if src is None or name in ports:
+            continue
+        token = re.compile(r"(?<![\w$\\])" + re.escape(src) + r"(?![\w$])")
+        target = re.compile(r"^\s*(assign\s+)?" + re.escape(src) + r"\s*(\[[^\]]*\])?\s*<?=")
+        used = any(token.search(line) and not _DECL_RE.match(line) and not target.match(line)
+                   and line.strip() != m.group(0).strip() for line in lines)
+        if used:
+            out.append(LintWaiver("UNUSEDSIGNAL", f"*: '{name}'*",
+                                  f"'{name}' is Yosys' copy of {src}, which the logic reads instead"))
+    return tuple(out)
+
+
 @dataclass
 class LintReport:
     top: str
@@ -446,7 +491,7 @@ def lint_verilog(text: str, top: str, waivers=GENERATOR_WAIVERS) -> LintReport:
     src.write_text(text)
     vlt = d / "waivers.vlt"
     lines = ["`verilator_config", f"// Lint waivers for {top} (written by sim/unit_bench.py)."]
-    for w in waivers:
+    for w in tuple(waivers) + alias_waivers(text):
         lines += [f"// {w.rule}: {w.why}", f'lint_off -rule {w.rule} -file "*" -match "{w.match}"']
     vlt.write_text("\n".join(lines) + "\n")
     everything, _ = _verilator_warnings(["--top-module", top, src.name], d)

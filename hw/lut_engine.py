@@ -1,0 +1,139 @@
+"""LUT engine: TOSA TABLE, one lookup per clock, from a table SRAM loaded at run time.
+
+The table SRAM is the NPU configuration's LUT SRAM: `entries` 16-bit entries (cfg.lut_entries),
+written through the `w` stream (entry address, 16-bit data; always ready, one entry per clock).
+A lookup names its table by `base`, the address of the table's first entry (the LUT_ADDR
+register), and its kind by `mode` (firmware_model.isa.LutMode):
+
+    INT8:  result = sign-extended low byte of entry[base + value + 128]       (value: int8, the
+           input's low 8 bits; a 256-entry table, as numerics.apply_lookup_8)
+    INT16: index = (value + 32768) >> 7, fraction = value & 0x7F,
+           b = entry[base + index], n = entry[base + index + 1]    (int16 entries, a 513-entry table)
+           result = (b << 7) + (n - b) * fraction                   (int32, numerics.apply_lookup_s)
+    OFF:   result = value (the engine passes its input through; mode 3 does the same)
+
+The slope n - b is computed exactly in 17 bits: where TOSA's REQUIRE (slope fits int16) does not
+hold the result is still apply_lookup_s' arithmetic (numerics.apply_lookup_s with require=False).
+An int8 table may be stored sign-extended to 16 bits (as a compiler emitting 16-bit entries would);
+the engine reads only the low byte. A table must lie inside the SRAM (base + size <= entries):
+addresses are not checked and wrap at the address width.
+
+Two reads per lookup, one clock: the SRAM is two banks, even entries and odd entries. Entries
+a and a + 1 always sit in different banks, so every lookup reads each bank once:
+even bank row (a + 1) >> 1, odd bank row a >> 1, and a's parity says which is which.
+
+Pipeline: LATENCY = 2 clocks (bank read; interpolate and register), one lookup per clock, the
+whole pipeline stalls while a result is offered and not taken. Writes go straight to the banks;
+a lookup issued in the same clock as a write to the entry it reads gets the old entry.
+"""
+
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from firmware_model.isa import LutMode
+from firmware_model.npu_config import INT16_TABLE_ENTRIES, NpuConfig
+
+LATENCY = 2
+MODE_BITS = 2
+FRACTION_BITS = 7
+
+
+def address_bits(entries: int) -> int:
+    return max(1, (entries - 1).bit_length())
+
+
+class LutEngine(wiring.Component):
+    """`entries`: the LUT SRAM's size in 16-bit entries (at least one int16 table, 513)."""
+
+    def __init__(self, entries: int = 2048):
+        if entries < INT16_TABLE_ENTRIES:
+            raise ValueError(f"a LUT SRAM of {entries} entries cannot hold an int16 table "
+                             f"({INT16_TABLE_ENTRIES} entries)")
+        self.entries = entries
+        self.abits = address_bits(entries)
+        self.write_layout = data.StructLayout({"addr": unsigned(self.abits), "data": unsigned(16)})
+        self.in_layout = data.StructLayout({
+            "value": signed(16),          # the input element (int8 mode: the low 8 bits)
+            "mode": unsigned(MODE_BITS),  # LutMode
+            "base": unsigned(self.abits), # LUT_ADDR: the table's first entry
+            "tag": unsigned(32),          # carried through unchanged
+        })
+        self.out_layout = data.StructLayout({"result": signed(32), "tag": unsigned(32)})
+        super().__init__({
+            "w": In(stream.Signature(self.write_layout)),
+            "i": In(stream.Signature(self.in_layout)),
+            "o": Out(stream.Signature(self.out_layout)),
+        })
+
+    @classmethod
+    def for_config(cls, cfg: NpuConfig) -> "LutEngine":
+        return cls(cfg.lut_entries)
+
+    def elaborate(self, platform):
+        m = Module()
+        even_rows = (self.entries + 1) // 2
+        odd_rows = self.entries // 2
+        m.submodules.lut_even = even = memory.Memory(shape=16, depth=even_rows, init=[])
+        m.submodules.lut_odd = odd = memory.Memory(shape=16, depth=odd_rows, init=[])
+
+        # ---- table writes: entry addr goes to bank addr[0], row addr >> 1 ----
+        we, wo = even.write_port(), odd.write_port()
+        w = self.w.payload
+        m.d.comb += [
+            self.w.ready.eq(1),
+            we.addr.eq(w.addr >> 1), we.data.eq(w.data), we.en.eq(self.w.valid & ~w.addr[0]),
+            wo.addr.eq(w.addr >> 1), wo.data.eq(w.data), wo.en.eq(self.w.valid & w.addr[0]),
+        ]
+
+        # ---- lookups ----
+        advance = self.i.ready
+        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
+        p = self.i.payload
+        index = Signal(9, name="table_index")      # entry of the table (int8: 0..255, int16: 0..511)
+        fraction = Signal(FRACTION_BITS, name="fraction")
+        with m.Switch(p.mode):
+            with m.Case(LutMode.INT8):
+                m.d.comb += index.eq(Cat(p.value[:7], ~p.value[7]))          # value + 128
+            with m.Case(LutMode.INT16):
+                m.d.comb += [index.eq(Cat(p.value[7:15], ~p.value[15])),     # (value + 32768) >> 7
+                             fraction.eq(p.value[:FRACTION_BITS])]
+            with m.Default():                                                 # OFF: nothing to read
+                m.d.comb += [index.eq(0), fraction.eq(0)]
+        addr = Signal(self.abits, name="entry_addr")  # the first entry read; the second is addr + 1
+        m.d.comb += addr.eq(p.base + index)
+        re, ro = even.read_port(), odd.read_port()
+        m.d.comb += [re.addr.eq((addr + 1) >> 1), ro.addr.eq(addr >> 1), re.en.eq(advance), ro.en.eq(advance)]
+
+        s1_valid = Signal()
+        s1_mode = Signal(MODE_BITS)
+        s1_odd = Signal()
+        s1_fraction = Signal(FRACTION_BITS)
+        s1_value = Signal(signed(16))
+        s1_tag = Signal(32)
+        with m.If(advance):
+            m.d.sync += [s1_valid.eq(self.i.valid), s1_mode.eq(p.mode), s1_odd.eq(addr[0]),
+                         s1_fraction.eq(fraction), s1_value.eq(p.value), s1_tag.eq(p.tag)]
+
+        # ---- stage 2: the two entries arrive; interpolate ----
+        base_entry = Signal(signed(16), name="base_entry")
+        next_entry = Signal(signed(16), name="next_entry")
+        m.d.comb += [base_entry.eq(Mux(s1_odd, ro.data, re.data)),
+                     next_entry.eq(Mux(s1_odd, re.data, ro.data))]
+        slope = Signal(signed(17), name="slope")
+        m.d.comb += slope.eq(next_entry - base_entry)
+        interpolated = Signal(signed(32), name="interpolated")
+        m.d.comb += interpolated.eq((base_entry << FRACTION_BITS) + slope * s1_fraction)
+        result = Signal(signed(32), name="lut_result")
+        with m.Switch(s1_mode):
+            with m.Case(LutMode.INT8):
+                m.d.comb += result.eq(base_entry[:8].as_signed())
+            with m.Case(LutMode.INT16):
+                m.d.comb += result.eq(interpolated)
+            with m.Default():
+                m.d.comb += result.eq(s1_value)
+        s2_valid = Signal()
+        with m.If(advance):
+            m.d.sync += [s2_valid.eq(s1_valid), self.o.payload.result.eq(result), self.o.payload.tag.eq(s1_tag)]
+        m.d.comb += self.o.valid.eq(s2_valid)
+        return m
