@@ -50,13 +50,15 @@ def build_core(cfg: NpuConfig, simulator: str, fault: str | None = None, waves: 
 _BUILT: dict = {}
 
 
-def cached_core(config: str, simulator: str, fault: str | None = None) -> BuiltRtl:
-    """build_core() memoised for this process: a test session builds each configuration once."""
+def cached_core(config, simulator: str, fault: str | None = None, waves: bool = False) -> BuiltRtl:
+    """build_core() memoised for this process (a configuration name or NpuConfig): a test session
+    generates and builds each configuration once."""
     from firmware_model.npu_config import load_config
 
-    key = (config, simulator, fault)
+    cfg = load_config(config) if isinstance(config, str) else config
+    key = (cfg.key(), simulator, fault, waves)
     if key not in _BUILT:
-        _BUILT[key] = build_core(load_config(config), simulator, fault=fault)
+        _BUILT[key] = build_core(cfg, simulator, fault=fault, waves=waves)
     return _BUILT[key]
 
 

@@ -131,7 +131,7 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     from compiler.pipeline import compile_graph
     from compiler.tosa_io import read_tosa
     from firmware_model.golden import GoldenModel
-    from sim.core_rtl import build_core, run_core_job
+    from sim.core_rtl import cached_core, run_core_job
 
     t_start = time.monotonic()
     graph = read_tosa(model)
@@ -146,7 +146,7 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     golden_out = [golden.invoke(inp) for inp in invocations]
     golden_cycles = golden.counters.cycles
 
-    built = build_core(cfg, simulator, fault=fault, waves=waves)
+    built = cached_core(cfg, simulator, fault=fault, waves=waves)
     results, bench = run_core_job(built, "cosim_program",
                                   {"config": cfg.source if cfg.source != "<built-in>" else cfg.name,
                                    "program_dir": str(prog_dir), "invocations": invocations},

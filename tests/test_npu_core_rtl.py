@@ -33,10 +33,11 @@ def test_core_random_tiles_match_golden(config, simulator, n):
 @pytest.mark.rtl
 def test_rescale_rounding_fault_is_caught():
     """A core built with the rescale stage's rounding dropped must fail the same comparison."""
-    cfg = load_config("tiny")
+    # The default configuration: the same faulty build as the `npu sim` fault test uses.
+    cfg = load_config("default")
     tiles = random_tiles(cfg, 30, seed=5)
-    results, bench = run_core_job(cached_core("tiny", "verilator", fault="rescale_rounding"), "replay_tiles",
-                                  {"config": "tiny", "tiles": tiles})
+    results, bench = run_core_job(cached_core("default", "verilator", fault="rescale_rounding"), "replay_tiles",
+                                  {"config": "default", "tiles": tiles})
     bad = [r for r in results["tiles"] if not r["ok"]]
     assert not bench.ok
     assert len(bad) >= 10, f"only {len(bad)} of 30 tiles caught the fault"
