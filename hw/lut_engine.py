@@ -5,18 +5,18 @@ written through the `w` stream (entry address, 16-bit data; always ready, one en
 A lookup names its table by `base`, the address of the table's first entry (the LUT_ADDR
 register), and its kind by `mode` (firmware_model.isa.LutMode):
 
-    INT8:  result = sign-extended low byte of entry[base + value + 128]       (value: int8, the
-           input's low 8 bits; a 256-entry table, as numerics.apply_lookup_8)
-    INT16: index = (value + 32768) >> 7, fraction = value & 0x7F,
+    INT8:  result = entry[base + ((value + 128) & 0xFF)]      (a 256-entry table; the entry read
+           as int16 — an int8 table is stored sign-extended — as numerics.apply_lookup_8 and
+           firmware_model.output_stage do; `value` is an int8, or any int32 whose low byte is one)
+    INT16: v = clip(value, -32768, 32767), index = (v + 32768) >> 7, fraction = v & 0x7F,
            b = entry[base + index], n = entry[base + index + 1]    (int16 entries, a 513-entry table)
            result = (b << 7) + (n - b) * fraction                   (int32, numerics.apply_lookup_s)
     OFF:   result = value (the engine passes its input through; mode 3 does the same)
 
 The slope n - b is computed exactly in 17 bits: where TOSA's REQUIRE (slope fits int16) does not
 hold the result is still apply_lookup_s' arithmetic (numerics.apply_lookup_s with require=False).
-An int8 table may be stored sign-extended to 16 bits (as a compiler emitting 16-bit entries would);
-the engine reads only the low byte. A table must lie inside the SRAM (base + size <= entries):
-addresses are not checked and wrap at the address width.
+A table must lie inside the SRAM (base + size <= entries): addresses are not checked and wrap at
+the address width.
 
 Two reads per lookup, one clock: the SRAM is two banks, even entries and odd entries. Entries
 a and a + 1 always sit in different banks, so every lookup reads each bank once:
@@ -54,7 +54,7 @@ class LutEngine(wiring.Component):
         self.abits = address_bits(entries)
         self.write_layout = data.StructLayout({"addr": unsigned(self.abits), "data": unsigned(16)})
         self.in_layout = data.StructLayout({
-            "value": signed(16),          # the input element (int8 mode: the low 8 bits)
+            "value": signed(32),          # the input element (int8 mode: its low 8 bits)
             "mode": unsigned(MODE_BITS),  # LutMode
             "base": unsigned(self.abits), # LUT_ADDR: the table's first entry
             "tag": unsigned(32),          # carried through unchanged
@@ -92,12 +92,14 @@ class LutEngine(wiring.Component):
         p = self.i.payload
         index = Signal(9, name="table_index")      # entry of the table (int8: 0..255, int16: 0..511)
         fraction = Signal(FRACTION_BITS, name="fraction")
+        v16 = Signal(signed(16), name="v16")       # apply_lookup_s' clip to int16
+        m.d.comb += v16.eq(Mux(p.value < -(1 << 15), -(1 << 15), Mux(p.value > (1 << 15) - 1, (1 << 15) - 1, p.value)))
         with m.Switch(p.mode):
             with m.Case(LutMode.INT8):
-                m.d.comb += index.eq(Cat(p.value[:7], ~p.value[7]))          # value + 128
+                m.d.comb += index.eq(Cat(p.value[:7], ~p.value[7]))          # (value + 128) & 0xFF
             with m.Case(LutMode.INT16):
-                m.d.comb += [index.eq(Cat(p.value[7:15], ~p.value[15])),     # (value + 32768) >> 7
-                             fraction.eq(p.value[:FRACTION_BITS])]
+                m.d.comb += [index.eq(Cat(v16[7:15], ~v16[15])),             # (v + 32768) >> 7
+                             fraction.eq(v16[:FRACTION_BITS])]
             with m.Default():                                                 # OFF: nothing to read
                 m.d.comb += [index.eq(0), fraction.eq(0)]
         addr = Signal(self.abits, name="entry_addr")  # the first entry read; the second is addr + 1
@@ -109,7 +111,7 @@ class LutEngine(wiring.Component):
         s1_mode = Signal(MODE_BITS)
         s1_odd = Signal()
         s1_fraction = Signal(FRACTION_BITS)
-        s1_value = Signal(signed(16))
+        s1_value = Signal(signed(32))
         s1_tag = Signal(32)
         with m.If(advance):
             m.d.sync += [s1_valid.eq(self.i.valid), s1_mode.eq(p.mode), s1_odd.eq(addr[0]),
@@ -127,7 +129,7 @@ class LutEngine(wiring.Component):
         result = Signal(signed(32), name="lut_result")
         with m.Switch(s1_mode):
             with m.Case(LutMode.INT8):
-                m.d.comb += result.eq(base_entry[:8].as_signed())
+                m.d.comb += result.eq(base_entry)
             with m.Case(LutMode.INT16):
                 m.d.comb += result.eq(interpolated)
             with m.Default():

@@ -41,8 +41,9 @@ class LutImage:
         self.kinds[np.asarray(addr)] = kind
 
     def int8_table(self, base: int) -> np.ndarray:
-        """An int8 table is the low byte of each entry."""
-        return self.entries[base:base + INT8_TABLE_ENTRIES].astype(np.uint8).view(np.int8)
+        """An int8 table's entries are read as int16 (stored sign-extended), as the golden output
+        stage (firmware_model.output_stage) reads them."""
+        return self.entries[base:base + INT8_TABLE_ENTRIES].view(np.int16)
 
     def int16_table(self, base: int) -> np.ndarray:
         return self.entries[base:base + INT16_TABLE_ENTRIES].view(np.int16)
@@ -80,14 +81,14 @@ def expected(image: LutImage, lk: Lookups) -> np.ndarray:
 # Tables and lookups
 
 def random_table(rng, mode: int, kind: str) -> np.ndarray:
-    """Entries as 16-bit patterns: int8 tables sign-extended ("sext") or with a junk high byte
-    ("junk"); int16 tables random ("random": extreme slopes included), smooth ("sine",
+    """Entries as 16-bit patterns: int8 tables sign-extended ("sext") or with entries beyond int8
+    ("wide": the engine returns the entry read as int16 whatever its table); int16 tables random ("random": extreme slopes included), smooth ("sine",
     "tanh") or at the extremes ("extreme")."""
     n = SIZE[mode]
     if mode == LutMode.INT8:
         t = rng.integers(-128, 128, n)
         t[rng.choice(n, 4, replace=False)] = [-128, 127, -128, 127]
-        if kind == "junk":
+        if kind == "wide":
             return (t & 0xFF) | (rng.integers(0, 256, n) << 8)
         return t & 0xFFFF
     x = np.linspace(-8.0, 8.0, n)
@@ -103,7 +104,7 @@ def random_table(rng, mode: int, kind: str) -> np.ndarray:
     return t.astype(np.int64) & 0xFFFF
 
 
-TABLE_KINDS = ("sign-extended int8", "junk high byte int8", "random int16", "smooth int16", "extreme int16")
+TABLE_KINDS = ("sign-extended int8", "int8 with wide entries", "random int16", "smooth int16", "extreme int16")
 
 
 def table_writes(tables: list[tuple[int, np.ndarray]], rng, kind: str):
@@ -195,16 +196,19 @@ def suites(seed: int, int16_stride: int = 1) -> list[LutRun]:
     value = np.where(mode == I8, rng.integers(-128, 128, n), rng.integers(-32768, 32768, n))
     edge = (rng.random(n) < 0.25) & (mode != I8)
     value[edge] = rng.choice(index_edges(), edge.sum())
+    # int32 inputs beyond int16 (apply_lookup_s clips them), and OFF passes any int32 through
+    wide = (rng.random(n) < 0.1) & (mode != I8)
+    value[wide] = rng.choice([-(1 << 31), -32769, 32768, (1 << 31) - 1, 1 << 20], wide.sum())
     lk = Lookups(value, mode, base)
     out.append(make_run("mixed_random", image, writes, lk))
     out.append(make_run("backpressure", image, NO_WRITES, lk, valid_pattern=0x9D2C5681, ready_pattern=0xB6E3D1A5))
 
-    # 5. reload at run time: tanh over the random int16 table, an int8 table with junk high
-    # bytes at an odd base (over the ends of the extreme and sine tables); lookups on both
+    # 5. reload at run time: tanh over the random int16 table, an int8 table with entries beyond
+    # int8 at an odd base (over the ends of the extreme and sine tables); lookups on both
     tt = random_table(rng, I16, "tanh")
-    t8j = random_table(rng, I8, "junk")
+    t8j = random_table(rng, I8, "wide")
     writes = table_writes([(BASE_INT16_RANDOM, tt)], rng, "smooth int16")
-    writes = _join(writes, table_writes([(BASE_INT8_RELOAD, t8j)], rng, "junk high byte int8"))
+    writes = _join(writes, table_writes([(BASE_INT8_RELOAD, t8j)], rng, "int8 with wide entries"))
     n = 2048
     mode = rng.choice([I8, I16], n)
     base = np.where(mode == I8, BASE_INT8_RELOAD, BASE_INT16_RANDOM)
@@ -224,6 +228,7 @@ def coverage_model() -> CoverageModel:
         CoverPoint.values("int8 input", "v8", {"-128": -128, "-1": -1, "0": 0, "127": 127}),
         CoverPoint.values("int16 index", "index", {"0": 0, "255": 255, "256": 256, "511": 511}),
         CoverPoint.values("int16 fraction", "fraction", {"0": 0, "1": 1, "64": 64, "127": 127}),
+        CoverPoint.values("int16 input beyond int16", "clipped", {"below -32768": -1, "above 32767": 1}),
         CoverPoint.values("slope", "slope_class", {"negative": 0, "zero": 1, "positive": 2,
                                                    "beyond int16 (REQUIRE fails)": 3}),
         CoverPoint.values("result extremes", "result_class", {"int8 table -128": 0, "int8 table 127": 1,
@@ -243,8 +248,9 @@ def coverage_sample(r: LutRun) -> dict:
     i16 = lk.mode == LutMode.INT16
     i8 = lk.mode == LutMode.INT8
     v = lk.value
-    index = np.where(i16, (v + 32768) >> 7, -1)
-    fraction = np.where(i16, v & 0x7F, -1)
+    vc = np.clip(v, -32768, 32767)
+    index = np.where(i16, (vc + 32768) >> 7, -1)
+    fraction = np.where(i16, vc & 0x7F, -1)
     ent = img.entries.view(np.int16).astype(np.int64)
     a = np.clip(lk.base + np.maximum(index, 0), 0, ENTRIES - 2)
     slope = ent[a + 1] - ent[a]
@@ -255,7 +261,7 @@ def coverage_sample(r: LutRun) -> dict:
                    np.where(i16 & (res == -32768 * 128), 2, np.where(i16 & (res >= 32767 * 128), 3, -1))))
     kind = np.where(lk.mode == LutMode.OFF, -1, img.kinds[lk.base])   # the table each lookup read
     return {"mode": lk.mode, "base_odd": lk.base & 1, "v8": np.where(i8, v, 999), "index": index,
-            "fraction": fraction, "slope_class": slope_class, "result_class": result_class,
+            "fraction": fraction, "clipped": np.where(i16, np.sign(v - vc), 0), "slope_class": slope_class, "result_class": result_class,
             "table_kind": kind, "stalled": np.full(len(lk), int(r.run.valid_pattern != 0xFFFFFFFF))}
 
 
@@ -285,7 +291,9 @@ MUTATIONS = (
     Mutation("dropped_fraction", "the slope is multiplied by 0 instead of the fraction",
              r"\{ 1'h0, s1_fraction \}", "{ 1'h0, 7'h00 }"),
     Mutation("fraction_bits", "the fraction is taken one bit too high",
-             r"fraction = i__payload\[6:0\];", "fraction = i__payload[7:1];"),
+             r"fraction = (\\\$\d+) \[6:0\];", r"fraction = \1 [7:1];"),
+    Mutation("no_int16_clip", "int16 inputs above 32767 are not clipped (they wrap)",
+             r"> \$signed\(16'h7fff\);", "> $signed(32'h7fffffff);"),
     Mutation("int8_index_unflipped", "int8 index = value's bits, not value + 128",
              r"table_index = \{ 1'h0, \\\$\d+ , i__payload\[6:0\] \};", "table_index = { 1'h0, i__payload[7:0] };"),
     Mutation("bank_swap", "the bank parity is ignored: base from the wrong bank",
@@ -294,3 +302,21 @@ MUTATIONS = (
 
 # The LUT engine needs no lint waivers beyond sim.unit_bench's generator waivers.
 LINT_WAIVERS: tuple[LintWaiver, ...] = ()
+
+
+# Benchmark vectors (sim.bench_units): a "setup" run writes one int16 table, then the
+# "benchmark" run looks up int16 inputs at full speed.
+BENCHMARK_SIZES = {"verilator": 65536, "icarus": 16384, "amaranth": 512}
+
+
+def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
+    rng = np.random.default_rng(seed)
+    n = BENCHMARK_SIZES[simulator]
+    image = LutImage()
+    table = random_table(rng, LutMode.INT16, "random")
+    none = Lookups(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    setup = make_run("setup", image, table_writes([(BASE_INT16_RANDOM, table)], rng, "random int16"), none)
+    v = rng.integers(-32768, 32768, n)
+    run = make_run("benchmark", image, NO_WRITES, Lookups(v, np.full(n, int(LutMode.INT16)),
+                                                          np.full(n, BASE_INT16_RANDOM)))
+    return [setup.run, run.run]

@@ -465,3 +465,12 @@ MUTATIONS = (
 
 # The rescale unit needs no lint waivers beyond sim.unit_bench's generator waivers.
 LINT_WAIVERS = ()
+
+
+# Benchmark vectors (sim.bench_units): random elements at full speed.
+BENCHMARK_SIZES = {"verilator": 32768, "icarus": 8192, "amaranth": 512}
+
+
+def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
+    rng = np.random.default_rng(seed)
+    return [make_run("benchmark", random_elements(rng, BENCHMARK_SIZES[simulator]))]
