@@ -437,7 +437,7 @@ def alias_waivers(text: str) -> tuple[LintWaiver, ...]:
     that source is read by some other statement: the value is used, under another name.
     """
     lines = text.splitlines()
-    ports = set(re.findall(r"^\s*(?:input|output)\b[^;]*?(\w+)\s*;", text, flags=re.MULTILINE))
+    ports = set(re.findall(r"\b(?:input|output)\b(?:\s+(?:wire|reg))?(?:\s*\[[^\]]*\])?\s+(\w+)", text))
     out = []
     for m in _ALIAS_RE.finditer(text):
         name, src = m.group(1), _aliased(m.group(2))
