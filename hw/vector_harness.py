@@ -251,12 +251,12 @@ class VectorHarness(wiring.Component):
             else:
                 statics[name] = member
         if not self.inputs or not self.outputs:
-            raise ValueError(f"{type(unit).__name__} needs at least one input and one output stream")
+            self._refuse(f"{type(unit).__name__} needs at least one input and one output stream")
         self.phases = [list(p) for p in (phases or [list(self.inputs)])]
         flat = [s for p in self.phases for s in p]
         if sorted(flat) != sorted(self.inputs):
-            raise ValueError(f"phases {self.phases} must list each input stream "
-                             f"({', '.join(self.inputs)}) exactly once")
+            self._refuse(f"phases {self.phases} must list each input stream "
+                         f"({', '.join(self.inputs)}) exactly once")
         self.codecs = {n: PayloadCodec(s.members["payload"].shape)
                        for n, s in {**self.inputs, **self.outputs}.items()}
         self.static_ports: dict[str, tuple] = {}
@@ -271,8 +271,8 @@ class VectorHarness(wiring.Component):
             members[f"count_{n}"] = In(range(self.out_depth + 1))
         for name, member in statics.items():
             if member.is_signature:
-                raise ValueError(f"{type(unit).__name__}.{name}: only stream interfaces and plain "
-                                 "ports are supported")
+                self._refuse(f"{type(unit).__name__}.{name}: only stream interfaces and plain "
+                             "ports are supported")
             members[f"u_{name}"] = member
             self.static_ports[name] = (member.flow, Shape.cast(member.shape).width)
         super().__init__(members)
@@ -280,6 +280,12 @@ class VectorHarness(wiring.Component):
                      for n in self.inputs}
         self.resp = {n: _VectorMemory(f"resp_{n}", self.codecs[n].width, self.out_depth, verilog_memories)
                      for n in self.outputs}
+
+    def _refuse(self, message: str):
+        # Neither this harness nor its unit will be elaborated: no "never used" warnings.
+        self._MustUse__silence = True
+        self.unit._MustUse__silence = True
+        raise ValueError(message)
 
     def describe(self) -> dict:
         """Names and widths a bench needs (plain data: it crosses into the simulator process).

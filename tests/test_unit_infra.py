@@ -102,7 +102,7 @@ def test_harness_detects_a_wrong_expectation():
 
 
 def test_harness_rejects_bad_phases():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="exactly once"):
         VectorHarness(Adder(), depth=8, phases=[["i"]])
 
 
