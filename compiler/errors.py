@@ -19,3 +19,20 @@ class TosaFormatError(NpuBenchError):
 class CompileError(NpuBenchError):
     """The compiler cannot map the graph onto the chosen NPU configuration. The message names the
     op, tensor or configuration parameter at fault and what is wrong."""
+
+
+class TosaRuleError(CompileError):
+    """The graph breaks a TOSA rule that the compiler checks before it maps anything: `cause` is
+    the TosaError (an ERROR_IF: not a legal TOSA graph, TOSA_ERROR) or the TosaUnpredictable (a
+    REQUIRE that fails in every invocation, e.g. a variable read before its declaration) that the
+    interpreter's own checks raised. The message names the op and the rule."""
+
+    def __init__(self, message: str, cause: Exception):
+        self.cause = cause
+        super().__init__(message)
+
+    @property
+    def is_error_if(self) -> bool:
+        from firmware_model.errors import TosaError
+
+        return isinstance(self.cause, TosaError)

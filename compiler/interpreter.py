@@ -63,6 +63,11 @@ OP_ARITY: dict[str, tuple[int | None, int]] = {
     "TILE": (2, 1), "TRANSPOSE": (1, 1), "GATHER": (2, 1), "SCATTER": (3, 1), "RESIZE": (4, 1),
     "CAST": (1, 1), "RESCALE": (5, 1), "CONST": (0, 1), "CONST_SHAPE": (0, 1),
     "IDENTITY": (1, 1), "SIGMOID": (1, 1), "TANH": (1, 1), "ERF": (1, 1),
+    # shape operators (firmware_model/tosa_ops/shape_ops.py)
+    "DIM": (1, 1), "ADD_SHAPE": (2, 1), "SUB_SHAPE": (2, 1), "MUL_SHAPE": (2, 1), "MAX_SHAPE": (2, 1),
+    "MIN_SHAPE": (2, 1), "DIV_FLOOR_SHAPE": (2, 1), "DIV_CEIL_SHAPE": (2, 1), "MOD_SHAPE": (2, 1),
+    "EXP2_SHAPE": (1, 1), "LOG2_CEIL_SHAPE": (1, 1), "LOG2_FLOOR_SHAPE": (1, 1), "SLICE_SHAPE": (3, 1),
+    "CONCAT_SHAPE": (None, 1), "ASSERT_EQUAL_SHAPE": (2, 0),
 }
 
 VARIABLE_READ_KIND = "VariableReadAttribute"
@@ -196,6 +201,35 @@ class Interpreter:
         self._state.clear()
         self.invocations = 0
 
+    # ---- compile-time use: the compiler's passes check graphs with these rules ------------
+
+    def graph_variables(self) -> list[_Variable]:
+        """The graph's variables (uid, tensor, dtype, shape, initial value), in declaration order."""
+        return list(self._variables.values())
+
+    def variable_of(self, op: Operator, idx: int) -> _Variable:
+        """The variable a VARIABLE / read / write op refers to (TosaError if none)."""
+        return self._variable_of(op, idx)
+
+    def checking_invocation(self, inputs: Mapping[str, np.ndarray],
+                            values: Mapping[str, np.ndarray]) -> tuple[dict, tuple[dict, set]]:
+        """Start an invocation for compile-time checks: the inputs bound and checked as `run`
+        does, every variable allocated and written with `values[uid]` (placeholder data), the
+        implicit declarations made. Returns (env, invocation state) for `execute_op`."""
+        env = self._bind_inputs(inputs)
+        work = {uid: _VarState(np.asarray(values[uid]), True) for uid in self._variables}
+        seen: set[str] = set()
+        for v in self._implicit:
+            self._declare(v, work, seen, None, -1)
+        return env, (work, seen)
+
+    def execute_op(self, idx: int, op: Operator, env: dict, invocation: tuple[dict, set]) -> None:
+        """Run op #idx of the main block on the values in `env` (adding its outputs), with every
+        check `run` makes: operand lists, the kernel's ERROR_IF / REQUIRE rules, declared output
+        shapes, the variable rules. The compiler's validation runs graphs op by op with this."""
+        work, seen = invocation
+        self._execute(idx, op, env, work, seen)
+
     # ---- running ------------------------------------------------------------------------
 
     def _where(self, idx: int, op: Operator) -> str:
@@ -239,13 +273,18 @@ class Interpreter:
             self._declare(v, work, seen, None, -1)
         for idx, op in enumerate(self.block.operators):
             self._execute(idx, op, env, work, seen)
+        outputs = self.graph_outputs(env)
+        self._state = work
+        self.invocations += 1
+        return outputs
+
+    def graph_outputs(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The graph's outputs from the values of an invocation (TosaError if one was never written)."""
         outputs = {}
         for name in self.block.outputs:
             if name not in env:
                 raise TosaError("GRAPH", f"graph output '{name}' is never written", self.source)
             outputs[name] = env[name]
-        self._state = work
-        self.invocations += 1
         return outputs
 
     def _declare(self, v: _Variable, work, seen, op: Operator | None, idx: int) -> None:

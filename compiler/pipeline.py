@@ -1,6 +1,7 @@
 """The compiler: a short pipeline of passes over one graph IR (compiler/ir.py).
 
     shape_resolution    bind unknown dims, evaluate shape operands: a static graph
+    validation          the TOSA rules (ERROR_IF, static REQUIREs) checked by the interpreter's own step
     state_legalization  variables -> slots of the persistent variable SRAM
     constant_folding    ops on constants evaluated at compile time (by the interpreter's kernels)
     lowering            TOSA ops -> NPU operations (fusing bias, RESCALE, CLAMP); the rest -> host CPU
@@ -25,8 +26,8 @@ from compiler.ir import Graph
 from firmware_model.npu_config import NpuConfig
 from firmware_model.program import Program
 
-PASSES = ("shape_resolution", "state_legalization", "constant_folding", "lowering", "tile_planner", "scheduler",
-          "emitter")
+PASSES = ("shape_resolution", "validation", "state_legalization", "constant_folding", "lowering", "tile_planner",
+          "scheduler", "emitter")
 
 
 @dataclass
@@ -53,7 +54,7 @@ def _pass_module(name: str):
 
 def compile_graph(graph: Graph, cfg: NpuConfig, *, binds: dict[str, int] | None = None,
                   input_shapes: dict[str, tuple[int, ...]] | None = None,
-                  print_after: tuple[str, ...] = (), out: TextIO = sys.stdout) -> CompileContext:
+                  print_after: tuple[str, ...] = (), out: TextIO | None = None) -> CompileContext:
     unknown = [p for p in print_after if p not in PASSES and p != "all"]
     if unknown:
         raise CompileError(f"--print-after {unknown[0]}: no such pass (passes: {', '.join(PASSES)})")
@@ -61,7 +62,8 @@ def compile_graph(graph: Graph, cfg: NpuConfig, *, binds: dict[str, int] | None 
     for name in PASSES:
         _pass_module(name).run(ctx)
         if name in print_after or "all" in print_after:
-            out.write(f"// ----- IR after {name} -----\n{format_ir(ctx)}\n")
+            # sys.stdout looked up now, not when the module was imported (pytest's capsys replaces it)
+            (out or sys.stdout).write(f"// ----- IR after {name} -----\n{format_ir(ctx)}\n")
     return ctx
 
 

@@ -20,12 +20,13 @@ import numpy as np
 
 from firmware_model.dma import dma_transfer, fill
 from firmware_model.errors import GoldenModelError
-from firmware_model.isa import Command, Opcode, Reg, Sram, Status
+from firmware_model.isa import Command, Opcode, Reg, Sram, Status, VarOp
 from firmware_model.mac_unit import MacResult, execute_mac
 from firmware_model.memories import Memories
 from firmware_model.npu_config import NpuConfig
 from firmware_model.perf import COMMAND_OVERHEAD
 from firmware_model.program import Placement, Program
+from firmware_model.var_unit import execute_var, load_state, program_layout, save_state
 
 
 @dataclass
@@ -53,11 +54,12 @@ class Counters:
     bytes_read: Counter = field(default_factory=Counter)    # by memory name
     bytes_written: Counter = field(default_factory=Counter)
     tiles: int = 0
+    var: Counter = field(default_factory=Counter)           # VAR commands: "INIT loaded", "INIT kept", "READ", "WRITE"
 
     def as_dict(self) -> dict:
         return {"cycles": self.cycles, "unit_cycles": dict(self.unit_cycles), "commands": dict(self.commands),
                 "macs": self.macs, "bytes_read": dict(self.bytes_read),
-                "bytes_written": dict(self.bytes_written), "tiles": self.tiles}
+                "bytes_written": dict(self.bytes_written), "tiles": self.tiles, "var": dict(self.var)}
 
 
 class GoldenModel:
@@ -73,6 +75,7 @@ class GoldenModel:
         self.counters = Counters()
         self.tile_hook: TileHook | None = None
         self.mark = 0
+        self._var_names = {v.slot: v.name for v in program_layout(program.manifest)}
         self._power_on()
 
     def _power_on(self) -> None:
@@ -99,15 +102,27 @@ class GoldenModel:
         for place in self.program.inputs:
             if place.name not in inputs:
                 raise GoldenModelError(f"input '{place.name}' was not given")
-            self.write_tensor(place, inputs[place.name])
+            value = np.asarray(inputs[place.name])
+            if value.dtype != place.dtype.storage or list(value.shape) != list(place.shape):
+                raise GoldenModelError(f"input '{place.name}' is {value.dtype}{list(value.shape)}, the program "
+                                       f"wants {place.dtype.name} ({place.dtype.storage}) {list(place.shape)}")
+            self.write_tensor(place, value)
         self.mem.start_invocation()
 
     def read_outputs(self) -> dict[str, np.ndarray]:
         return {place.name: self.read_tensor(place) for place in self.program.outputs}
 
     def invoke(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        self.begin_invocation(inputs)
-        self.run()
+        """One invocation. Like the interpreter's, it is a transaction for the variables: when the
+        program faults, the variable SRAM and its flags are put back as they were before it (the
+        host driver's part; the hardware itself does not roll back)."""
+        saved = self._variable_snapshot()
+        try:
+            self.begin_invocation(inputs)
+            self.run()
+        except BaseException:
+            self._variable_restore(saved)
+            raise
         return self.read_outputs()
 
     # --- the command processor ---------------------------------------------------------
@@ -186,6 +201,14 @@ class GoldenModel:
                 if replacement is not None:
                     a, b = result.region.output
                     self.mem.sram[Sram.OUTPUT][a:b] = replacement
+        elif op == Opcode.VAR:
+            r = execute_var(self.cfg, self.mem, self.regs, cmd.sub, self._var_names)
+            self._charge("var", r.cycles)
+            self.counters.var[r.op.name if r.op != VarOp.INIT else f"INIT {'loaded' if r.bytes else 'kept'}"] += 1
+            if r.bytes:
+                src, dst = ("variable", "ext") if r.op == VarOp.READ else ("ext", "variable")
+                self.counters.bytes_read[src] += r.bytes
+                self.counters.bytes_written[dst] += r.bytes
         elif op == Opcode.HOST:
             if self.host is None:
                 raise GoldenModelError(f"HOST {cmd.value}: this model has no host CPU attached", Status.BAD_OPCODE)
@@ -206,3 +229,21 @@ class GoldenModel:
     def variable_sram_image(self) -> tuple[np.ndarray, np.ndarray]:
         return self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_written.copy()
 
+    def _variable_snapshot(self):
+        return self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_written.copy(), self.mem.variable_slots.copy()
+
+    def _variable_restore(self, saved) -> None:
+        self.mem.sram[Sram.VARIABLE][:], self.mem.variable_written[:], self.mem.variable_slots[:] = saved
+
+    def save_state(self) -> dict[str, np.ndarray]:
+        """The variable SRAM (image, slot flags, the program's layout, values by name) as arrays."""
+        return save_state(self.mem, program_layout(self.program.manifest))
+
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Load what `save_state` wrote (or the interpreter's values by name); all or nothing."""
+        saved = self._variable_snapshot()
+        try:
+            load_state(self.mem, program_layout(self.program.manifest), arrays)
+        except BaseException:
+            self._variable_restore(saved)
+            raise

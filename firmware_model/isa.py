@@ -184,6 +184,10 @@ class VarOp(enum.IntEnum):
     WRITE = 2                # slot := VAR_BYTES from VAR_EXT_ADDR, mark written
 
 
+# Written flags of the variable SRAM: VAR_SLOT selects one of these (so at most this many variables).
+VAR_SLOTS = 32
+
+
 class OutMode(enum.IntFlag):
     RESCALE = 1 << 0        # apply RESCALE (else: the accumulator plus bias, stored as OFM_DTYPE)
     SCALE32 = 1 << 1        # apply_scale_32 (else apply_scale_16)
@@ -246,6 +250,8 @@ class Command:
             return text + (f", {self.value}" if self.opcode == Opcode.FILL else "")
         if self.opcode == Opcode.MAC:
             return f"MAC {MacMode(self.sub).name}"
+        if self.opcode == Opcode.VAR and self.sub in VarOp._value2member_map_:
+            return f"VAR {VarOp(self.sub).name}"
         if self.opcode in (Opcode.HOST, Opcode.MARK, Opcode.END):
             return f"{self.opcode.name} {self.value}"
         return self.opcode.name

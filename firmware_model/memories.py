@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from firmware_model.isa import Sram, Status
+from firmware_model.isa import VAR_SLOTS, Sram, Status
 from firmware_model.errors import GoldenModelError
 from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
 
@@ -31,13 +31,18 @@ class Memories:
             Sram.LUT: np.zeros(cfg.lut_sram, dtype=np.uint8),
         }
         self.variable_written = np.zeros(cfg.variable_sram, dtype=bool)
+        # The written flag of each variable slot (VAR command, firmware_model/var_unit.py).
+        self.variable_slots = np.zeros(VAR_SLOTS, dtype=bool)
 
     def power_on_reset(self) -> None:
         """Everything back to zero, the persistent variable SRAM included."""
-        self.ext[:] = 0
+        # A fresh array of lazily mapped zero pages: writing zeros over a 256 MiB external memory
+        # would map every page (~0.1 s per model). The SRAMs are small and zeroed in place.
+        self.ext = np.zeros(self.cfg.ext_size, dtype=np.uint8)
         for mem in self.sram.values():
             mem[:] = 0
         self.variable_written[:] = False
+        self.variable_slots[:] = False
 
     def start_invocation(self) -> None:
         """The per-invocation start: nothing on chip is cleared (variables persist)."""

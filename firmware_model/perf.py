@@ -59,3 +59,15 @@ HOST_OP_OVERHEAD = 200
 
 def host_op_cycles(output_elements: int) -> int:
     return HOST_OP_OVERHEAD + output_elements
+
+
+# Variable SRAM (VAR command, model, no RTL yet): a transfer between the slot and external memory
+# costs what a one-run DMA of its bytes costs; an INIT that finds its slot written only checks the
+# flag (one clock).
+VAR_FLAG_CHECK = 1
+
+
+def var_cycles(cfg: NpuConfig, *, nbytes: int, transfer: bool) -> int:
+    if not transfer:
+        return VAR_FLAG_CHECK
+    return dma_cycles(cfg, len0=nbytes, len1=1, len2=1)

@@ -405,13 +405,18 @@ def ready_inputs(root: Path) -> None:
 
 
 def run_runner(tests: Path, backend: str = "interp", jobs: int = 2, xunit: Path | None = None,
-               log: Path | None = None) -> dict:
-    """Arm's runner with npu-bench as the SUT, on `tests` (a copy: the runner renames files).
+               log: Path | None = None, config: str | None = None) -> dict:
+    """Arm's runner with npu-bench as the SUT, on `tests` (a copy: the runner renames files);
+    `config` names the NPU configuration of the golden backend.
     Returns {"totals": {runner: line}, "counts": {...}, "failures": [lines]}."""
     xunit = xunit or tests.parent / f"{tests.name}.xml"
     cmd = [str(BIN / "tosa_verif_run_tests"), "-r", "-t", str(tests), "--sut-module", "sim.tosa_sut",
            "--sut-module-args", f"sim.tosa_sut:backend={backend}", "-j", str(jobs),
            "--xunit-file", str(xunit), "--no-color"]
+    if config is not None:
+        # one --sut-module-args with several values: the runner's option is nargs="+" without
+        # "append", so a second --sut-module-args would replace the first
+        cmd.insert(cmd.index("-j"), f"sim.tosa_sut:config={config}")
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT)
     elapsed = time.time() - t0

@@ -13,8 +13,14 @@ with shape ()), then tells the runner what the graph did:
 - TOSA_UNPREDICTABLE  a REQUIRE condition fails at run time
 - OTHER_ERROR         anything else (an unsupported construct, a backend that is not available)
 
-Backends: `interp` (the TOSA interpreter). `golden` (the NPU golden model, with `config=NAME`)
-is added by the golden-model work; until then it answers OTHER_ERROR saying so.
+Backends: `interp` (the TOSA interpreter) and `golden`: the graph compiled for the NPU
+configuration `config=NAME` (default: default) and run on the golden model
+(`--sut-module-args sim.tosa_sut:backend=golden sim.tosa_sut:config=tiny`: one option with both
+values — the runner keeps only the last `--sut-module-args` when the option is repeated).
+With `golden`, a graph the compiler's validation refuses is TOSA_ERROR (an ERROR_IF) or
+TOSA_UNPREDICTABLE (a REQUIRE that fails in every invocation); a kernel's ERROR_IF or REQUIRE on
+the host CPU, or VAR_READ_BEFORE_WRITE on the variable SRAM, at run time likewise; any other
+CompileError (an unsupported op, a graph larger than the configuration's memory) is OTHER_ERROR.
 
 `execute_test(test_dir)` is the same logic without the runner, for in-process use (pytest, the
 `dev` mode of sim.conformance).
@@ -22,17 +28,19 @@ is added by the golden-model work; until then it answers OTHER_ERROR saying so.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
 
 import numpy as np
 
-from compiler.errors import TosaFormatError
-from firmware_model.errors import NpuBenchError, TosaError, TosaUnpredictable
+from compiler.errors import TosaFormatError, TosaRuleError
+from firmware_model.errors import GoldenModelError, NpuBenchError, TosaError, TosaUnpredictable
+from firmware_model.isa import Status
 
 VALID, UNPREDICTABLE, ERROR, OTHER = "TOSA_VALID", "TOSA_UNPREDICTABLE", "TOSA_ERROR", "OTHER_ERROR"
-BACKENDS = ("interp",)
+BACKENDS = ("interp", "golden")
 
 
 def parse_sut_args(runner_args: list[str]) -> dict[str, str]:
@@ -53,15 +61,12 @@ def write_output(path: Path, value: np.ndarray) -> None:
 
 
 def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend: str = "interp",
-                 write: bool = True) -> tuple[str, str | None, dict[str, np.ndarray]]:
+                 write: bool = True, config: str = "default") -> tuple[str, str | None, dict[str, np.ndarray]]:
     """Run one conformance test folder. Returns (graph result, message, outputs by ofm name)."""
     test_dir = Path(test_dir)
     if desc is None:
         desc = json.loads((test_dir / "desc.json").read_text())
     if backend not in BACKENDS:
-        if backend == "golden":
-            return OTHER, ("backend 'golden' (the NPU golden model) is not available yet in this "
-                           "build of npu-bench; use backend=interp"), {}
         return OTHER, f"unknown backend '{backend}' (available: {', '.join(BACKENDS)})", {}
 
     from compiler.interpreter import Interpreter
@@ -82,7 +87,16 @@ def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend:
         return OTHER, f"cannot load the test's inputs: {e}", {}
 
     try:
-        outputs = Interpreter(graph).run(inputs)
+        if backend == "golden":
+            outputs = run_golden(graph, inputs, config)
+        else:
+            outputs = Interpreter(graph).run(inputs)
+    except TosaRuleError as e:
+        return (ERROR if e.is_error_if else UNPREDICTABLE), str(e), {}
+    except GoldenModelError as e:
+        if e.status == Status.VAR_READ_BEFORE_WRITE:
+            return UNPREDICTABLE, str(e), {}
+        return OTHER, str(e), {}
     except TosaError as e:
         return ERROR, str(e), {}
     except TosaUnpredictable as e:
@@ -98,6 +112,23 @@ def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend:
         if write:
             write_output(test_dir / f, outputs[name])
     return VALID, None, result
+
+
+@functools.lru_cache(maxsize=8)
+def _config(name: str):
+    from firmware_model.npu_config import load_config
+
+    return load_config(name)
+
+
+def run_golden(graph, inputs: dict[str, np.ndarray], config: str) -> dict[str, np.ndarray]:
+    """Compile `graph` for the named configuration and run one invocation on the golden model."""
+    from compiler.pipeline import compile_graph
+    from firmware_model.golden import GoldenModel
+
+    cfg = _config(config)
+    ctx = compile_graph(graph, cfg, input_shapes={n: np.shape(a) for n, a in inputs.items()})
+    return GoldenModel(ctx.program, cfg).invoke(inputs)
 
 
 try:  # the runner is part of tosa-tools (a test-time dependency)
@@ -121,7 +152,8 @@ if TosaTestRunner is not None:
                      OTHER: TosaTestRunner.TosaGraphResult.OTHER_ERROR}
             try:
                 code, message, _ = execute_test(self.testDirPath, self.testDesc,
-                                                backend=self.options.get("backend", "interp"))
+                                                backend=self.options.get("backend", "interp"),
+                                                config=self.options.get("config", "default"))
             except Exception as e:  # a bug in npu-bench: report it, do not kill the runner's thread
                 return TosaTestRunner.TosaGraphResult.OTHER_ERROR, f"npu-bench internal error: {type(e).__name__}: {e}"
             return codes[code], message

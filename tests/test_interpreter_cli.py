@@ -65,7 +65,7 @@ def test_input_errors_name_the_input(accum, tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
     assert main(["run", str(accum / "test.tosa"), "-i", f"input-0={bad}", "-o", str(tmp_path / "o"),
                  "--backend", "golden"]) == 2
-    assert "not available" in capsys.readouterr().err
+    assert "input 'input-0' is int8" in capsys.readouterr().err
 
 
 def test_state_file_errors(tmp_path, accum, capsys):

@@ -6,6 +6,8 @@ generic and call these through `base.NpuOperation`.
 `LOWERING_RULES` lists the match functions the lowering pass tries on each TOSA op, in order.
 """
 
-from compiler.npu import conv, matmul
+from compiler.npu import conv, matmul, variable
 
-LOWERING_RULES = [conv.match, matmul.match]
+# variable.match first: it takes only the ops state legalization gave a slot (variable reads are
+# IDENTITY ops, which no other kind may claim).
+LOWERING_RULES = [variable.match, conv.match, matmul.match]

@@ -96,6 +96,15 @@ def run(ctx) -> None:
                 if t is not None and t.data is not None and name not in const_offsets and not t.is_variable:
                     data = np.ascontiguousarray(t.data, dtype=t.dtype.storage.newbyteorder("<"))
                     const_offsets[name] = image.add(data.tobytes())
+    # A graph output that is a constant (a CONST, or an op folded into one) is read from the image.
+    producers = block.producers()
+    for name in block.outputs:
+        t = block.tensors.get(name)
+        op = producers.get(name)
+        if (t is not None and t.data is not None and name not in const_offsets and op is not None
+                and op.op in ("CONST", "CONST_SHAPE")):
+            data = np.ascontiguousarray(t.data, dtype=t.dtype.storage.newbyteorder("<"))
+            const_offsets[name] = image.add(data.tobytes())
 
     constants_addr = 0
     placements: dict[str, Placement] = {}
@@ -115,8 +124,10 @@ def run(ctx) -> None:
         placements[name] = p
         cursor = align(cursor + max(p.nbytes, 1))
     if cursor > cfg.ext_size:
+        largest = sorted(((p.nbytes, n) for n, p in placements.items() if n not in const_offsets), reverse=True)[:3]
         raise CompileError(f"{ctx.graph.source}: the graph needs {cursor} bytes of external memory "
-                           f"(constants {image.size} B plus tensors); the '{cfg.name}' configuration has "
+                           f"(constants {image.size} B plus tensors, the largest "
+                           f"{', '.join(f'{n!r} {b} B' for b, n in largest)}); the '{cfg.name}' configuration has "
                            f"{cfg.ext_size} B (external.size)")
     schedule = Schedule(constants_addr, image, placements, cursor)
     for op in block.operators:
