@@ -21,10 +21,12 @@ import numpy as np
 from firmware_model.dma import dma_transfer, fill
 from firmware_model.errors import GoldenModelError
 from firmware_model.isa import Command, Opcode, Reg, Sram, Status, VarOp
+from firmware_model.eltwise_unit import execute_eltwise
 from firmware_model.mac_unit import MacResult, execute_mac
 from firmware_model.memories import Memories
 from firmware_model.npu_config import NpuConfig
 from firmware_model.perf import COMMAND_OVERHEAD
+from firmware_model.pool_unit import execute_pool
 from firmware_model.program import Placement, Program
 from firmware_model.var_unit import execute_var, load_state, program_layout, save_state
 
@@ -48,7 +50,7 @@ TileHook = Callable[[TileEvent], "np.ndarray | None"]
 @dataclass
 class Counters:
     cycles: int = 0
-    unit_cycles: Counter = field(default_factory=Counter)   # "command", "mac", "dma", "fill", "host"
+    unit_cycles: Counter = field(default_factory=Counter)   # "command", "mac", "eltwise", "pool", "dma", "fill", "host"
     commands: Counter = field(default_factory=Counter)      # by opcode name
     macs: int = 0
     bytes_read: Counter = field(default_factory=Counter)    # by memory name
@@ -201,6 +203,8 @@ class GoldenModel:
                 if replacement is not None:
                     a, b = result.region.output
                     self.mem.sram[Sram.OUTPUT][a:b] = replacement
+        elif op in (Opcode.ELTWISE, Opcode.POOL):
+            self._vector_command(op, cmd.sub)
         elif op == Opcode.VAR:
             r = execute_var(self.cfg, self.mem, self.regs, cmd.sub, self._var_names)
             self._charge("var", r.cycles)
@@ -217,6 +221,18 @@ class GoldenModel:
         else:
             raise GoldenModelError(f"{op.name} is not implemented by this golden model", Status.BAD_OPCODE)
         return False
+
+    def _vector_command(self, op: Opcode, sub: int) -> None:
+        """ELTWISE (firmware_model/eltwise_unit.py) or POOL (pool_unit.py): one tile on SRAM data."""
+        if op == Opcode.ELTWISE:
+            result = execute_eltwise(self.cfg, self.mem, self.regs, sub)
+        else:
+            result = execute_pool(self.cfg, self.mem, self.regs, sub)
+        unit = op.name.lower()
+        self._charge(unit, result.cycles)
+        self.counters.tiles += 1
+        for name, (a, b) in result.regions.items():
+            (self.counters.bytes_written if name == "output" else self.counters.bytes_read)[name] += b - a
 
     @staticmethod
     def _sram(cmd: Command) -> Sram:

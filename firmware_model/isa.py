@@ -109,13 +109,13 @@ class Reg(enum.IntEnum):
     DMA_SRAM_STRIDE1 = 0x27
     DMA_SRAM_STRIDE2 = 0x28
     # Elementwise unit (ELTWISE): out[i] = stage(op(rescale_a(A[i]), rescale_b(B[i]))), i < ELT_COUNT
-    ELT_A_ADDR = 0x30       # operand A in the input SRAM
-    ELT_B_ADDR = 0x31       # operand B in the input SRAM (one element when EltMode.B_SCALAR)
+    ELT_A_ADDR = 0x30       # operand A in the input SRAM (one element when EltMode.A_SCALAR)
+    ELT_B_ADDR = 0x31       # operand B in the weight SRAM (one element when EltMode.B_SCALAR)
     ELT_OUT_ADDR = 0x32     # result in the output SRAM
     ELT_COUNT = 0x33        # elements
     ELT_A_DTYPE = 0x34
     ELT_B_DTYPE = 0x35
-    ELT_A_ZP = 0x36         # signed; subtracted before A's input rescale
+    ELT_A_ZP = 0x36         # signed; subtracted before A's left shift and input rescale
     ELT_B_ZP = 0x37         # signed
     ELT_A_MULT = 0x38       # A's input rescale (apply_scale_32 to int32)
     ELT_A_SHIFT = 0x39
@@ -131,6 +131,10 @@ class Reg(enum.IntEnum):
     POOL_PAD_LEFT = 0x41
     POOL_IN_H = 0x42
     POOL_IN_W = 0x43
+    # Elementwise unit, continued: (A - ELT_A_ZP) << ELT_A_LSHIFT (wrapping to 32 bits) before A's
+    # input rescale (TFLite's quantised ADD: a RESCALE that only shifts, then one that scales)
+    ELT_A_LSHIFT = 0x44
+    ELT_B_LSHIFT = 0x45
     # Variable SRAM (VAR): a slot is VAR_BYTES at VAR_ADDR with its written flag VAR_SLOT
     VAR_ADDR = 0x48
     VAR_BYTES = 0x49
@@ -147,6 +151,13 @@ MAC_REGS = tuple(r for r in Reg if r < Reg.DMA_EXT_ADDR)
 # Output-stage registers shared by MAC, ELTWISE and POOL commands.
 OUTPUT_STAGE_REGS = (Reg.OFM_DTYPE, Reg.OFM_ZP, Reg.PARAM_ADDR, Reg.OUT_MODE, Reg.CLAMP_MIN, Reg.CLAMP_MAX,
                      Reg.LUT_MODE, Reg.LUT_ADDR, Reg.RESCALE_DTYPE)
+# The registers an ELTWISE / a POOL command reads (with the output stage's).
+ELT_REGS = tuple(r for r in Reg if Reg.ELT_A_ADDR <= r <= Reg.ELT_CHANNELS) + (Reg.ELT_A_LSHIFT, Reg.ELT_B_LSHIFT) \
+    + OUTPUT_STAGE_REGS
+POOL_REGS = (Reg.IFM_ADDR, Reg.IFM_ROW_STRIDE, Reg.IFM_PIX_STRIDE, Reg.IFM_ZP, Reg.IFM_DTYPE, Reg.KERNEL_H,
+             Reg.KERNEL_W, Reg.STRIDE_H, Reg.STRIDE_W, Reg.OFM_ADDR, Reg.OFM_ROW_STRIDE, Reg.OFM_PIX_STRIDE,
+             Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.POOL_PAD_TOP, Reg.POOL_PAD_LEFT, Reg.POOL_IN_H,
+             Reg.POOL_IN_W) + OUTPUT_STAGE_REGS
 
 
 class EltOp(enum.IntEnum):
@@ -167,14 +178,18 @@ class EltMode(enum.IntFlag):
     B_RESCALE = 1 << 1
     B_SCALAR = 1 << 2        # B is one element, used for every i
     ROUND = 1 << 3           # ARITHMETIC_RIGHT_SHIFT rounds
-    A_UNSIGNED = 1 << 4      # A's elements are read as unsigned
+    A_UNSIGNED = 1 << 4      # A's elements are read as unsigned (int8 / int16)
     B_UNSIGNED = 1 << 5
-    DOUBLE_ROUND = 1 << 6    # input rescales use double rounding
+    A_DOUBLE_ROUND = 1 << 6  # A's input rescale uses double rounding
+    B_DOUBLE_ROUND = 1 << 7  # B's input rescale uses double rounding
+    A_SCALAR = 1 << 8        # A is one element, used for every i
 
 
 class PoolMode(enum.IntEnum):
     MAX = 0
     AVG = 1                  # sum of real positions, scaled by reciprocal_scale(count)
+    SUM = 2                  # wrap32 sum of (x - IFM_ZP) over the real positions (REDUCE_SUM)
+    MIN = 3                  # minimum over the real positions (REDUCE_MIN)
 
 
 class VarOp(enum.IntEnum):
@@ -250,6 +265,12 @@ class Command:
             return text + (f", {self.value}" if self.opcode == Opcode.FILL else "")
         if self.opcode == Opcode.MAC:
             return f"MAC {MacMode(self.sub).name}"
+        if self.opcode in (Opcode.ELTWISE, Opcode.POOL):
+            enum_ = EltOp if self.opcode == Opcode.ELTWISE else PoolMode
+            try:
+                return f"{self.opcode.name} {enum_(self.sub).name}"
+            except ValueError:
+                return f"{self.opcode.name} {self.sub}"
         if self.opcode == Opcode.VAR and self.sub in VarOp._value2member_map_:
             return f"VAR {VarOp(self.sub).name}"
         if self.opcode in (Opcode.HOST, Opcode.MARK, Opcode.END):

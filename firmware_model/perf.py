@@ -71,3 +71,32 @@ def var_cycles(cfg: NpuConfig, *, nbytes: int, transfer: bool) -> int:
     if not transfer:
         return VAR_FLAG_CHECK
     return dma_cycles(cfg, len0=nbytes, len1=1, len2=1)
+
+
+# Elementwise unit (ELTWISE): one element enters its pipeline per clock. The pipeline is fixed:
+# read A and B (A from the input SRAM, B from the weight SRAM: one read port each) 1, zero point
+# and left shift 1, input rescale 4 (the rescale unit's latency), the operation 2, output-stage
+# rescale 4, clamp 1, table lookup 2 (entry read, interpolation), output write 1 = 16 clocks; a
+# stage a command does not use still takes its clocks. Plus SETUP and DONE.
+ELT_FIXED = 2
+ELT_PIPELINE = 16
+
+
+def eltwise_command_cycles(count: int) -> int:
+    """Clocks of an ELTWISE command over `count` elements, from its start to its done pulse."""
+    return ELT_FIXED + count + ELT_PIPELINE
+
+
+# Pooling unit (POOL): one window tap per clock. For each output element (row-major over OFM_H x
+# OFM_W x OFM_C) the sequencer visits all KERNEL_H x KERNEL_W taps, padding taps included (they
+# are masked, not skipped), so every element takes the same time. The result pipeline overlaps
+# the next element's taps: reciprocal_scale of the real-tap count (a 32-stage pipelined divider)
+# 32, apply_scale_32 4, zero point and saturation 1, clamp 1, table lookup 2, write 1 = 41, plus
+# the tap read 1 = 42 after the last tap. Plus SETUP and DONE.
+POOL_FIXED = 2
+POOL_PIPELINE = 42
+
+
+def pool_command_cycles(*, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int, kernel_w: int) -> int:
+    """Clocks of a POOL command, from its start to its done pulse."""
+    return POOL_FIXED + ofm_h * ofm_w * ofm_c * kernel_h * kernel_w + POOL_PIPELINE

@@ -6,8 +6,10 @@ generic and call these through `base.NpuOperation`.
 `LOWERING_RULES` lists the match functions the lowering pass tries on each TOSA op, in order.
 """
 
-from compiler.npu import conv, matmul, variable
+from compiler.npu import conv, data_movement, eltwise, matmul, pool, variable
 
 # variable.match first: it takes only the ops state legalization gave a slot (variable reads are
 # IDENTITY ops, which no other kind may claim).
-LOWERING_RULES = [variable.match, conv.match, matmul.match]
+# pool before eltwise: a RESCALE feeding REDUCE_SUM belongs to the reduction's window; eltwise
+# before data_movement: a RESHAPE inside an elementwise operand chain is absorbed, others alias.
+LOWERING_RULES = [variable.match, conv.match, matmul.match, pool.match, eltwise.match, data_movement.match]

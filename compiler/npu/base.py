@@ -109,6 +109,11 @@ class NpuOperation:
     def macs(self) -> int:
         return 0
 
+    @property
+    def aliases(self) -> dict[str, str]:
+        """Output tensors placed on an input's bytes (RESHAPE): {output: input}; no data moves."""
+        return {}
+
     def describe(self) -> str:
         raise NotImplementedError
 

@@ -9,6 +9,7 @@ constants that only fed fused ops disappear with them.
 
 from __future__ import annotations
 
+from compiler.errors import CompileError
 from compiler.ir import Block, Operator
 from compiler.npu import LOWERING_RULES
 from compiler.npu.base import NPU_OP
@@ -30,15 +31,32 @@ def run(ctx) -> None:
     producers, consumers = block.producers(), block.consumers()
     replaced: set[int] = set()
     new_ops: list[Operator] = []
+    # A group may be found at its first op (e.g. an ADD's input RESCALE); the NPU operation takes
+    # the place of the group's last op, where all of its inputs exist. Replaced ops are marked
+    # "lowered" so that later rules leave them alone.
+    position = {id(o): i for i, o in enumerate(block.operators)}
+    deferred: dict[int, Operator] = {}
     for op in block.operators:
         if id(op) in replaced:
+            if id(op) in deferred:
+                new_ops.append(deferred.pop(id(op)))
             continue
         outcome = None if op.op in DATA_OPS else _lower(block, op, producers, consumers)
         if isinstance(outcome, tuple):
             npu, ops = outcome
+            if any(position[id(o)] < position[id(op)] or id(o) in replaced for o in ops):
+                raise CompileError(f"{ctx.graph.source}: lowering {op.op} -> {', '.join(op.outputs)}: the "
+                                   f"{npu.kind} group takes an op already placed (a lowering-rule bug)")
             replaced.update(id(o) for o in ops)
-            new_ops.append(Operator(NPU_OP, list(npu.ifm_names), list(npu.ofm_names), attrs={"npu": npu},
-                                    location=op.location))
+            for o in ops:
+                o.annotations["lowered"] = True
+            node = Operator(NPU_OP, list(npu.ifm_names), list(npu.ofm_names), attrs={"npu": npu},
+                            location=op.location)
+            last = max(ops, key=lambda o: position[id(o)])
+            if last is op:
+                new_ops.append(node)
+            else:
+                deferred[id(last)] = node
             continue
         if isinstance(outcome, str):
             ctx.host_reasons[id(op)] = outcome

@@ -116,13 +116,21 @@ def run(ctx) -> None:
     for op in block.operators:
         if op.op not in ("CONST", "CONST_SHAPE"):
             order += [o for o in op.outputs if o not in order]
+    # RESHAPE outputs alias their input's bytes (NpuOperation.aliases); in op order, so chains resolve.
+    aliases = {out: src for op in block.operators if op.op == NPU_OP
+               for out, src in op.attrs["npu"].aliases.items()}
     for name in order:
-        if name in placements:
+        if name in placements or name in aliases:
             continue
         t = block.tensor(name)
         p = Placement(name, cursor, list(t.shape), t.dtype)
         placements[name] = p
         cursor = align(cursor + max(p.nbytes, 1))
+    for name, src in aliases.items():
+        if src not in placements:
+            raise CompileError(f"{ctx.graph.source}: '{name}' aliases '{src}', which has no place in external memory")
+        t = block.tensor(name)
+        placements[name] = Placement(name, placements[src].addr, list(t.shape), t.dtype)
     if cursor > cfg.ext_size:
         largest = sorted(((p.nbytes, n) for n, p in placements.items() if n not in const_offsets), reverse=True)[:3]
         raise CompileError(f"{ctx.graph.source}: the graph needs {cursor} bytes of external memory "

@@ -1,0 +1,487 @@
+"""Elementwise operations on the ELTWISE unit: ADD, SUB, MUL, MINIMUM, MAXIMUM and the shifts with
+their operands' input RESCALEs, and the unary COPY that runs a stand-alone RESCALE, CLAMP or
+TABLE; each with an output stage (RESCALE -> CLAMP -> TABLE) fused after it.
+
+Lowering (exact forms only; anything else stays on the host CPU with the reason):
+- operand chains of ADD/SUB/MUL/MINIMUM/MAXIMUM (int32 operations) from the binary op upwards,
+  through RESHAPEs: RESCALE(general) <- RESCALE(pure shift): TFLite's quantised ADD, where the
+  first RESCALE only multiplies by 2^(k-s) (ELT_X_LSHIFT) and the second scales (ELT_X_MULT,
+  ELT_X_SHIFT); or one RESCALE to int32 (general or pure shift). Per-tensor rescales only, scale32,
+  single or double rounding; the zero point (and unsigned reading) of the first RESCALE's input;
+- the output chain (compiler/npu/stage.py): RESCALE (per tensor or per channel, input zero point
+  0), CLAMP, TABLE (int8 256 / int16 513 entries);
+- broadcasting as DMA strides of 0; a one-element operand as A_SCALAR / B_SCALAR; constant
+  operands from the constants image; MUL's shift must be a constant.
+
+Tiling: the output's iteration space (dims of size 1 dropped, neighbours merged where both
+operands are contiguous across them; a per-channel stage keeps the channel axis) is cut into
+contiguous element ranges that fit: A in the input SRAM, B in the weight SRAM, the result in the
+output SRAM and the channel records in the parameter SRAM — half of each (double buffering).
+Emission per tile: MARK, operand loads unless already in the buffer, records unless resident, the
+table (first tile only), the ELTWISE registers, ELTWISE, DMA_STORE of the contiguous result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.errors import CompileError
+from compiler.ir import Block, Operator
+from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
+from compiler.npu.conv import const_value, scalar
+from compiler.npu.dma_patterns import FlatTile, Source, as_bytes, dense_strides, flat_tiles, load_source
+from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, load_table,
+                                only_consumer, rescale_info, take_clamp, take_table)
+from firmware_model.isa import EltMode, EltOp, Opcode, Reg, Sram
+from firmware_model.npu_config import NpuConfig
+from firmware_model.tosa_ops.dtypes import DType
+
+I8, I16, I32, I48 = DType.INT8, DType.INT16, DType.INT32, DType.INT48
+
+BINARY = {"ADD": EltOp.ADD, "SUB": EltOp.SUB, "MUL": EltOp.MUL, "MINIMUM": EltOp.MINIMUM,
+          "MAXIMUM": EltOp.MAXIMUM, "LOGICAL_LEFT_SHIFT": EltOp.LOGICAL_LEFT_SHIFT,
+          "LOGICAL_RIGHT_SHIFT": EltOp.LOGICAL_RIGHT_SHIFT, "ARITHMETIC_RIGHT_SHIFT": EltOp.ARITHMETIC_RIGHT_SHIFT}
+# Operations on int32 values: their operands may come through input RESCALEs.
+INT32_OPS = {"ADD", "SUB", "MUL", "MINIMUM", "MAXIMUM"}
+SHIFTS = {"LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT", "ARITHMETIC_RIGHT_SHIFT"}
+UNARY = {"RESCALE", "CLAMP", "TABLE"}
+
+
+@dataclass
+class Operand:
+    """One input of the unit: the external tensor (or constant) it reads, the shape the TOSA op
+    sees it in (for broadcasting), and its input stage."""
+    tensor: str | None
+    const: np.ndarray | None
+    shape: tuple[int, ...]
+    dtype: DType
+    zp: int = 0
+    unsigned: bool = False
+    lshift: int = 0
+    rescale: tuple[int, int, bool] | None = None     # multiplier, shift, double_round
+    # A view of `tensor` (a SLICE absorbed into the load): element offset and element strides per
+    # dim of `shape`; None: `tensor` itself, dense.
+    offset: int = 0
+    strides: tuple[int, ...] | None = None
+
+    def describe(self) -> str:
+        what = self.tensor if self.tensor is not None else f"const{list(self.shape)}"
+        if self.strides is not None:
+            what += f"[view +{self.offset}]"
+        parts = [f"{what}:{'u' if self.unsigned else ''}{self.dtype.name.lower()}"]
+        if self.zp:
+            parts.append(f"-{self.zp}" if self.zp > 0 else f"+{-self.zp}")
+        if self.lshift:
+            parts.append(f"<<{self.lshift}")
+        if self.rescale is not None:
+            parts.append(f"*{self.rescale[0]}>>{self.rescale[1]}{'dr' if self.rescale[2] else ''}")
+        return "".join(parts)
+
+
+@dataclass
+class NpuEltwise(NpuOperation):
+    op: EltOp
+    a: Operand
+    b: Operand | None
+    out: str
+    out_shape: tuple[int, ...]
+    stage: StageSpec
+    mul_shift: int = 0
+    round_: bool = False
+    sources: list[str] = field(default_factory=list)
+    kind = "eltwise"
+
+    @property
+    def ifm_names(self) -> list[str]:
+        names = [x.tensor for x in (self.a, self.b) if x is not None and x.tensor is not None]
+        return list(dict.fromkeys(names))
+
+    @property
+    def ofm_names(self) -> list[str]:
+        return [self.out]
+
+    @property
+    def unit(self) -> str:
+        return "ELTWISE"
+
+    @property
+    def out_dtype(self) -> DType:
+        return self.stage.out_dtype
+
+    def describe(self) -> str:
+        text = f"{self.op.name.lower()} {'x'.join(map(str, self.out_shape)) or 'scalar'}: {self.a.describe()}"
+        if self.b is not None:
+            text += f", {self.b.describe()}"
+        if self.op == EltOp.MUL and self.mul_shift:
+            text += f", shift {self.mul_shift}"
+        if self.round_:
+            text += ", round"
+        stage = self.stage.describe()
+        return text + (f"; {stage}" if stage else "")
+
+    # ---- iteration space ------------------------------------------------------------------
+    def space(self) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+        """(shape, per-operand element strides) of the collapsed iteration space."""
+        operands = [x for x in (self.a, self.b) if x is not None]
+        strides = [tuple(0 if s == 1 and o != 1 else st for s, o, st in
+                         zip(x.shape, self.out_shape, x.strides or dense_strides(x.shape))) for x in operands]
+        dims = [(n,) + tuple(s[d] for s in strides) for d, n in enumerate(self.out_shape)]
+        keep_last = self.stage.channels > 1
+        last = dims[-1:] if keep_last else []
+        body = dims[:-1] if keep_last else dims
+        merged: list[tuple[int, ...]] = []
+        for dim in reversed([d for d in body if d[0] != 1]):
+            if merged and all(dim[1 + i] == merged[-1][1 + i] * merged[-1][0] for i in range(len(operands))):
+                inner = merged[-1]
+                merged[-1] = (inner[0] * dim[0],) + inner[1:]
+            else:
+                merged.append(dim)
+        dims = list(reversed(merged)) + last
+        if not dims:
+            dims = [(1,) + (0,) * len(operands)]
+        shape = tuple(d[0] for d in dims)
+        return shape, [tuple(d[1 + i] for d in dims) for i in range(len(operands))]
+
+    def _scalar(self, x: Operand | None) -> bool:
+        return x is not None and all(s == 1 for s in x.shape)
+
+    def max_tile(self, cfg: NpuConfig, share: int) -> int:
+        caps = [(cfg.output_sram // share) // self.out_dtype.size_bytes]
+        for x, size in ((self.a, cfg.input_sram), (self.b, cfg.weight_sram)):
+            if x is not None:
+                cap = (size // share) // x.dtype.size_bytes
+                if self._scalar(x):
+                    cap = 1 << 62 if cap >= 1 else 0
+                caps.append(cap)
+        records = cfg.param_records // share
+        if self.stage.rescale:
+            if records < 1:
+                return 0
+            if self.stage.channels > records:
+                caps.append(records)
+        return min(caps)
+
+    def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
+        shape, _ = self.space()
+        for share in (2, 1):
+            cap = self.max_tile(cfg, share)
+            if cap >= 1:
+                break
+        else:
+            raise CompileError(f"{where}: not even a one-element tile fits the '{cfg.name}' configuration")
+        if self.stage.table is not None and self.stage.table.size > cfg.lut_entries:
+            raise CompileError(f"{where}: the {self.stage.table.size}-entry table does not fit the "
+                               f"{cfg.lut_entries}-entry LUT SRAM of '{cfg.name}'")
+        tiles = flat_tiles(shape, cap)
+        srams = (Sram.INPUT, Sram.OUTPUT) + ((Sram.WEIGHT,) if self.b is not None else ()) \
+            + ((Sram.PARAM,) if self.stage.rescale else ())
+        return TilePlan(tiles, f"{len(shape)}-d space {'x'.join(map(str, shape))}", share, srams)
+
+    # ---- constants -------------------------------------------------------------------------
+    def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
+        blobs = self.stage.blobs()
+        for key, x in (("a", self.a), ("b", self.b)):
+            if x is not None and x.const is not None:
+                blobs[key] = as_bytes(x.const, x.dtype)
+        return blobs
+
+    # ---- emission --------------------------------------------------------------------------
+    def _source(self, key: str, x: Operand, strides: tuple[int, ...]) -> Source:
+        if x.const is not None:
+            return Source(None, key, 0, strides, x.dtype.size_bytes)
+        return Source(x.tensor, None, x.offset, strides, x.dtype.size_bytes)
+
+    def mode(self) -> int:
+        m = 0
+        for x, (resc, uns, dr, sca) in ((self.a, (EltMode.A_RESCALE, EltMode.A_UNSIGNED, EltMode.A_DOUBLE_ROUND,
+                                                   EltMode.A_SCALAR)),
+                                        (self.b, (EltMode.B_RESCALE, EltMode.B_UNSIGNED, EltMode.B_DOUBLE_ROUND,
+                                                  EltMode.B_SCALAR))):
+            if x is None:
+                continue
+            if x.rescale is not None:
+                m |= resc | (dr if x.rescale[2] else 0)
+            if x.unsigned:
+                m |= uns
+            if self._scalar(x):
+                m |= sca
+        if self.round_:
+            m |= EltMode.ROUND
+        return int(m)
+
+    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+        shape, strides = self.space()
+        operands = [(k, x, sram) for k, x, sram in (("a", self.a, Sram.INPUT), ("b", self.b, Sram.WEIGHT))
+                    if x is not None]
+        sources = {k: self._source(k, x, st) for (k, x, _), st in zip(operands, strides)}
+        bufs = ectx.buffers
+        out = ectx.placements[self.out]
+        osize = self.out_dtype.size_bytes
+        resident: dict[tuple, object] = {}
+        st = self.stage
+        channels = st.channels
+        records = []
+        for k, t in enumerate(plan.tiles):
+            t: FlatTile
+            tile_id = ectx.first_tile_id + k
+            start = len(w.commands)
+            w.emit(Opcode.MARK, 0, tile_id)
+            slot = k % plan.buffers
+            if k == 0 and st.table is not None:
+                load_table(w, ectx, st)
+            lo, sizes = t.box(shape)
+            addrs = {}
+            for key, x, sram in operands:
+                base = bufs[sram][slot]
+                addrs[key] = base
+                src = sources[key]
+                if self._scalar(x):
+                    tag = ("scalar",)
+                    box = ((0,) * len(shape), (1,) * len(shape))
+                else:
+                    box = (lo, sizes)
+                    tag = (sum(l * s for l, s in zip(lo, src.strides)),
+                           tuple((n, s) for n, s in zip(sizes, src.strides) if n != 1))
+                if resident.get((key, slot)) != tag:
+                    load_source(w, ectx, src, sram, base, box[0], box[1], dense_strides(box[1]))
+                    resident[(key, slot)] = tag
+            p_first, p_count, elt_channels = 0, 1, 1
+            if st.rescale:
+                if channels > 1 and t.axis == len(shape) - 1:
+                    p_first, p_count = t.a, t.b - t.a
+                elif channels > 1:
+                    p_count = channels
+                elt_channels = p_count
+                rec = bufs[Sram.PARAM][slot]
+                if resident.get(("params", slot)) != (p_first, p_count):
+                    load_params(w, ectx, p_first, p_count, rec)
+                    resident[("params", slot)] = (p_first, p_count)
+                w.set(Reg.PARAM_ADDR, rec)
+            out_addr = bufs[Sram.OUTPUT][slot]
+            regs = {Reg.ELT_A_ADDR: addrs["a"], Reg.ELT_OUT_ADDR: out_addr, Reg.ELT_COUNT: t.count,
+                    Reg.ELT_A_DTYPE: int(self.a.dtype), Reg.ELT_A_ZP: self.a.zp, Reg.ELT_A_LSHIFT: self.a.lshift,
+                    Reg.ELT_MODE: self.mode(), Reg.ELT_CHANNELS: elt_channels}
+            if self.a.rescale is not None:
+                regs[Reg.ELT_A_MULT], regs[Reg.ELT_A_SHIFT] = self.a.rescale[0], self.a.rescale[1]
+            if self.b is not None:
+                regs.update({Reg.ELT_B_ADDR: addrs["b"], Reg.ELT_B_DTYPE: int(self.b.dtype), Reg.ELT_B_ZP: self.b.zp,
+                             Reg.ELT_B_LSHIFT: self.b.lshift})
+                if self.b.rescale is not None:
+                    regs[Reg.ELT_B_MULT], regs[Reg.ELT_B_SHIFT] = self.b.rescale[0], self.b.rescale[1]
+            if self.op == EltOp.MUL:
+                regs[Reg.ELT_SHIFT] = self.mul_shift
+            regs.update(st.regs())
+            for reg, value in regs.items():
+                w.set(reg, value)
+            unit_index = w.emit(Opcode.ELTWISE, self.op)
+            w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=out.addr + t.start * osize, sram_addr=out_addr,
+                  len0=t.count * osize)
+            records.append({"id": tile_id, "layer": ectx.layer, "unit": "ELTWISE",
+                            "commands": [start, len(w.commands)], "unit_command": unit_index,
+                            "start": t.start, "count": t.count, "c0": p_first if channels > 1 else 0,
+                            "output": self.out})
+        return records
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering
+
+def _skip_reshapes(block: Block, producers: dict, consumers: dict, name: str) -> tuple[str, list[Operator]]:
+    """Walk up from `name` through RESHAPEs that only feed the next step; (tensor, the RESHAPEs)."""
+    chain = []
+    while True:
+        p = producers.get(name)
+        if p is None or p.op != "RESHAPE" or claimed(p) or only_consumer(block, consumers, name) is None:
+            return name, chain
+        chain.append(p)
+        name = p.inputs[0]
+
+
+def _absorbable(block: Block, consumers: dict, op: Operator | None, reader_name: str) -> bool:
+    return (op is not None and not claimed(op)
+            and only_consumer(block, consumers, op.outputs[0]) is not None
+            and op.outputs[0] not in block.outputs)
+
+
+def _source_operand(block: Block, producers: dict, consumers: dict, name: str, shape, dtype: DType,
+                    **kw) -> tuple[Operand, list[Operator]]:
+    """The operand reading `name` as `shape`: a constant, a view of a SLICE's input (when the SLICE
+    has the operand's shape and feeds only this operand: its start is an offset, the input's
+    strides stay), or the tensor itself. Returns the operand and the SLICE it absorbs, if any."""
+    value = const_value(block, producers, name)
+    if value is not None:
+        return Operand(None, np.asarray(value).reshape(shape), tuple(shape), dtype, **kw), []
+    p = producers.get(name)
+    if (p is not None and p.op == "SLICE" and not claimed(p) and only_consumer(block, consumers, name) is not None
+            and tuple(block.tensor(name).shape) == tuple(shape)):
+        start = const_value(block, producers, p.inputs[1])
+        src = block.tensor(p.inputs[0])
+        if (start is not None and src.rank == len(shape) and start.size == src.rank
+                and const_value(block, producers, p.inputs[0]) is None):
+            st = dense_strides(src.shape)
+            offset = sum(int(a) * b for a, b in zip(np.asarray(start).reshape(-1), st))
+            return Operand(p.inputs[0], None, tuple(shape), dtype, offset=offset, strides=st, **kw), [p]
+    return Operand(name, None, tuple(shape), dtype, **kw), []
+
+
+def operand_chain(block: Block, producers: dict, consumers: dict, binop: Operator, k: int) -> tuple[Operand, list[Operator]]:
+    """Operand k of a binary op with the input RESCALEs it absorbs (see the module docstring)."""
+    name = binop.inputs[k]
+    t = block.tensor(name)
+    shape = tuple(t.shape)
+    raw = _source_operand(block, producers, consumers, name, shape, t.dtype)
+    if binop.op not in INT32_OPS:
+        return raw
+    top, reshapes = _skip_reshapes(block, producers, consumers, name)
+    r = producers.get(top)
+    if r is None or r.op != "RESCALE" or not _absorbable(block, consumers, r, top):
+        return raw
+    info = rescale_info(block, producers, r)
+    if not isinstance(info, RescaleInfo) or info.out_dtype != I32 or not info.per_tensor:
+        return raw
+    absorbed = reshapes + [r]
+    src = r.inputs[0]
+    lshift = info.pure_shift()
+    if lshift is not None:
+        if lshift > 31:
+            return raw
+        x, more = _source_operand(block, producers, consumers, src, shape, info.in_dtype, zp=info.input_zp,
+                                  unsigned=info.input_unsigned, lshift=lshift)
+        return x, absorbed + more
+    if not info.scale32:
+        return raw
+    rescale = (int(info.multiplier[0]), int(info.shift[0]), info.double_round)
+    # A pure-shift RESCALE before it: TFLite's (x - zp) << left_shift, then the scale.
+    top2, reshapes2 = _skip_reshapes(block, producers, consumers, src)
+    q = producers.get(top2)
+    if info.in_dtype == I32 and q is not None and q.op == "RESCALE" and _absorbable(block, consumers, q, top2):
+        qi = rescale_info(block, producers, q)
+        if isinstance(qi, RescaleInfo) and qi.pure_shift() is not None and qi.pure_shift() <= 31:
+            x, more = _source_operand(block, producers, consumers, q.inputs[0], shape, qi.in_dtype,
+                                      zp=qi.input_zp, unsigned=qi.input_unsigned, lshift=qi.pure_shift(),
+                                      rescale=rescale)
+            return x, absorbed + reshapes2 + [q] + more
+    x, more = _source_operand(block, producers, consumers, src, shape, info.in_dtype, zp=info.input_zp,
+                              unsigned=info.input_unsigned, rescale=rescale)
+    return x, absorbed + more
+
+
+def build_binary(block: Block, op: Operator, producers: dict, consumers: dict):
+    """(NpuEltwise, ops) for a binary elementwise op and what it absorbs, or a reason string."""
+    out_t = block.tensor(op.outputs[0])
+    ins = [block.tensor(n) for n in op.inputs[:2]]
+    if op.op in ("ADD", "SUB", "MINIMUM", "MAXIMUM"):
+        if not (ins[0].dtype == ins[1].dtype == out_t.dtype == I32):
+            return f"{op.op} of {ins[0].dtype.name}, {ins[1].dtype.name} -> {out_t.dtype.name} (int32 only)"
+    elif op.op == "MUL":
+        if len(op.inputs) != 3:
+            return "MUL without its shift operand"
+        if not (ins[0].dtype == ins[1].dtype and ins[0].dtype in (I8, I16, I32) and out_t.dtype == I32):
+            return f"MUL of {ins[0].dtype.name}, {ins[1].dtype.name} -> {out_t.dtype.name}"
+        shift = scalar(const_value(block, producers, op.inputs[2]))
+        if shift is None:
+            return "MUL whose shift operand is not a constant"
+        if not 0 <= shift <= 63 or (shift and ins[0].dtype != I32):
+            return f"MUL with shift {shift} (a REQUIRE fails; the host reports it)"
+    else:
+        if not (ins[0].dtype == ins[1].dtype == out_t.dtype and out_t.dtype in (I8, I16, I32)):
+            return f"{op.op} of {ins[0].dtype.name}, {ins[1].dtype.name} -> {out_t.dtype.name}"
+        amount = const_value(block, producers, op.inputs[1])
+        if amount is not None and (np.any(amount < 0) or np.any(amount > out_t.dtype.bits - 1)):
+            return f"{op.op} by a constant amount outside 0..{out_t.dtype.bits - 1} (a REQUIRE; the host reports it)"
+    if not (ins[0].rank == ins[1].rank == out_t.rank):
+        return f"{op.op} with operands of ranks {ins[0].rank}, {ins[1].rank} (broadcasting needs equal ranks)"
+    for x in ins:
+        if any(s != o and s != 1 for s, o in zip(x.shape, out_t.shape)):
+            return f"{op.op}: operand shape {x.shape} does not broadcast to {out_t.shape}"
+    a, a_ops = operand_chain(block, producers, consumers, op, 0)
+    b, b_ops = operand_chain(block, producers, consumers, op, 1)
+    stage = StageSpec(value_dtype=out_t.dtype)
+    channels = out_t.shape[-1] if out_t.rank else 1
+    out_name = extend_stage(block, producers, consumers, stage, op.outputs[0], channels=channels,
+                            allow_rescale=out_t.dtype == I32)
+    ops = a_ops + b_ops + [op] + stage.ops
+    mul_shift = scalar(const_value(block, producers, op.inputs[2])) if op.op == "MUL" else 0
+    npu = NpuEltwise(BINARY[op.op], a, b, out_name, tuple(out_t.shape), stage, mul_shift=mul_shift or 0,
+                     round_=bool(op.attrs.get("round", False)) and op.op == "ARITHMETIC_RIGHT_SHIFT",
+                     sources=[f"{o.op}->{o.outputs[0]}" for o in ops])
+    return npu, ops
+
+
+def build_copy(block: Block, op: Operator, producers: dict, consumers: dict):
+    """(NpuEltwise COPY, ops) for a RESCALE / CLAMP / TABLE and what follows it, or a reason."""
+    x = block.tensor(op.inputs[0])
+    out_t = block.tensor(op.outputs[0])
+    shape = tuple(x.shape)
+    channels = shape[-1] if shape else 1
+    a, a_ops = _source_operand(block, producers, consumers, op.inputs[0], shape, x.dtype)
+    if op.op == "RESCALE":
+        info = rescale_info(block, producers, op)
+        if isinstance(info, str):
+            return info
+        if info.multiplier.size not in (1, channels):
+            return f"RESCALE with {info.multiplier.size} multipliers for {channels} channels"
+        a.zp, a.unsigned = info.input_zp, info.input_unsigned
+        stage = StageSpec(value_dtype=I48 if x.dtype == I48 else I32)
+        stage.set_rescale(info, channels)
+    elif op.op == "CLAMP":
+        stage = StageSpec(value_dtype=x.dtype)
+        if not take_clamp(block, stage, op):
+            return f"CLAMP of {x.dtype.name} -> {out_t.dtype.name} (int8 / int16 with min <= max)"
+    else:
+        stage = StageSpec(value_dtype=x.dtype)
+        if not take_table(block, producers, stage, op):
+            return (f"TABLE of {x.dtype.name} -> {out_t.dtype.name} (the LUT runs int8 256 entries -> int8 and "
+                    f"int16 513 -> int32 with a constant table)")
+    out_name = extend_stage(block, producers, consumers, stage, op.outputs[0], channels=channels,
+                            allow_rescale=False)
+    ops = a_ops + list(stage.ops)
+    npu = NpuEltwise(EltOp.COPY, a, None, out_name, shape, stage,
+                     sources=[f"{o.op}->{o.outputs[0]}" for o in ops])
+    return npu, ops
+
+
+def _absorbing_binary(block: Block, op: Operator, producers: dict, consumers: dict):
+    """The group of the binary op that takes `op` (a RESCALE or RESHAPE) into an operand chain."""
+    name = op.outputs[0]
+    for _ in range(8):
+        nxt = only_consumer(block, consumers, name)
+        if nxt is None:
+            return None
+        if nxt.op in INT32_OPS:
+            found = build_binary(block, nxt, producers, consumers)
+            if isinstance(found, tuple) and any(o is op for o in found[1]):
+                return found
+            return None
+        if nxt.op not in ("RESCALE", "RESHAPE"):
+            return None
+        name = nxt.outputs[0]
+    return None
+
+
+def match(block: Block, op: Operator, producers: dict, consumers: dict):
+    """NPU elementwise groups: (NpuEltwise, replaced ops), a reason string, or None."""
+    if op.op == "SLICE":
+        # A SLICE that only feeds an operand becomes a view in that operand's loads.
+        found = _absorbing_binary(block, op, producers, consumers)
+        if found is not None:
+            return found
+        nxt = only_consumer(block, consumers, op.outputs[0])
+        if nxt is not None and nxt.op in UNARY:
+            found = build_copy(block, nxt, producers, consumers)
+            if isinstance(found, tuple) and any(o is op for o in found[1]):
+                return found
+        return None
+    if op.op in ("RESCALE", "RESHAPE"):
+        found = _absorbing_binary(block, op, producers, consumers)
+        if found is not None:
+            return found
+        if op.op == "RESHAPE":
+            return None
+    if op.op in BINARY:
+        return build_binary(block, op, producers, consumers)
+    if op.op in UNARY:
+        return build_copy(block, op, producers, consumers)
+    return None

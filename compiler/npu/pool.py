@@ -1,0 +1,347 @@
+"""Pooling and reductions on the POOL unit: AVG_POOL2D, MAX_POOL2D, and REDUCE_SUM / REDUCE_MAX /
+REDUCE_MIN over a contiguous range of axes (a window over the whole range), with an output stage.
+
+Lowering (exact forms only):
+- AVG_POOL2D int8/int16 (constant zero points) [-> CLAMP [-> TABLE]]: the unit's AVG mode is the
+  spec's arithmetic (padding excluded from the sum and the count, reciprocal_scale, output zero
+  point, saturation);
+- MAX_POOL2D int8/int16 [-> RESCALE with input zero point 0] [-> CLAMP] [-> TABLE];
+- REDUCE_SUM int32, with consecutive REDUCE_SUMs on neighbouring axes (cnn32's global average pool:
+  axis 1 then axis 2) merged into one window, optionally fed by a RESCALE that is (x - zp) exactly
+  (a pure shift by 0: multiplier 2^k, shift k) from int8/int16, then [RESCALE] [CLAMP] [TABLE].
+  Exact: the unit sums in wrap32; TOSA's REDUCE_SUM REQUIREs every partial sum to fit int32, and
+  when they do the wrapped sum is the exact one whatever the order;
+- REDUCE_MAX / REDUCE_MIN int8/int16/int32 -> MAX / MIN windows.
+A reduction over axes [lo, hi] of shape S is a pool over the view N = prod(S[:lo]),
+H = prod(S[lo:hi+1]), W = 1, C = prod(S[hi+1:]) with a KERNEL_H = H window (the view is the same
+dense bytes).
+
+Tiling: a box of the output (batch image, rows, columns, channels) with its input box (halo
+included, only real pixels loaded) in half the input SRAM, the output box in half the output SRAM
+and the channel records in half the parameter SRAM; the shape that loads the fewest input bytes
+(then the fewest tiles) wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.errors import CompileError
+from compiler.ir import Block, Operator
+from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div
+from compiler.npu.conv import _extents, const_value, scalar
+from compiler.npu.dma_patterns import copy_box
+from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, load_table,
+                                only_consumer, rescale_info)
+from firmware_model.isa import Opcode, PoolMode, Reg, Sram
+from firmware_model.npu_config import NpuConfig
+from firmware_model.tosa_ops.dtypes import DType
+
+I8, I16, I32 = DType.INT8, DType.INT16, DType.INT32
+REDUCE_MODES = {"REDUCE_SUM": PoolMode.SUM, "REDUCE_MAX": PoolMode.MAX, "REDUCE_MIN": PoolMode.MIN}
+
+
+@dataclass(frozen=True)
+class PoolTile:
+    n: int
+    y0: int
+    th: int
+    x0: int
+    tw: int
+    c0: int
+    tc: int
+
+    def describe(self) -> str:
+        return (f"n{self.n} rows {self.y0}..{self.y0 + self.th - 1} cols {self.x0}..{self.x0 + self.tw - 1} "
+                f"ch {self.c0}..{self.c0 + self.tc - 1}")
+
+
+@dataclass
+class NpuPool(NpuOperation):
+    mode: PoolMode
+    ifm: str
+    ofm: str
+    in_shape: tuple[int, int, int, int]      # N, H, W, C (a view of the input's dense bytes)
+    out_shape: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int, int, int]           # top, bottom, left, right
+    in_dtype: DType
+    input_zp: int
+    output_zp: int                           # AVG's
+    stage: StageSpec
+    op_name: str = ""
+    sources: list[str] = field(default_factory=list)
+    kind = "pool"
+
+    @property
+    def ifm_names(self) -> list[str]:
+        return [self.ifm]
+
+    @property
+    def ofm_names(self) -> list[str]:
+        return [self.ofm]
+
+    @property
+    def unit(self) -> str:
+        return "POOL"
+
+    @property
+    def out_dtype(self) -> DType:
+        return self.stage.out_dtype
+
+    def describe(self) -> str:
+        kh, kw = self.kernel
+        parts = [f"{self.mode.name.lower()} {kh}x{kw} over {'x'.join(map(str, self.in_shape))} "
+                 f"{self.in_dtype.name.lower()}", f"stride {self.stride[0]},{self.stride[1]}",
+                 f"pad {','.join(map(str, self.pad))}"]
+        if self.input_zp:
+            parts.append(f"input zp {self.input_zp}")
+        stage = self.stage.describe()
+        return ", ".join(parts) + (f"; {stage}" if stage else "")
+
+    # ---- tiling ----------------------------------------------------------------------------
+    def in_box(self, th: int, tw: int) -> tuple[int, int]:
+        kh, kw = self.kernel
+        sh, sw = self.stride
+        return (th - 1) * sh + kh, (tw - 1) * sw + kw
+
+    def fits(self, cfg: NpuConfig, share: int, th: int, tw: int, tc: int) -> bool:
+        ih, iw = self.in_box(th, tw)
+        ih, iw = min(ih, self.in_shape[1]), min(iw, self.in_shape[2])
+        return (ih * iw * tc * self.in_dtype.size_bytes <= cfg.input_sram // share
+                and th * tw * tc * self.out_dtype.size_bytes <= cfg.output_sram // share
+                and (not self.stage.rescale or tc <= cfg.param_records // share))
+
+    def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
+        n, oh, ow, c = self.out_shape
+        if self.stage.table is not None and self.stage.table.size > cfg.lut_entries:
+            raise CompileError(f"{where}: the {self.stage.table.size}-entry table does not fit the LUT SRAM")
+        best = None
+        for share in (2, 1):
+            for tc in _extents(c):
+                for th in _extents(oh):
+                    for tw in _extents(ow):
+                        if not self.fits(cfg, share, th, tw, tc):
+                            continue
+                        ih, iw = self.in_box(th, tw)
+                        count = ceil_div(oh, th) * ceil_div(ow, tw) * ceil_div(c, tc)
+                        cost = count * min(ih, self.in_shape[1]) * min(iw, self.in_shape[2]) * tc
+                        if best is None or (cost, count) < best[0]:
+                            best = ((cost, count), (th, tw, tc), share)
+            if best is not None:
+                break
+        if best is None:
+            ih, iw = self.in_box(1, 1)
+            raise CompileError(f"{where}: not even one output pixel of one channel fits the '{cfg.name}' "
+                               f"configuration (its {ih}x{iw} window needs "
+                               f"{ih * iw * self.in_dtype.size_bytes} B of the input SRAM, "
+                               f"{cfg.input_sram} B)")
+        _, (th, tw, tc), share = best
+        tiles = [PoolTile(b, y, min(th, oh - y), x, min(tw, ow - x), c0, min(tc, c - c0))
+                 for b in range(n) for y in range(0, oh, th) for x in range(0, ow, tw) for c0 in range(0, c, tc)]
+        srams = (Sram.INPUT, Sram.OUTPUT) + ((Sram.PARAM,) if self.stage.rescale else ())
+        return TilePlan(tiles, "rows, columns, channels", share, srams)
+
+    # ---- constants -------------------------------------------------------------------------
+    def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
+        if self.stage.rescale and self.stage.channels == 1:
+            # one record per channel: the unit reads record PARAM_ADDR + c
+            c = self.out_shape[3]
+            spec = StageSpec(self.stage.value_dtype, np.repeat(self.stage.multiplier, c),
+                             np.repeat(self.stage.shift, c))
+            blobs = spec.blobs()
+            if self.stage.table is not None:
+                blobs["lut"] = self.stage.blobs()["lut"]
+            return blobs
+        return self.stage.blobs()
+
+    # ---- emission --------------------------------------------------------------------------
+    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+        N, H, W, C = self.in_shape
+        _, OH, OW, OC = self.out_shape
+        kh, kw = self.kernel
+        sh, sw = self.stride
+        pt, _, pl, _ = self.pad
+        es, os_ = self.in_dtype.size_bytes, self.out_dtype.size_bytes
+        ifm, ofm = ectx.placements[self.ifm], ectx.placements[self.ofm]
+        bufs = ectx.buffers
+        st = self.stage
+        resident: dict = {}
+        records = []
+        for k, t in enumerate(plan.tiles):
+            tile_id = ectx.first_tile_id + k
+            start = len(w.commands)
+            w.emit(Opcode.MARK, 0, tile_id)
+            slot = k % plan.buffers
+            if k == 0 and st.table is not None:
+                load_table(w, ectx, st)
+            bh, bw = self.in_box(t.th, t.tw)
+            v0, u0 = t.y0 * sh - pt, t.x0 * sw - pl
+            r0, r1 = max(0, v0), min(H, v0 + bh)
+            c0x, c1x = max(0, u0), min(W, u0 + bw)
+            in_h, in_w = r1 - r0, c1x - c0x
+            in_addr = bufs[Sram.INPUT][slot]
+            key = (t.n, r0, r1, c0x, c1x, t.c0, t.tc)
+            if resident.get(("in", slot)) != key:
+                copy_box(w, Opcode.DMA_LOAD, Sram.INPUT,
+                         ext=ifm.addr + (((t.n * H + r0) * W + c0x) * C + t.c0) * es, sram_addr=in_addr,
+                         dims=[(in_h, W * C * es, in_w * t.tc * es), (in_w, C * es, t.tc * es), (t.tc, es, es)],
+                         esize=es)
+                resident[("in", slot)] = key
+            if st.rescale:
+                rec = bufs[Sram.PARAM][slot]
+                if resident.get(("params", slot)) != (t.c0, t.tc):
+                    load_params(w, ectx, t.c0, t.tc, rec)
+                    resident[("params", slot)] = (t.c0, t.tc)
+                w.set(Reg.PARAM_ADDR, rec)
+            out_addr = bufs[Sram.OUTPUT][slot]
+            regs = {Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: in_w * t.tc * es, Reg.IFM_PIX_STRIDE: t.tc * es,
+                    Reg.IFM_ZP: self.input_zp, Reg.IFM_DTYPE: int(self.in_dtype),
+                    Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
+                    Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: t.tw * t.tc * os_, Reg.OFM_PIX_STRIDE: t.tc * os_,
+                    Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
+                    Reg.POOL_PAD_TOP: r0 - v0, Reg.POOL_PAD_LEFT: c0x - u0, Reg.POOL_IN_H: in_h,
+                    Reg.POOL_IN_W: in_w}
+            regs.update(st.regs())
+            if self.mode == PoolMode.AVG:
+                regs[Reg.OFM_ZP] = self.output_zp
+            for reg, value in regs.items():
+                w.set(reg, value)
+            unit_index = w.emit(Opcode.POOL, self.mode)
+            copy_box(w, Opcode.DMA_STORE, Sram.OUTPUT,
+                     ext=ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * os_, sram_addr=out_addr,
+                     dims=[(t.th, OW * OC * os_, t.tw * t.tc * os_), (t.tw, OC * os_, t.tc * os_), (t.tc, os_, os_)],
+                     esize=os_)
+            records.append({"id": tile_id, "layer": ectx.layer, "unit": "POOL", "commands": [start, len(w.commands)],
+                            "unit_command": unit_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0, "tw": t.tw,
+                            "c0": t.c0, "tc": t.tc, "output": self.ofm})
+        return records
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering
+
+def _pool2d(block: Block, op: Operator, producers: dict, consumers: dict):
+    x, out_t = block.tensor(op.inputs[0]), block.tensor(op.outputs[0])
+    if x.dtype not in (I8, I16) or out_t.dtype != x.dtype or x.rank != 4:
+        return f"{op.op} of {x.dtype.name} rank {x.rank} -> {out_t.dtype.name} (int8 / int16, rank 4)"
+    kernel = tuple(int(v) for v in op.attrs.get("kernel", ()))
+    stride = tuple(int(v) for v in op.attrs.get("stride", ()))
+    pad = tuple(int(v) for v in op.attrs.get("pad", ()))
+    if len(kernel) != 2 or len(stride) != 2 or len(pad) != 4 or min(kernel + stride) < 1 or min(pad) < 0:
+        return f"{op.op} with kernel {kernel}, stride {stride}, pad {pad}"
+    if pad[0] >= kernel[0] or pad[1] >= kernel[0] or pad[2] >= kernel[1] or pad[3] >= kernel[1]:
+        return f"{op.op} with padding as large as the kernel (an ERROR_IF)"
+    izp = ozp = 0
+    if op.op == "AVG_POOL2D":
+        if len(op.inputs) != 3:
+            return "AVG_POOL2D without its zero-point operands"
+        izp = scalar(const_value(block, producers, op.inputs[1]))
+        ozp = scalar(const_value(block, producers, op.inputs[2]))
+        if izp is None or ozp is None:
+            return "AVG_POOL2D whose zero points are not constants"
+        if int(op.attrs.get("acc_type", I32)) != int(I32):
+            return f"AVG_POOL2D with acc_type {op.attrs.get('acc_type')}"
+    stage = StageSpec(value_dtype=x.dtype)
+    out_name = extend_stage(block, producers, consumers, stage, op.outputs[0], channels=out_t.shape[3],
+                            allow_rescale=op.op == "MAX_POOL2D")
+    ops = [op] + stage.ops
+    npu = NpuPool(PoolMode.AVG if op.op == "AVG_POOL2D" else PoolMode.MAX, op.inputs[0], out_name,
+                  tuple(x.shape), tuple(out_t.shape), kernel, stride, pad, x.dtype, izp, ozp, stage, op.op,
+                  sources=[f"{o.op}->{o.outputs[0]}" for o in ops])
+    return npu, ops
+
+
+def _reduce_input(block: Block, producers: dict, consumers: dict, name: str):
+    """The tensor a REDUCE_SUM reads and what it absorbs: a RESCALE that is exactly x - zp
+    (pure shift 0, per tensor, signed input) from int8/int16; else the input as it is."""
+    t = block.tensor(name)
+    r = producers.get(name)
+    if (r is not None and r.op == "RESCALE" and not claimed(r)
+            and only_consumer(block, consumers, name) is not None):
+        info = rescale_info(block, producers, r)
+        if (isinstance(info, RescaleInfo) and info.pure_shift() == 0 and not info.input_unsigned
+                and info.in_dtype in (I8, I16)):
+            return r.inputs[0], info.in_dtype, info.input_zp, [r]
+    return name, t.dtype, 0, []
+
+
+def _reduce(block: Block, op: Operator, producers: dict, consumers: dict):
+    mode = REDUCE_MODES[op.op]
+    x = block.tensor(op.inputs[0])
+    allowed = (I32,) if op.op == "REDUCE_SUM" else (I8, I16, I32)
+    if x.dtype not in allowed or block.tensor(op.outputs[0]).dtype != x.dtype or x.rank < 1:
+        return f"{op.op} of {x.dtype.name}"
+    shape = list(x.shape)
+    axes = {int(op.attrs.get("axis", 0))}
+    if not 0 <= min(axes) < len(shape):
+        return f"{op.op} with axis {min(axes)}"
+    ops = [op]
+    name = op.outputs[0]
+    # Following reductions of the same kind on neighbouring axes join the window.
+    while True:
+        nxt = only_consumer(block, consumers, name)
+        if nxt is None or nxt.op != op.op:
+            break
+        ax = int(nxt.attrs.get("axis", 0))
+        cur = set(axes) | {ax}
+        lo, hi = min(cur), max(cur)
+        if not all(shape[i] == 1 or i in cur for i in range(lo, hi + 1)):
+            break
+        axes = cur
+        ops.append(nxt)
+        name = nxt.outputs[0]
+    lo, hi = min(axes), max(axes)
+    outer = int(np.prod(shape[:lo], dtype=np.int64))
+    r = int(np.prod(shape[lo:hi + 1], dtype=np.int64))
+    inner = int(np.prod(shape[hi + 1:], dtype=np.int64))
+    src, in_dtype, izp, pre = (op.inputs[0], x.dtype, 0, [])
+    if mode == PoolMode.SUM:
+        src, in_dtype, izp, pre = _reduce_input(block, producers, consumers, op.inputs[0])
+    out_t = block.tensor(name)
+    stage = StageSpec(value_dtype=x.dtype)
+    out_name = extend_stage(block, producers, consumers, stage, name, channels=out_t.shape[-1] if out_t.rank else 1,
+                            allow_rescale=True)
+    if stage.rescale and stage.channels > 1 and (out_t.rank == 0 or out_t.shape[-1] != inner):
+        return _reduce_plain(block, op, producers, consumers)
+    ops = pre + ops + stage.ops
+    npu = NpuPool(mode, src, out_name, (outer, r, 1, inner), (outer, 1, 1, inner), (r, 1), (1, 1), (0, 0, 0, 0),
+                  in_dtype, izp, 0, stage, op.op, sources=[f"{o.op}->{o.outputs[0]}" for o in ops])
+    return npu, ops
+
+
+def _reduce_plain(block: Block, op: Operator, producers: dict, consumers: dict):
+    """One reduction without fusion (when a fused per-channel rescale does not follow the view)."""
+    x = block.tensor(op.inputs[0])
+    shape = list(x.shape)
+    ax = int(op.attrs.get("axis", 0))
+    outer = int(np.prod(shape[:ax], dtype=np.int64))
+    inner = int(np.prod(shape[ax + 1:], dtype=np.int64))
+    stage = StageSpec(value_dtype=x.dtype)
+    npu = NpuPool(REDUCE_MODES[op.op], op.inputs[0], op.outputs[0], (outer, shape[ax], 1, inner), (outer, 1, 1, inner),
+                  (shape[ax], 1), (1, 1), (0, 0, 0, 0), x.dtype, 0, 0, stage, op.op,
+                  sources=[f"{op.op}->{op.outputs[0]}"])
+    return npu, [op]
+
+
+def _absorbing_reduce(block: Block, op: Operator, producers: dict, consumers: dict):
+    nxt = only_consumer(block, consumers, op.outputs[0])
+    if nxt is not None and nxt.op == "REDUCE_SUM":
+        found = _reduce(block, nxt, producers, consumers)
+        if isinstance(found, tuple) and any(o is op for o in found[1]):
+            return found
+    return None
+
+
+def match(block: Block, op: Operator, producers: dict, consumers: dict):
+    """NPU pooling groups: (NpuPool, replaced ops), a reason string, or None."""
+    if op.op in ("AVG_POOL2D", "MAX_POOL2D"):
+        return _pool2d(block, op, producers, consumers)
+    if op.op in REDUCE_MODES:
+        return _reduce(block, op, producers, consumers)
+    if op.op == "RESCALE":
+        return _absorbing_reduce(block, op, producers, consumers)
+    return None
