@@ -873,3 +873,38 @@ def test_slices_feeding_elementwise_operands_become_load_views(tmp_path):
     for ctx in ctxs.values():
         assert units(ctx) == ["ELTWISE"] * 3, ctx.report
         assert "view +96" in "\n".join(ctx.report)
+
+
+# ----------------------------------------------------------------------------------------------
+# Arm's generated tests (the committed conformance slice) for the ops these units run
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+SLICE = Path(__file__).parent / "data" / "conformance"
+UNIT_OPS = ("add", "sub", "mul", "minimum", "maximum", "logical_left_shift", "logical_right_shift",
+            "arithmetic_right_shift", "rescale", "table", "clamp", "avg_pool2d", "max_pool2d", "reduce_sum",
+            "reduce_max", "reduce_min", "transpose", "slice", "tile", "concat", "pad", "reshape")
+
+
+@pytest.mark.parametrize("op", UNIT_OPS)
+def test_conformance_slice_on_the_npu_units_tiny(op):
+    """Every positive test of the op on the 'tiny' configuration (many tiles): no op left to the
+    host, golden == Arm's reference model, bit for bit."""
+    cfg = load_config("tiny")
+    ran = 0
+    for desc_file in sorted((SLICE / op).glob("*/desc.json")):
+        desc = json.loads(desc_file.read_text())
+        if desc["expected_failure"]:
+            continue
+        t = desc_file.parent
+        graph = read_tosa(t / desc["tosa_file"])
+        feed = {n: np.load(t / f) for n, f in zip(desc["ifm_name"], desc["ifm_file"])}
+        ctx = compile_graph(graph, cfg, input_shapes={n: a.shape for n, a in feed.items()})
+        host = [layer["op"] for layer in ctx.program.manifest["layers"] if layer["kind"] == "host"]
+        assert not host, f"{t.name}: {ctx.report}"
+        got = GoldenModel(ctx.program, cfg).invoke(feed)
+        for name, f in zip(desc["ofm_name"], desc["ofm_file"]):
+            assert same(got[name], np.load(t / f"expected_{f}")), t.name
+        ran += 1
+    assert ran >= 2
