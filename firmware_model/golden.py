@@ -21,12 +21,12 @@ import numpy as np
 from firmware_model.dma import dma_transfer, fill
 from firmware_model.errors import GoldenModelError
 from firmware_model.isa import Command, Opcode, Reg, Sram, Status, VarOp
-from firmware_model.eltwise_unit import execute_eltwise
+from firmware_model.eltwise_unit import EltResult, execute_eltwise
 from firmware_model.mac_unit import MacResult, execute_mac
 from firmware_model.memories import Memories
 from firmware_model.npu_config import NpuConfig
 from firmware_model.perf import COMMAND_OVERHEAD
-from firmware_model.pool_unit import execute_pool
+from firmware_model.pool_unit import PoolResult, execute_pool
 from firmware_model.program import Placement, Program
 from firmware_model.var_unit import execute_var, load_state, program_layout, save_state
 
@@ -45,6 +45,23 @@ class TileEvent:
 
 # A tile hook may return replacement bytes for result.region.output (e.g. the RTL's result).
 TileHook = Callable[[TileEvent], "np.ndarray | None"]
+
+
+@dataclass
+class VectorTileEvent:
+    """An ELTWISE or POOL command (one tile of those units), for a bench that runs it elsewhere."""
+    tile_id: int                      # value of the last MARK command
+    command_index: int
+    opcode: Opcode
+    sub: int
+    regs: dict[int, int]              # register file when the command ran
+    result: "EltResult | PoolResult"  # cycles and the byte ranges read and written (regions)
+    memories: Memories                # golden memories after the command
+    output_before: np.ndarray         # the output SRAM just before the command
+
+
+# A vector-tile hook may return replacement bytes for result.regions["output"].
+VectorTileHook = Callable[[VectorTileEvent], "np.ndarray | None"]
 
 
 @dataclass
@@ -76,6 +93,7 @@ class GoldenModel:
         self.regs: dict[int, int] = {}
         self.counters = Counters()
         self.tile_hook: TileHook | None = None
+        self.vector_tile_hook: VectorTileHook | None = None
         self.mark = 0
         self._var_names = {v.slot: v.name for v in program_layout(program.manifest)}
         self._power_on()
@@ -204,7 +222,7 @@ class GoldenModel:
                     a, b = result.region.output
                     self.mem.sram[Sram.OUTPUT][a:b] = replacement
         elif op in (Opcode.ELTWISE, Opcode.POOL):
-            self._vector_command(op, cmd.sub)
+            self._vector_command(pc, op, cmd.sub)
         elif op == Opcode.VAR:
             r = execute_var(self.cfg, self.mem, self.regs, cmd.sub, self._var_names)
             self._charge("var", r.cycles)
@@ -222,8 +240,9 @@ class GoldenModel:
             raise GoldenModelError(f"{op.name} is not implemented by this golden model", Status.BAD_OPCODE)
         return False
 
-    def _vector_command(self, op: Opcode, sub: int) -> None:
+    def _vector_command(self, pc: int, op: Opcode, sub: int) -> None:
         """ELTWISE (firmware_model/eltwise_unit.py) or POOL (pool_unit.py): one tile on SRAM data."""
+        before = self.mem.sram[Sram.OUTPUT].copy() if self.vector_tile_hook else None
         if op == Opcode.ELTWISE:
             result = execute_eltwise(self.cfg, self.mem, self.regs, sub)
         else:
@@ -233,6 +252,12 @@ class GoldenModel:
         self.counters.tiles += 1
         for name, (a, b) in result.regions.items():
             (self.counters.bytes_written if name == "output" else self.counters.bytes_read)[name] += b - a
+        if self.vector_tile_hook is not None:
+            event = VectorTileEvent(self.mark, pc, op, sub, dict(self.regs), result, self.mem, before)
+            replacement = self.vector_tile_hook(event)
+            if replacement is not None:
+                a, b = result.regions["output"]
+                self.mem.sram[Sram.OUTPUT][a:b] = replacement
 
     @staticmethod
     def _sram(cmd: Command) -> Sram:

@@ -908,3 +908,44 @@ def test_conformance_slice_on_the_npu_units_tiny(op):
             assert same(got[name], np.load(t / f"expected_{f}")), t.name
         ran += 1
     assert ran >= 2
+
+
+def test_avg_pool_whose_window_sum_may_leave_int32_stays_on_the_host(tmp_path):
+    """The POOL unit accumulates in int32 like TOSA's acc_t; the kernel sums a huge int16 window in
+    int64, so such a window stays with the kernel (on the host)."""
+    rng = np.random.default_rng(200)
+    g = Mlir()
+    x = g.input((1, 182, 182, 1), "i16")
+    avg = g.pool("avg_pool2d", x, (182, 182), (1, 1), (0, 0, 0, 0))
+    ctxs = run_graph(tmp_path, g, [avg], [rand(rng, (1, 182, 182, 1), "i16")], host=("AVG_POOL2D",),
+                     configs=("default",))
+    assert "may leave int32" in "\n".join(ctxs["default"].report)
+
+
+def test_vector_tile_hook_sees_every_eltwise_and_pool_tile_and_can_substitute():
+    """The hook a bench uses to run ELTWISE/POOL tiles elsewhere: one event per command with its
+    tile id and registers; bytes it returns replace golden's (a corrupted tile changes the output)."""
+    from pathlib import Path
+    model = Path(__file__).resolve().parent.parent / "models" / "resnet_pool"
+    cfg = load_config("default")
+    ctx = compile_graph(read_tosa(model / "model.tosa"), cfg)
+    x = np.load(model / "input_0.npy")
+    ref = np.load(model / "ref_output_0.npy")
+    events = []
+    golden = GoldenModel(ctx.program, cfg)
+    golden.vector_tile_hook = lambda ev: events.append(ev)
+    assert same(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+    vector_tiles = [t for layer in ctx.program.manifest["layers"] for t in layer["tiles"]
+                    if t.get("unit") in ("ELTWISE", "POOL")]
+    assert [e.tile_id for e in events] == [t["id"] for t in vector_tiles]
+    assert [e.command_index for e in events] == [t["unit_command"] for t in vector_tiles]
+    first = events[0]
+    assert first.opcode.name == "ELTWISE" and first.regs[int(Reg.ELT_COUNT)] == first.result.elements
+
+    def corrupt(ev):
+        a, b = ev.result.regions["output"]
+        return np.zeros(b - a, np.uint8) if ev.tile_id == vector_tiles[0]["id"] else None
+
+    golden = GoldenModel(ctx.program, cfg)
+    golden.vector_tile_hook = corrupt
+    assert not np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)

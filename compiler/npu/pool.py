@@ -245,6 +245,10 @@ def _pool2d(block: Block, op: Operator, producers: dict, consumers: dict):
             return "AVG_POOL2D whose zero points are not constants"
         if int(op.attrs.get("acc_type", I32)) != int(I32):
             return f"AVG_POOL2D with acc_type {op.attrs.get('acc_type')}"
+        if kernel[0] * kernel[1] * (x.dtype.umax + 256) >= 1 << 31:
+            # The unit sums in wrap32 (TOSA's int32 accumulator); the kernel sums such windows in
+            # int64, so a sum beyond int32 would differ: only the host's kernel matches it.
+            return f"AVG_POOL2D with a {kernel[0]}x{kernel[1]} window whose sum may leave int32"
     stage = StageSpec(value_dtype=x.dtype)
     out_name = extend_stage(block, producers, consumers, stage, op.outputs[0], channels=out_t.shape[3],
                             allow_rescale=op.op == "MAX_POOL2D")
