@@ -11,10 +11,19 @@ Operands (see docs/isa.md for the layouts):
 Arithmetic, per output element:
     acc    = sum over ky, kx, ic of (x - IFM_ZP) * (w - WGT_ZP)          (int48 accumulator lanes)
     value  = wrap32(wrap32(acc) + bias)                                   (int8 inputs: int32 acc_t)
+    value  = saturate48(acc + bias)                                       (int16 inputs: int48 acc_t)
+
     RESCALE: out = clamp(rescale(value; multiplier, shift, OFM_ZP, RESCALE_DTYPE), CLAMP_MIN, CLAMP_MAX)
-    else:    out = value (stored as int32)
+    else:    out = value (stored as int32 for int8 inputs, as int48 in 8 bytes for int16 inputs)
 using the project's numeric primitives with require=False: the hardware computes the same
 arithmetic whether or not the TOSA REQUIREs hold.
+
+int16 inputs (the TOSA int16 extension, int16 x int8 -> int48): an input word holds mac.cols/2
+int16 elements, little-endian (element i in bytes 2i, 2i+1); IFM_CBLOCKS counts such words; a
+weight row holds its mac.cols/2 int8 weights in bytes 0 .. cols/2-1 (the upper half is ignored);
+IFM_ZP must be 0 (TOSA allows an input zero point for int8 only). `mac_block_sums` is the array's
+arithmetic on words (the primitives execute_mac uses too), the expected values of the MAC-array
+unit bench (docs/units.md).
 """
 
 from __future__ import annotations
@@ -31,7 +40,66 @@ from firmware_model.perf import mac_command_cycles
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
-OUTPUT_ELEMENT_BYTES = {DType.INT8: 1, DType.INT16: 2, DType.INT32: 4}
+OUTPUT_ELEMENT_BYTES = {DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DType.INT48: 8}
+
+# The MAC array (hw/mac_array.py): its input types, accumulator lane width and, per input type, the
+# type of the raw (not rescaled) result.
+MAC_INPUT_DTYPES = (DType.INT8, DType.INT16)
+ACC_BITS = 48
+RAW_OUTPUT_DTYPE = {DType.INT8: DType.INT32, DType.INT16: DType.INT48}
+
+
+def lanes_per_word(cols: int, ifm_dtype: DType) -> int:
+    """Input elements in one `cols`-byte SRAM word: cols int8 lanes or cols/2 int16 lanes."""
+    if ifm_dtype == DType.INT8:
+        return cols
+    if ifm_dtype == DType.INT16:
+        return cols // 2
+    raise ValueError(f"the MAC array takes int8 or int16 inputs, not {DType(ifm_dtype).name}")
+
+
+def input_elements(words: np.ndarray, ifm_dtype: DType) -> np.ndarray:
+    """The input elements of SRAM words (uint8, shape (..., cols)) as int64 (..., lanes):
+    int8 lanes, or int16 lanes little-endian (element i in bytes 2i and 2i+1)."""
+    words = np.ascontiguousarray(words, dtype=np.uint8)
+    lanes_per_word(words.shape[-1], ifm_dtype)
+    if ifm_dtype == DType.INT8:
+        return words.view(np.int8).astype(np.int64)
+    return words.view("<i2").astype(np.int64)
+
+
+def weight_elements(rows: np.ndarray, ifm_dtype: DType) -> np.ndarray:
+    """The int8 weights of weight-SRAM rows (uint8, shape (..., cols)) as int64 (..., lanes): all
+    cols bytes for int8 inputs; for int16 inputs bytes 0 .. cols/2-1 (one weight per int16 lane)."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    lanes = lanes_per_word(rows.shape[-1], ifm_dtype)
+    return rows[..., :lanes].view(np.int8).astype(np.int64)
+
+
+def mac_block_sums(x_words: np.ndarray, w_rows: np.ndarray, *, ifm_dtype: DType, input_zp: int,
+                   weight_zp: int) -> np.ndarray:
+    """What the MAC array computes for input words (n, cols) and one weight block (rows, cols):
+    sums[i, r] = sum over lanes l of (x[i, l] - input_zp) * (w[r, l] - weight_zp), exact (int64).
+    int16 inputs take no zero point (TOSA: input_zp must be 0 for int16)."""
+    if ifm_dtype == DType.INT16 and input_zp != 0:
+        raise ValueError("int16 inputs have no input zero point (TOSA ERROR_IF input_zp != 0)")
+    x = input_elements(x_words, ifm_dtype) - np.int64(input_zp)
+    w = weight_elements(w_rows, ifm_dtype) - np.int64(weight_zp)
+    return x @ w.T
+
+
+def accumulate(acc: np.ndarray | int, sums: np.ndarray) -> np.ndarray:
+    """One accumulation into the array's int48 accumulator lanes (two's-complement wrap)."""
+    return wrap(np.asarray(acc, dtype=np.int64) + np.asarray(sums, dtype=np.int64), ACC_BITS)
+
+
+def finish_accumulator(acc: np.ndarray, bias: np.ndarray, ifm_dtype: DType) -> np.ndarray:
+    """The output stage's bias add: int8 inputs wrap to int32 (TOSA acc_t int32); int16 inputs add
+    in int64 and saturate to int48 once (the reference model's behaviour, docs/kernels.md)."""
+    acc, bias = np.asarray(acc, dtype=np.int64), np.asarray(bias, dtype=np.int64)
+    if ifm_dtype == DType.INT16:
+        return np.clip(acc + bias, DType.INT48.min, DType.INT48.max)
+    return wrap(wrap(acc, 32) + wrap(bias, 32), 32)
 
 
 @dataclass
@@ -103,12 +171,17 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     ifm_dtype, ofm_dtype = g(Reg.IFM_DTYPE), g(Reg.OFM_DTYPE)
     out_mode = OutMode(g(Reg.OUT_MODE) & 0xF)
     rescale_on = OutMode.RESCALE in out_mode
-    if ifm_dtype != DType.INT8:
-        _fail(Status.BAD_MODE, f"input type {ifm_dtype} is not implemented (int8 only)")
+    if ifm_dtype not in MAC_INPUT_DTYPES:
+        _fail(Status.BAD_MODE, f"input type {ifm_dtype} is not implemented (int8, int16)")
+    ifm_dtype = DType(ifm_dtype)
+    if ifm_dtype == DType.INT16 and g(Reg.IFM_ZP) != 0:
+        _fail(Status.BAD_MODE, f"IFM_ZP = {g(Reg.IFM_ZP)}: int16 inputs take no zero point")
     if g(Reg.LUT_MODE) != LutMode.OFF:
         _fail(Status.BAD_MODE, "a fused table lookup is not implemented in the MAC output stage")
-    if ofm_dtype not in OUTPUT_ELEMENT_BYTES or (not rescale_on and ofm_dtype != DType.INT32):
-        _fail(Status.BAD_MODE, f"output type {ofm_dtype} with OUT_MODE {int(out_mode)} is not implemented")
+    if (ofm_dtype not in OUTPUT_ELEMENT_BYTES or (rescale_on and ofm_dtype == DType.INT48)
+            or (not rescale_on and ofm_dtype != RAW_OUTPUT_DTYPE[ifm_dtype])):
+        _fail(Status.BAD_MODE, f"output type {ofm_dtype} with OUT_MODE {int(out_mode)} is not implemented "
+                               f"for {ifm_dtype.name} inputs")
 
     oh, ow, oc = g(Reg.OFM_H), g(Reg.OFM_W), g(Reg.OFM_C)
     kh, kw, cb = g(Reg.KERNEL_H), g(Reg.KERNEL_W), g(Reg.IFM_CBLOCKS)
@@ -134,24 +207,25 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     in_bytes = mem.sram[Sram.INPUT]
     lo, hi = int(words.min()), int(words.max()) + 1
     mem.check_range(Sram.INPUT, lo * L, hi * L, "MAC input")
-    x = in_bytes.view(np.int8).reshape(-1, L)[words].astype(np.int64)          # (oh, ow, kh, kw, cb, L)
-    x = (x - g(Reg.IFM_ZP)).reshape(oh * ow, kh * kw * cb * L)
+    lanes = lanes_per_word(L, ifm_dtype)
+    x = input_elements(in_bytes.reshape(-1, L)[words], ifm_dtype)          # (oh, ow, kh, kw, cb, lanes)
+    x = (x - g(Reg.IFM_ZP)).reshape(oh * ow, kh * kw * cb * lanes)
 
     wword0 = g(Reg.WGT_ADDR) // L
     n_wwords = n_ocb * kh * kw * cb * R
     mem.check_range(Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
-    w = mem.sram[Sram.WEIGHT].view(np.int8).reshape(-1, L)[wword0:wword0 + n_wwords].astype(np.int64)
-    w = w.reshape(n_ocb, kh * kw * cb, R, L).transpose(0, 2, 1, 3).reshape(n_ocb * R, kh * kw * cb * L)
+    w = weight_elements(mem.sram[Sram.WEIGHT].reshape(-1, L)[wword0:wword0 + n_wwords], ifm_dtype)
+    w = w.reshape(n_ocb, kh * kw * cb, R, lanes).transpose(0, 2, 1, 3).reshape(n_ocb * R, kh * kw * cb * lanes)
     w = w - g(Reg.WGT_ZP)
 
     # Products are exact; the accumulator lanes hold 48 bits.
-    acc = wrap(x @ w.T, 48)[:, :oc]                                            # (P, oc)
+    acc = accumulate(0, x @ w.T)[:, :oc]                                       # (P, oc)
 
     p0 = g(Reg.PARAM_ADDR)
     mem.check_range(Sram.PARAM, p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES, "MAC parameters")
     bias, multiplier, shift = decode_params(
         cfg, mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:(p0 + oc) * PARAM_RECORD_BYTES])
-    value = wrap(wrap(acc, 32) + wrap(bias, 32), 32)
+    value = finish_accumulator(acc, bias, ifm_dtype)
     if rescale_on:
         scale32 = OutMode.SCALE32 in out_mode
         value, multiplier = rescale_operands(value, multiplier, scale32)
@@ -178,7 +252,7 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     pixels = oh * ow
     return MacResult(
         cycles=mac_command_cycles(cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb),
-        macs=n_ocb * kh * kw * cb * pixels * R * L,
+        macs=n_ocb * kh * kw * cb * pixels * R * lanes,
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
                          output=(int(offsets.min()), int(offsets.max()) + esize)),

@@ -1,73 +1,174 @@
-"""MAC array: `rows` x `cols` multipliers with zero points, one input vector per clock.
+"""MAC array: `rows` x `cols` multipliers with zero points and the int48 accumulators behind them.
 
-A weight block of rows x cols int8 values is loaded one row per clock (`load`), stored with the
-weight zero point already subtracted; it then stays while input vectors stream past. For each
-input vector x (cols int8 lanes) the array presents, one clock later (LATENCY), the rows dot
-products
+Two streams feed it and a read port serves the output stage (docs/units.md, "MAC array"):
 
-    sums[r] = sum over l of (x[l] - input_zp) * (w[r][l] - weight_zp)      (10-bit factors)
+- `w` (weight rows): row `row` of the weight block <- `data` (cols bytes), stored with the weight
+  zero point `zp` already subtracted. A block stays while vectors stream past.
+- `x` (input vectors): one word of `data` per clock; the array forms, for every row r,
 
-as 32-bit values (|sum| < cols * 2^16, far inside 32 bits). The accumulation across input-channel
-blocks and kernel positions happens in the accumulator SRAM of the MAC sequencer.
+      sums[r] = sum over lanes l of (x[l] - zp) * (w[r][l] - weight_zp)
+
+  and adds it into accumulator `acc` (int48 lanes, two's-complement wrap), or overwrites the
+  accumulator with it when `first` is set.
+- `rd_addr` / `rd_data`: accumulator word `rd_addr` (rows int48 lanes) one clock after the
+  address, for the output stage. A vector beat uses the same SRAM read port in its clock, so
+  `rd_addr` is served only in clocks without an `x` beat.
+
+Both streams are always ready (`ready` = 1): one weight row and one vector per clock. Element types
+(`int16` in both beats, equal for a block and its vectors):
+
+- int8 x int8 (`int16` = 0): `cols` int8 lanes per word, input and weight zero points;
+- int16 x int8 (`int16` = 1, the TOSA int16 extension): a word holds cols/2 int16 elements,
+  little-endian (element i in bytes 2i, 2i+1); a weight row holds the cols/2 int8 weights in bytes
+  0 .. cols/2-1 (the upper half is ignored); no input zero point (TOSA: it is 0; `x.zp` is
+  ignored). Each int16 element is split into its unsigned low byte and signed high byte, both
+  multiplied by the element's weight on the int8 multipliers; the high bytes' products sum in
+  their own adder tree, shifted left by 8 before the two trees are added. Exact for every input.
+
+Timing: a vector accepted in clock t has its two tree sums per row registered at the end of t
+(registered adder trees: short paths, and an event-driven simulator such as Icarus does not
+re-propagate every lane's change through the wide accumulator bus) and its accumulator written at
+the end of t+1 (the trees combined, plus the old value); the accumulator read port is transparent
+to that write, so a vector for the same accumulator in t+1, or an `rd_addr` in t+1, sees the new
+value. LATENCY (2) is the clocks from a beat to its write. No data-dependent stalls.
+
+The arithmetic is firmware_model.mac_unit's (`mac_block_sums`, `accumulate`); the unit bench
+(tests/test_unit_mac_array.py) checks it against those functions.
 """
 
-from amaranth import Module, Signal, signed
-from amaranth.lib import data, wiring
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-SUM_BITS = 32
-LATENCY = 1
+from firmware_model.mac_unit import ACC_BITS
+
+SUM_BITS = 32        # |sums| < 2^31 for every mode, zero point (signed 9 bits) and cols <= 64
+ZP_BITS = 9
+PRODUCT_BITS = 20    # a 10-bit signed factor times a 10-bit signed factor
+LATENCY = 2          # clocks from an accepted vector to its accumulator write
+
+
+def _bits(n: int) -> int:
+    return max(1, (n - 1).bit_length())
+
+
+def weight_row_layout(rows: int, cols: int) -> data.StructLayout:
+    return data.StructLayout({
+        "data": data.ArrayLayout(unsigned(8), cols),
+        "row": unsigned(_bits(rows)),
+        "zp": signed(ZP_BITS),
+        "int16": unsigned(1),
+    })
+
+
+def vector_layout(cols: int, depth: int) -> data.StructLayout:
+    return data.StructLayout({
+        "data": data.ArrayLayout(unsigned(8), cols),
+        "zp": signed(ZP_BITS),
+        "int16": unsigned(1),
+        "acc": unsigned(_bits(depth)),
+        "first": unsigned(1),
+    })
 
 
 class MacArray(wiring.Component):
-    def __init__(self, rows: int, cols: int):
-        self.rows = rows
-        self.cols = cols
+    """rows x cols MACs and `depth` accumulator words of rows int48 lanes."""
+
+    def __init__(self, rows: int, cols: int, depth: int):
+        if cols < 2 or cols & (cols - 1):
+            raise ValueError(f"cols = {cols}: the MAC array needs a power of two >= 2 (int16 lane pairs)")
+        if not 1 <= rows <= 64 or cols > 64:
+            raise ValueError(f"{rows} x {cols}: rows and cols must lie in 1 .. 64")
+        self.rows, self.cols, self.depth = rows, cols, depth
+        # The accumulator SRAM (a bench may load or read it by backdoor).
+        self.acc_mem = memory.Memory(shape=unsigned(ACC_BITS * rows), depth=depth, init=[])
         super().__init__({
-            # weight loading: row `load_row` <- `load_data` (cols bytes), minus `weight_zp`
-            "load": In(1),
-            "load_row": In(range(max(rows, 2))),
-            "load_data": In(8 * cols),
-            "weight_zp": In(signed(9)),
-            # one input vector per clock
-            "x": In(8 * cols),
-            "input_zp": In(signed(9)),
-            "sums": Out(data.ArrayLayout(signed(SUM_BITS), rows)),
+            "w": In(stream.Signature(weight_row_layout(rows, cols))),
+            "x": In(stream.Signature(vector_layout(cols, depth))),
+            "rd_addr": In(unsigned(_bits(depth))),
+            "rd_data": Out(data.ArrayLayout(signed(ACC_BITS), rows)),
+            "busy": Out(1),     # a vector's accumulator write is still pending
         })
 
     def elaborate(self, platform):
         m = Module()
         rows, cols = self.rows, self.cols
+        w, x = self.w.payload, self.x.payload
+        m.d.comb += [self.w.ready.eq(1), self.x.ready.eq(1)]
+
+        # ---- weight block: w_r_c = weight byte - weight zero point (10-bit signed) ----
+        # int16 mode: lanes 2i and 2i+1 (low and high byte of element i) share weight byte i.
         weights = [[Signal(signed(10), name=f"w_{r}_{c}") for c in range(cols)] for r in range(rows)]
+        wbytes = []
+        for c in range(cols):
+            b = Signal(signed(8), name=f"wbyte_{c}")
+            m.d.comb += b.eq(Mux(w.int16, w.data[c // 2], w.data[c]))
+            wbytes.append(b)
         for r in range(rows):
-            with m.If(self.load & (self.load_row == r)):
-                for c in range(cols):
-                    m.d.sync += weights[r][c].eq(self.load_data[8 * c:8 * c + 8].as_signed() - self.weight_zp)
+            with m.If(self.w.valid & (w.row == r)):
+                m.d.sync += [weights[r][c].eq(wbytes[c] - w.zp) for c in range(cols)]
+
+        # ---- input factors: int8 lane minus the input zero point, or an int16 element's bytes ----
         xs = []
         for c in range(cols):
             xc = Signal(signed(10), name=f"x_{c}")
-            m.d.comb += xc.eq(self.x[8 * c:8 * c + 8].as_signed() - self.input_zp)
+            byte = x.data[c]
+            int16_factor = byte.as_signed() if c % 2 else byte.as_unsigned()
+            m.d.comb += xc.eq(Mux(x.int16, int16_factor, byte.as_signed() - x.zp))
             xs.append(xc)
+
+        # ---- products and two balanced adder trees per row (even lanes, odd lanes) ----
+        # The two trees' results are registered separately and combined (int16: odd << 8) in the
+        # write stage, which otherwise holds only the accumulator add: it balances the two stages.
+        even_sums = [Signal(signed(SUM_BITS), name=f"even_{r}") for r in range(rows)]
+        odd_sums = [Signal(signed(SUM_BITS), name=f"odd_{r}") for r in range(rows)]
         for r in range(rows):
-            # Products into named 20-bit signals, a balanced adder tree (log2(cols) levels), and a
-            # register at the output: the critical path stays short, and an event-driven simulator
-            # does not re-propagate every lane's change through the wide result bus.
-            level = []
+            prods = []
             for c in range(cols):
-                prod = Signal(signed(20), name=f"p_{r}_{c}")
+                prod = Signal(signed(PRODUCT_BITS), name=f"p_{r}_{c}")
                 m.d.comb += prod.eq(xs[c] * weights[r][c])
-                level.append(prod)
-            depth = 0
-            while len(level) > 1:
-                depth += 1
-                nxt = []
-                for i in range(0, len(level), 2):
-                    if i + 1 == len(level):
-                        nxt.append(level[i])
-                        continue
-                    s = Signal(signed(20 + depth), name=f"s_{r}_{depth}_{i // 2}")
-                    m.d.comb += s.eq(level[i] + level[i + 1])
-                    nxt.append(s)
-                level = nxt
-            m.d.sync += self.sums[r].eq(level[0])
+                prods.append(prod)
+            even = self._tree(m, prods[0::2], f"e_{r}")
+            odd = self._tree(m, prods[1::2], f"o_{r}")
+            m.d.sync += [even_sums[r].eq(even), odd_sums[r].eq(odd)]
+
+        # ---- accumulators: read in the beat's clock, written one clock later ----
+        m.submodules.acc_mem = acc_mem = self.acc_mem
+        acc_wr = acc_mem.write_port()
+        acc_rd = acc_mem.read_port(transparent_for=(acc_wr,))
+        s1_valid = Signal()
+        s1_acc = Signal.like(x.acc)
+        s1_first = Signal()
+        s1_int16 = Signal()
+        m.d.sync += [s1_valid.eq(self.x.valid), s1_acc.eq(x.acc), s1_first.eq(x.first), s1_int16.eq(x.int16)]
+        m.d.comb += acc_rd.addr.eq(Mux(self.x.valid, x.acc, self.rd_addr))
+        lanes = []
+        for r in range(rows):
+            old = acc_rd.data[ACC_BITS * r:ACC_BITS * (r + 1)].as_signed()
+            e, o = even_sums[r], odd_sums[r]
+            lanes.append((Mux(s1_first, 0, old) + Mux(s1_int16, e + (o << 8), e + o))[:ACC_BITS])
+        m.d.comb += [
+            acc_wr.addr.eq(s1_acc),
+            acc_wr.data.eq(Cat(*lanes)),
+            acc_wr.en.eq(s1_valid),
+            self.rd_data.eq(acc_rd.data),
+            self.busy.eq(s1_valid),
+        ]
         return m
+
+    @staticmethod
+    def _tree(m: Module, level: list, prefix: str):
+        """A balanced adder tree over `level` (named sums, one level per log2 step)."""
+        depth = 0
+        while len(level) > 1:
+            depth += 1
+            nxt = []
+            for i in range(0, len(level), 2):
+                if i + 1 == len(level):
+                    nxt.append(level[i])
+                    continue
+                s = Signal(signed(PRODUCT_BITS + depth), name=f"{prefix}_{depth}_{i // 2}")
+                m.d.comb += s.eq(level[i] + level[i + 1])
+                nxt.append(s)
+            level = nxt
+        return level[0]

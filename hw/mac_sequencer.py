@@ -17,8 +17,8 @@ Supported here: MacMode CONV2D and MATMUL, int8 inputs and weights, int8/int16 (
 
 from types import SimpleNamespace
 
-from amaranth import Cat, Module, Mux, Signal, signed
-from amaranth.lib import memory, wiring
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.isa import LutMode, OutMode, Status
@@ -72,11 +72,9 @@ class MacSequencer(wiring.Component):
         regs = self.regs
         op = SimpleNamespace(**{name: Signal(32, name=f"op_{name}") for name in LATCHED})
 
-        m.submodules.mac_array = mac = MacArray(R, L)
+        # The MAC array holds the accumulator SRAM (acc_depth words of R int48 lanes).
+        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth)
         m.submodules.rescale = rescale = RescaleUnit(fault=self.fault)
-        m.submodules.acc_sram = acc_mem = memory.Memory(shape=signed(48 * R), depth=cfg.acc_depth, init=[])
-        acc_rd = acc_mem.read_port()
-        acc_wr = acc_mem.write_port()
 
         # ---- operation parameters, latched at SETUP/CHECK ----
         ifm_word0 = Signal(32)
@@ -114,30 +112,22 @@ class MacSequencer(wiring.Component):
         status = Signal(8)
 
         m.d.comb += [
-            mac.weight_zp.eq(op.wgt_zp[:9].as_signed()),
-            mac.input_zp.eq(op.ifm_zp[:9].as_signed()),
-            mac.x.eq(self.ifm_data),
-            mac.load_data.eq(self.wgt_data),
+            mac.w.payload.data.eq(self.wgt_data),
+            mac.w.payload.zp.eq(op.wgt_zp[:9].as_signed()),
+            mac.w.payload.int16.eq(0),
+            mac.x.payload.data.eq(self.ifm_data),
+            mac.x.payload.zp.eq(op.ifm_zp[:9].as_signed()),
+            mac.x.payload.int16.eq(0),
         ]
 
         # ---- accumulate pipeline: clock t issues the input read of pixel p; t+1 has the vector
-        # in the MAC array and issues the accumulator read; t+2 has the sums and the old value
-        # and writes acc[p]. Reads and writes at the same clock are for different pixels.
+        # and hands it to the MAC array (which reads acc[p] then); the array writes acc[p] at the
+        # end of t+2 (hw/mac_array.py).
         s1_valid = Signal()
         s1_p = Signal(range(cfg.acc_depth))
         s1_first = Signal()
-        s2_valid = Signal()
-        s2_p = Signal(range(cfg.acc_depth))
-        s2_first = Signal()
-        m.d.sync += [s1_valid.eq(0), s2_valid.eq(s1_valid), s2_p.eq(s1_p), s2_first.eq(s1_first)]
-        old = Signal(signed(48 * R))
-        m.d.comb += old.eq(acc_rd.data)
-        m.d.comb += [acc_wr.addr.eq(s2_p), acc_wr.en.eq(s2_valid)]
-        acc_lanes = []
-        for r in range(R):
-            prev = Mux(s2_first, 0, old[48 * r:48 * r + 48].as_signed())
-            acc_lanes.append((prev + mac.sums[r])[:48])
-        m.d.comb += acc_wr.data.eq(Cat(*acc_lanes))
+        m.d.sync += s1_valid.eq(0)
+        m.d.comb += [mac.x.valid.eq(s1_valid), mac.x.payload.acc.eq(s1_p), mac.x.payload.first.eq(s1_first)]
 
         # ---- output pipeline: lane select (OUT_LANE) -> bias add (stage B) -> rescale -> write ----
         b_valid = Signal()
@@ -185,10 +175,10 @@ class MacSequencer(wiring.Component):
 
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
-        m.d.comb += [self.ifm_addr.eq(pix_ptr), acc_rd.addr.eq(Mux(s1_valid, s1_p, p))]
+        m.d.comb += [self.ifm_addr.eq(pix_ptr), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(wblk + k)
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + lane)
-        m.d.comb += [mac.load.eq(0), mac.load_row.eq(k - 1)]
+        m.d.comb += [mac.w.valid.eq(0), mac.w.payload.row.eq(k - 1)]
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
@@ -237,7 +227,7 @@ class MacSequencer(wiring.Component):
             with m.State("W_LOAD"):
                 # clock k issues the read of row k; the row read at clock k-1 lands now
                 m.d.comb += self.busy.eq(1)
-                m.d.comb += mac.load.eq(k != 0)
+                m.d.comb += mac.w.valid.eq(k != 0)
                 m.d.sync += k.eq(k + 1)
                 with m.If(k == R):
                     m.d.sync += [k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
@@ -290,7 +280,7 @@ class MacSequencer(wiring.Component):
             with m.State("OUT_LANE"):
                 m.d.comb += self.busy.eq(1)
                 lane_value = Signal(signed(48))
-                m.d.comb += lane_value.eq(acc_rd.data.word_select(lane, 48).as_signed())
+                m.d.comb += lane_value.eq(mac.rd_data[lane])
                 m.d.sync += [b_valid.eq(1), b_value.eq(lane_value),
                              b_addr.eq(out_pix + chan_addr + lane * esize), lane.eq(lane + 1)]
                 with m.If(lane + 1 == lanes):
