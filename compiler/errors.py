@@ -36,3 +36,8 @@ class TosaRuleError(CompileError):
         from firmware_model.errors import TosaError
 
         return isinstance(self.cause, TosaError)
+
+
+class TileFitError(CompileError):
+    """Not even the smallest tile of an NPU operation fits the configuration's SRAMs. The lowering
+    pass then leaves the op to the host CPU (and says so in the compile report)."""

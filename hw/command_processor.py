@@ -7,7 +7,7 @@ RTL does not implement end the program with Status.BAD_OPCODE rather than being 
 program is never silently half-run.
 """
 
-from amaranth import Module, Signal
+from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

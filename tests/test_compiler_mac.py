@@ -162,3 +162,19 @@ def test_cnn32_puts_every_mac_on_the_npu(config):
     assert any(line.startswith("constant folding:") for line in ctx.report)
     out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": np.load(model / "input_0.npy")})["TosaOutput_0"]
     assert np.array_equal(out, np.load(model / "ref_output_0.npy"))
+
+
+def test_a_conv_too_big_for_the_sram_runs_on_the_host(tmp_path):
+    """On 'tiny' (1 KiB weight SRAM) a 5x5x64 kernel cannot fit one weight block set: the compile
+    report says why, and the program still equals the reference model."""
+    rng = np.random.default_rng(7)
+    mlir = conv_layer_mlir(rng, "conv2d", (6, 6, 64), (5, 5), (1, 1), (1, 1), [2, 2, 2, 2], cout=4)
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, 6, 6, 64)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    cfg = load_config("tiny")
+    ctx = compile_file(model, cfg)
+    assert ctx.program.manifest["stats"]["npu_macs"] == 0
+    assert any("HOST CONV2D" in line and "no tile fits the 'tiny' configuration" in line for line in ctx.report)
+    out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+    assert np.array_equal(out, ref)

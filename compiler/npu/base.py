@@ -10,7 +10,7 @@ Pass by pass:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from firmware_model.isa import Command, Opcode, Reg, Sram, set_reg

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.errors import CompileError
+from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, round_up
 from firmware_model.isa import LutMode, MacMode, Opcode, OutMode, Reg, Sram
@@ -217,7 +217,7 @@ class NpuConv(NpuOperation):
                 break
         if best is None:
             g = self.geometry(cfg, 1, 1, min(oc, R))
-            raise CompileError(
+            raise TileFitError(
                 f"{where}: not even a 1x1-pixel tile of {min(oc, R)} channels fits the '{cfg.name}' "
                 f"configuration (input box {g.in_bytes} B of {cfg.input_sram}, weights {g.weight_bytes} B "
                 f"of {cfg.weight_sram}, output {g.out_bytes} B of {cfg.output_sram})")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.errors import CompileError
+from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.conv import const_value
@@ -117,7 +117,7 @@ class NpuDataMove(NpuOperation):
             if cap >= 1:
                 break
         else:
-            raise CompileError(f"{where}: the output SRAM cannot hold one element")
+            raise TileFitError(f"{where}: the output SRAM cannot hold one element")
         return TilePlan(flat_tiles(self.space, cap), "row-major ranges", share, (Sram.OUTPUT,))
 
     def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:

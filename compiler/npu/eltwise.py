@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.errors import CompileError
+from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.conv import const_value, scalar
@@ -170,9 +170,9 @@ class NpuEltwise(NpuOperation):
             if cap >= 1:
                 break
         else:
-            raise CompileError(f"{where}: not even a one-element tile fits the '{cfg.name}' configuration")
+            raise TileFitError(f"{where}: not even a one-element tile fits the '{cfg.name}' configuration")
         if self.stage.table is not None and self.stage.table.size > cfg.lut_entries:
-            raise CompileError(f"{where}: the {self.stage.table.size}-entry table does not fit the "
+            raise TileFitError(f"{where}: the {self.stage.table.size}-entry table does not fit the "
                                f"{cfg.lut_entries}-entry LUT SRAM of '{cfg.name}'")
         tiles = flat_tiles(shape, cap)
         srams = (Sram.INPUT, Sram.OUTPUT) + ((Sram.WEIGHT,) if self.b is not None else ()) \

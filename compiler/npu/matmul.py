@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.errors import CompileError
+from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, round_up
 from compiler.npu.conv import (RescaleSpec, const_value, match_output_stage, output_stage_regs, param_records,
@@ -103,7 +103,7 @@ class NpuMatmul(NpuOperation):
             if choice:
                 break
         if choice is None:
-            raise CompileError(f"{where}: not even one row by {min(w, R)} columns of this MATMUL fits the "
+            raise TileFitError(f"{where}: not even one row by {min(w, R)} columns of this MATMUL fits the "
                                f"'{cfg.name}' configuration")
         th, tc, share = choice
         tiles = [MatmulTile(b, r, min(th, h - r), c, min(tc, w - c))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.errors import CompileError
+from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div
 from compiler.npu.conv import _extents, const_value, scalar
@@ -118,7 +118,7 @@ class NpuPool(NpuOperation):
     def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
         n, oh, ow, c = self.out_shape
         if self.stage.table is not None and self.stage.table.size > cfg.lut_entries:
-            raise CompileError(f"{where}: the {self.stage.table.size}-entry table does not fit the LUT SRAM")
+            raise TileFitError(f"{where}: the {self.stage.table.size}-entry table does not fit the LUT SRAM")
         best = None
         for share in (2, 1):
             for tc in _extents(c):
@@ -135,7 +135,7 @@ class NpuPool(NpuOperation):
                 break
         if best is None:
             ih, iw = self.in_box(1, 1)
-            raise CompileError(f"{where}: not even one output pixel of one channel fits the '{cfg.name}' "
+            raise TileFitError(f"{where}: not even one output pixel of one channel fits the '{cfg.name}' "
                                f"configuration (its {ih}x{iw} window needs "
                                f"{ih * iw * self.in_dtype.size_bytes} B of the input SRAM, "
                                f"{cfg.input_sram} B)")

@@ -3,13 +3,14 @@
 Reads: ctx.graph (static shapes).
 Writes: ctx.graph with groups of TOSA ops replaced by NPU operations — `Operator(op="NPU",
 attrs={"npu": <NpuOperation>})` — and ctx.host_reasons: for every op left to the host CPU, why no
-NPU unit runs it. The match rules are the kinds' own (compiler/npu/__init__.py LOWERING_RULES);
+NPU unit runs it (including an operation whose smallest tile does not fit the configuration's
+SRAMs). The match rules are the kinds' own (compiler/npu/__init__.py LOWERING_RULES);
 constants that only fed fused ops disappear with them.
 """
 
 from __future__ import annotations
 
-from compiler.errors import CompileError
+from compiler.errors import CompileError, TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu import LOWERING_RULES
 from compiler.npu.base import NPU_OP
@@ -42,6 +43,12 @@ def run(ctx) -> None:
                 new_ops.append(deferred.pop(id(op)))
             continue
         outcome = None if op.op in DATA_OPS else _lower(block, op, producers, consumers)
+        if isinstance(outcome, tuple):
+            # An operation whose smallest tile does not fit this configuration runs on the host.
+            try:
+                outcome[0].plan(ctx.cfg, f"{op.op} -> {', '.join(op.outputs)}")
+            except TileFitError as e:
+                outcome = f"no tile fits the '{ctx.cfg.name}' configuration ({e})"
         if isinstance(outcome, tuple):
             npu, ops = outcome
             if any(position[id(o)] < position[id(op)] or id(o) in replaced for o in ops):
