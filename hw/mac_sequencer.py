@@ -11,8 +11,10 @@ Loop order (weight-stationary, accumulators in SRAM), for each block of `rows` o
 The timing is fixed by this loop and nothing else (no data-dependent stalls), so
 `firmware_model.perf.mac_command_cycles` predicts it exactly; docs/isa.md gives the formula.
 
-Supported here: MacMode CONV2D and MATMUL, int8 inputs and weights, int8/int16 (rescaled) or int32
-(raw) outputs, no fused table. Anything else ends the command with Status.BAD_MODE.
+Supported here: MacMode CONV2D and MATMUL; int8 inputs with int8/int16 (rescaled) or int32 (raw)
+outputs; int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per word,
+IFM_ZP 0) with rescaled int8/int16/int32 outputs, the bias add saturating to int48; no fused table.
+Anything else (a raw int48 output among it) ends the command with Status.BAD_MODE.
 """
 
 from types import SimpleNamespace
@@ -31,6 +33,8 @@ from hw.rescale_unit import RescaleUnit
 
 # Register-file fields the sequencer uses after SETUP (latched there).
 LATCHED = ('clamp_max', 'clamp_min', 'dilation_h', 'dilation_w', 'ifm_cblocks', 'ifm_dtype', 'ifm_zp', 'kernel_h', 'kernel_w', 'lut_mode', 'ofm_addr', 'ofm_c', 'ofm_dtype', 'ofm_h', 'ofm_pix_stride', 'ofm_row_stride', 'ofm_w', 'ofm_zp', 'out_mode', 'param_addr', 'rescale_dtype', 'stride_h', 'stride_w', 'wgt_addr', 'wgt_zp')
+
+INT48_MIN, INT48_MAX = DType.INT48.min, DType.INT48.max
 
 # Clocks between the last lane entering the output pipeline and the sequencer moving on.
 OUTPUT_DRAIN = RESCALE_LATENCY + 2
@@ -87,6 +91,7 @@ class MacSequencer(wiring.Component):
         n_ocb = Signal(32)
         esize = Signal(4)
         rescale_on = Signal()
+        int16 = Signal()            # IFM_DTYPE is INT16: the array's int16 x int8 mode
 
         # ---- loop state ----
         ocb = Signal(32)
@@ -114,10 +119,10 @@ class MacSequencer(wiring.Component):
         m.d.comb += [
             mac.w.payload.data.eq(self.wgt_data),
             mac.w.payload.zp.eq(op.wgt_zp[:9].as_signed()),
-            mac.w.payload.int16.eq(0),
+            mac.w.payload.int16.eq(int16),
             mac.x.payload.data.eq(self.ifm_data),
             mac.x.payload.zp.eq(op.ifm_zp[:9].as_signed()),
-            mac.x.payload.int16.eq(0),
+            mac.x.payload.int16.eq(int16),
         ]
 
         # ---- accumulate pipeline: clock t issues the input read of pixel p; t+1 has the vector
@@ -139,9 +144,16 @@ class MacSequencer(wiring.Component):
         shamt = Signal(8)
         m.d.comb += [bias.eq(self.prm_data[0:48].as_signed()), mult.eq(self.prm_data[48:80].as_signed()),
                      shamt.eq(self.prm_data[80:88])]
-        biased = Signal(signed(32))
-        # int8 x int8 accumulates in int32: the sum and the bias add wrap at 32 bits.
-        m.d.comb += biased.eq((b_value[:32].as_signed() + bias[:32].as_signed())[:32].as_signed())
+        # int8 x int8 accumulates in int32: the sum and the bias add wrap at 32 bits. int16 x int8
+        # accumulates in int48: the bias add is exact and saturates to int48 once
+        # (firmware_model.mac_unit.finish_accumulator).
+        biased = Signal(signed(48))
+        wide = Signal(signed(49))
+        m.d.comb += wide.eq(b_value + bias)
+        with m.If(int16):
+            m.d.comb += biased.eq(Mux(wide > INT48_MAX, INT48_MAX, Mux(wide < INT48_MIN, INT48_MIN, wide)))
+        with m.Else():
+            m.d.comb += biased.eq((b_value[:32].as_signed() + bias[:32].as_signed())[:32].as_signed())
         out_mode = op.out_mode
         m.d.comb += [
             rescale.i.valid.eq(b_valid),
@@ -161,7 +173,9 @@ class MacSequencer(wiring.Component):
         cmin = op.clamp_min.as_signed()
         cmax = op.clamp_max.as_signed()
         clamped = Signal(signed(32))
-        m.d.comb += clamped.eq(Mux(rescale_on, Mux(result < cmin, cmin, Mux(result > cmax, cmax, result)), result))
+        # The shared output stage clamps every result (firmware_model/output_stage.py); this RTL
+        # stores no raw int48, the one result the 32-bit clamp registers cannot bound.
+        m.d.comb += clamped.eq(Mux(result < cmin, cmin, Mux(result > cmax, cmax, result)))
         tag = rescale.o.payload.tag
         offset = Signal(range(L))
         m.d.comb += offset.eq(tag[:lg_l] if lg_l else 0)
@@ -199,6 +213,7 @@ class MacSequencer(wiring.Component):
                 # The unit works from its own copy of the parameters: later SETs cannot disturb a
                 # running command, and the wide register file stays out of the per-clock logic.
                 m.d.sync += [getattr(op, name).eq(getattr(regs, name)) for name in LATCHED]
+                m.d.sync += int16.eq(regs.ifm_dtype == DType.INT16)
                 m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += self.busy.eq(1)
@@ -212,7 +227,10 @@ class MacSequencer(wiring.Component):
                     wblk.eq(op.wgt_addr >> lg_l),
                     first_step.eq(1),
                 ]
-                bad_mode = ((op.ifm_dtype != DType.INT8) | (op.lut_mode != LutMode.OFF)
+                # int16 inputs: no input zero point, and only rescaled outputs here (a raw int48
+                # result takes 8 bytes, which this output stage does not store).
+                bad_int16 = int16 & ((op.ifm_zp != 0) | ~rescale_on)
+                bad_mode = (~op.ifm_dtype.matches(DType.INT8, DType.INT16) | bad_int16 | (op.lut_mode != LutMode.OFF)
                             | ~op.ofm_dtype.matches(DType.INT8, DType.INT16, DType.INT32)
                             | (~rescale_on & (op.ofm_dtype != DType.INT32)))
                 too_big = (op.ofm_h * op.ofm_w > cfg.acc_depth) | (op.ofm_c == 0)

@@ -18,8 +18,13 @@ from firmware_model.npu_config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 
 
-def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int) -> dict:
+def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
+                ifm_dtype: DType = DType.INT8) -> dict:
+    """One tile; `ifm_dtype` INT16 makes an int16 x int8 tile (docs/units.md: cols/2 int16 lanes per
+    input word, weights in the low half of each weight row; IFM_ZP 0; rescaled with apply_scale_16,
+    biases over the int48 range so that the saturating bias add is exercised)."""
     R, L = cfg.mac_rows, cfg.mac_cols
+    int16 = ifm_dtype == DType.INT16
     mem = Memories(cfg)
     for sram in (Sram.INPUT, Sram.WEIGHT, Sram.OUTPUT):
         mem.sram[sram][:] = rng.integers(0, 256, len(mem.sram[sram]), dtype=np.uint8)
@@ -49,12 +54,17 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int) -> dict:
     out_addr = int(rng.integers(0, (cfg.output_sram - out_bytes) // L + 1)) * L
     p_addr = int(rng.integers(0, cfg.param_records - oc + 1))
 
-    rescale = out_dtype != DType.INT32 or bool(rng.integers(0, 2))
-    scale32 = bool(rng.integers(0, 2)) if out_dtype != DType.INT32 else True
+    rescale = out_dtype != DType.INT32 or bool(rng.integers(0, 2)) or int16
+    scale32 = (bool(rng.integers(0, 2)) if out_dtype != DType.INT32 else True) and not int16
     double_round = scale32 and bool(rng.integers(0, 2))
-    unsigned_out = rescale and out_dtype != DType.INT32 and bool(rng.integers(0, 4) == 0)
+    unsigned_out = rescale and out_dtype != DType.INT32 and bool(rng.integers(0, 4) == 0) and not int16
     bias = rng.integers(-(1 << 20), 1 << 20, oc)
-    if scale32:
+    if int16:
+        bias = rng.integers(-(1 << 47), 1 << 47, oc) >> rng.integers(0, 30, oc)
+        bias[rng.integers(0, 4, oc) == 0] = DType.INT48.max - 5
+        mult = rng.integers(1 << 13, 1 << 15, oc)
+        shift = rng.integers(16, 56, oc)
+    elif scale32:
         mult = rng.integers(1 << 29, 1 << 31, oc)
         shift = rng.integers(20, 63, oc)
     else:
@@ -71,7 +81,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int) -> dict:
                 | (OutMode.DOUBLE_ROUND if double_round else 0) | (OutMode.UNSIGNED_OUT if unsigned_out else 0))
     regs = {
         Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: iw * pix, Reg.IFM_PIX_STRIDE: pix, Reg.IFM_CBLOCKS: cb,
-        Reg.IFM_ZP: int(rng.integers(-128, 128)) & 0xFFFFFFFF, Reg.IFM_DTYPE: int(DType.INT8),
+        Reg.IFM_ZP: 0 if int16 else int(rng.integers(-128, 128)) & 0xFFFFFFFF, Reg.IFM_DTYPE: int(ifm_dtype),
         Reg.WGT_ADDR: w_addr, Reg.WGT_ZP: int(rng.integers(-128, 128)) & 0xFFFFFFFF,
         Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
         Reg.DILATION_H: dh, Reg.DILATION_W: dw,
@@ -96,6 +106,6 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int) -> dict:
     }
 
 
-def random_tiles(cfg: NpuConfig, n: int, seed: int) -> list[dict]:
+def random_tiles(cfg: NpuConfig, n: int, seed: int, ifm_dtype: DType = DType.INT8) -> list[dict]:
     rng = np.random.default_rng(seed)
-    return [random_tile(cfg, rng, i) for i in range(n)]
+    return [random_tile(cfg, rng, i, ifm_dtype) for i in range(n)]
