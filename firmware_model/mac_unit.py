@@ -13,8 +13,8 @@ Arithmetic, per output element:
     value  = wrap32(wrap32(acc) + bias)                                   (int8 inputs: int32 acc_t)
     value  = saturate48(acc + bias)                                       (int16 inputs: int48 acc_t)
 
-    RESCALE: out = clamp(rescale(value; multiplier, shift, OFM_ZP, RESCALE_DTYPE), CLAMP_MIN, CLAMP_MAX)
-    else:    out = value (stored as int32 for int8 inputs, as int48 in 8 bytes for int16 inputs)
+    out    = the output stage (firmware_model/output_stage.py: RESCALE, CLAMP, TABLE) of value,
+             except a raw int48 result (OFM_DTYPE INT48), stored as it is in 8 bytes
 using the project's numeric primitives with require=False: the hardware computes the same
 arithmetic whether or not the TOSA REQUIREs hold.
 
@@ -33,11 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_model.errors import GoldenModelError
-from firmware_model.isa import LutMode, MacMode, OutMode, Reg, Sram, Status
+from firmware_model.isa import MacMode, OutMode, Reg, Sram, Status
 from firmware_model.memories import Memories
 from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
 from firmware_model.perf import mac_command_cycles
-from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
 OUTPUT_ELEMENT_BYTES = {DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DType.INT48: 8}
@@ -109,6 +108,7 @@ class MacRegion:
     weight: tuple[int, int]
     param: tuple[int, int]
     output: tuple[int, int]
+    lut: tuple[int, int] | None = None   # LUT SRAM bytes read by a fused table
 
 
 @dataclass
@@ -176,8 +176,6 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     ifm_dtype = DType(ifm_dtype)
     if ifm_dtype == DType.INT16 and g(Reg.IFM_ZP) != 0:
         _fail(Status.BAD_MODE, f"IFM_ZP = {g(Reg.IFM_ZP)}: int16 inputs take no zero point")
-    if g(Reg.LUT_MODE) != LutMode.OFF:
-        _fail(Status.BAD_MODE, "a fused table lookup is not implemented in the MAC output stage")
     if (ofm_dtype not in OUTPUT_ELEMENT_BYTES or (rescale_on and ofm_dtype == DType.INT48)
             or (not rescale_on and ofm_dtype != RAW_OUTPUT_DTYPE[ifm_dtype])):
         _fail(Status.BAD_MODE, f"output type {ofm_dtype} with OUT_MODE {int(out_mode)} is not implemented "
@@ -226,17 +224,16 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     bias, multiplier, shift = decode_params(
         cfg, mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:(p0 + oc) * PARAM_RECORD_BYTES])
     value = finish_accumulator(acc, bias, ifm_dtype)
-    if rescale_on:
-        scale32 = OutMode.SCALE32 in out_mode
-        value, multiplier = rescale_operands(value, multiplier, scale32)
-        out = numerics.rescale_values(
-            value, multiplier=multiplier, shift=shift & 63, input_zp=0, output_zp=g(Reg.OFM_ZP),
-            out_dtype=DType(g(Reg.RESCALE_DTYPE)), scale32=scale32,
-            double_round=OutMode.DOUBLE_ROUND in out_mode,
-            output_unsigned=OutMode.UNSIGNED_OUT in out_mode, channel_axis=1, require=False)
-        out = numerics.apply_clip_s(out, g(Reg.CLAMP_MIN), g(Reg.CLAMP_MAX))
+    lut_range = None
+    if ofm_dtype == DType.INT48:
+        out = value     # the raw int48 accumulator: 32-bit stage registers cannot bound it
     else:
-        out = value
+        # The shared output stage (rescale, clamp, table), one implementation for every unit.
+        # Imported here: output_stage builds on this module's parameter records.
+        from firmware_model.output_stage import apply_output_stage
+
+        out, lut_range = apply_output_stage(mem, regs, value, np.broadcast_to(multiplier, value.shape),
+                                            np.broadcast_to(shift, value.shape), unit="MAC")
 
     # Scatter the elements into the output SRAM, little-endian.
     base = (g(Reg.OFM_ADDR) + np.arange(oh).reshape(-1, 1, 1) * g(Reg.OFM_ROW_STRIDE)
@@ -255,7 +252,7 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
         macs=n_ocb * kh * kw * cb * pixels * R * lanes,
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
-                         output=(int(offsets.min()), int(offsets.max()) + esize)),
+                         output=(int(offsets.min()), int(offsets.max()) + esize), lut=lut_range),
         out_offsets=offsets, out_shape=(oh, ow, oc), out_values=out.reshape(oh, ow, oc),
         out_bytes=len(offsets) * esize,
     )

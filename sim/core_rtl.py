@@ -25,7 +25,7 @@ def rtl_supports_mac(regs: dict[int, int]) -> str | None:
     from firmware_model.tosa_ops.dtypes import DType
 
     g = lambda r: regs.get(int(r), 0)  # noqa: E731
-    if g(Reg.IFM_DTYPE) != DType.INT8:
+    if g(Reg.IFM_DTYPE) not in (DType.INT8, DType.INT16):
         return f"{DType(g(Reg.IFM_DTYPE)).name} inputs"
     if g(Reg.LUT_MODE) != LutMode.OFF:
         return "a fused table lookup"

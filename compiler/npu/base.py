@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from firmware_model.isa import Command, Opcode, Reg, Sram, set_reg
 from firmware_model.npu_config import NpuConfig
 from firmware_model.program import Placement
@@ -125,3 +127,26 @@ class NpuOperation:
 
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
         raise NotImplementedError
+
+
+# --------------------------------------------------------------------------------------------
+# Graph queries the lowering rules share
+
+DATA_OPS = ("CONST", "CONST_SHAPE")
+
+
+def const_value(block, producers: dict, name: str) -> np.ndarray | None:
+    """The value of a tensor produced by CONST/CONST_SHAPE, else None."""
+    t = block.tensors.get(name)
+    if t is None:
+        return None
+    op = producers.get(name)
+    if op is not None and op.op in DATA_OPS and t.data is not None:
+        return t.data
+    return None
+
+
+def scalar(arr: np.ndarray | None) -> int | None:
+    if arr is None or arr.size != 1:
+        return None
+    return int(arr.reshape(-1)[0])

@@ -29,30 +29,17 @@ import numpy as np
 
 from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
-from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, round_up
-from firmware_model.isa import LutMode, MacMode, Opcode, OutMode, Reg, Sram
+from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, const_value,
+                               round_up, scalar)
+from compiler.npu.stage import StageSpec, extend_stage, load_table, only_consumer, table_fits
+from firmware_model.isa import MacMode, Opcode, Reg, Sram
 from firmware_model.mac_unit import encode_params
 from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
-from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
-
-DATA_OPS = {"CONST", "CONST_SHAPE"}
 
 
 # --------------------------------------------------------------------------------------------
 # The operation
-
-@dataclass
-class RescaleSpec:
-    """A RESCALE fused into the MAC output stage (per output channel)."""
-    multiplier: np.ndarray      # int32 (int16 values when not scale32)
-    shift: np.ndarray           # int8, 2..62
-    output_zp: int
-    scale32: bool
-    double_round: bool
-    out_dtype: DType            # int8 / int16 (the RESCALE's output type)
-    output_unsigned: bool
-
 
 @dataclass(frozen=True)
 class ConvTile:
@@ -96,9 +83,7 @@ class NpuConv(NpuOperation):
     dilation: tuple[int, int]
     in_shape: tuple[int, int, int, int]
     out_shape: tuple[int, int, int, int]
-    rescale: RescaleSpec | None
-    clamp: tuple[int, int] | None
-    out_dtype: DType             # what is stored: the rescale's type, or int32
+    stage: StageSpec             # the fused output stage (RESCALE, CLAMP, TABLE) after bias
     sources: list[str] = field(default_factory=list)
     # DEPTHWISE_CONV2D (channel multiplier 1): output channel c sums over input channel c only;
     # weights are then (C, KH, KW, 1).
@@ -119,6 +104,10 @@ class NpuConv(NpuOperation):
     @property
     def unit(self) -> str:
         return "MAC"
+
+    @property
+    def out_dtype(self) -> DType:
+        return self.stage.out_dtype
 
     @property
     def kernel(self) -> tuple[int, int]:
@@ -145,12 +134,8 @@ class NpuConv(NpuOperation):
                  f"stride {self.stride[0]},{self.stride[1]}", f"pad {','.join(map(str, self.pad))}"]
         if self.dilation != (1, 1):
             parts.append(f"dilation {self.dilation[0]},{self.dilation[1]}")
-        if self.rescale is not None:
-            r = self.rescale
-            parts.append(f"rescale->{'u' if r.output_unsigned else ''}{r.out_dtype.name.lower()}"
-                         f"{' double-round' if r.double_round else ''}")
-        if self.clamp is not None:
-            parts.append(f"clamp [{self.clamp[0]}, {self.clamp[1]}]")
+        if self.stage.describe():
+            parts.append(self.stage.describe())
         return ", ".join(parts)
 
     # ---- tiling ----------------------------------------------------------------------------
@@ -195,6 +180,9 @@ class NpuConv(NpuOperation):
         return channels_outer, "channels-outer"
 
     def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
+        if not table_fits(cfg, self.stage):
+            raise TileFitError(f"{where}: the {self.stage.table.size}-entry table does not fit the "
+                               f"'{cfg.name}' LUT SRAM ({cfg.lut_entries} entries)")
         n, oh, ow, oc = self.out_shape
         R = cfg.mac_rows
         if self.depthwise:
@@ -254,7 +242,9 @@ class NpuConv(NpuOperation):
         blobs = {}
         for c0, tc in sorted({(t.c0, t.tc) for t in plan.tiles}):
             blobs[f"weights@{c0}"] = self.weight_blocks(cfg, c0, tc)
-            blobs[f"params@{c0}"] = param_records(self.bias, self.rescale, c0, tc)
+            blobs[f"params@{c0}"] = param_records(self.bias, self.stage, c0, tc)
+        if self.stage.table is not None:
+            blobs["lut"] = self.stage.blobs()["lut"]
         return blobs
 
     # ---- emission ----------------------------------------------------------------------
@@ -275,7 +265,9 @@ class NpuConv(NpuOperation):
         resident_in: dict[int, tuple] = {}
         resident_w: dict[int, int] = {}
         n_in = n_w = 0
-        stage_regs = output_stage_regs(self.rescale, self.clamp)
+        stage_regs = self.stage.regs(lut_addr=0)
+        if self.stage.table is not None:
+            load_table(w, ectx, self.stage, entry=0)
         records = []
         for k, t in enumerate(plan.tiles):
             tile_id = ectx.first_tile_id + k
@@ -326,7 +318,7 @@ class NpuConv(NpuOperation):
                 Reg.DILATION_H: dh, Reg.DILATION_W: dw,
                 Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: t.tw * g.out_pix_bytes,
                 Reg.OFM_PIX_STRIDE: g.out_pix_bytes, Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
-                Reg.OFM_DTYPE: int(self.out_dtype), Reg.PARAM_ADDR: bufs[Sram.PARAM][w_slot], **stage_regs,
+                Reg.PARAM_ADDR: bufs[Sram.PARAM][w_slot], **stage_regs,
             }
             for reg, value in regs.items():
                 w.set(reg, value)
@@ -342,31 +334,15 @@ class NpuConv(NpuOperation):
         return records
 
 
-def param_records(bias: np.ndarray, rescale: RescaleSpec | None, c0: int, tc: int) -> bytes:
-    """Output-stage records of channels [c0, c0+tc): bias, and the rescale's multiplier and shift."""
-    if rescale is not None:
-        mult, shift = rescale.multiplier[c0:c0 + tc], rescale.shift[c0:c0 + tc]
+def param_records(bias: np.ndarray, stage: StageSpec, c0: int, tc: int) -> bytes:
+    """Output-stage records of channels [c0, c0+tc): the bias, and the stage's multiplier and shift
+    (one per channel, or the per-tensor pair repeated)."""
+    if stage.rescale:
+        mult = np.broadcast_to(stage.multiplier.reshape(-1), bias.shape)[c0:c0 + tc]
+        shift = np.broadcast_to(stage.shift.reshape(-1), bias.shape)[c0:c0 + tc]
     else:
         mult, shift = np.zeros(tc, np.int64), np.zeros(tc, np.int64)
     return encode_params(bias[c0:c0 + tc], mult, shift)
-
-
-def output_stage_regs(rescale: RescaleSpec | None, clamp: tuple[int, int] | None) -> dict[Reg, int]:
-    """OUT_MODE, zero point, clamp and table registers of a fused output stage."""
-    mode = 0
-    if rescale is None:
-        lo, hi, zp, dtype = DType.INT32.min, DType.INT32.max, 0, DType.INT32
-    else:
-        mode = (OutMode.RESCALE | (OutMode.SCALE32 if rescale.scale32 else 0)
-                | (OutMode.DOUBLE_ROUND if rescale.double_round else 0)
-                | (OutMode.UNSIGNED_OUT if rescale.output_unsigned else 0))
-        t = rescale.out_dtype
-        lo, hi = (0, t.umax) if rescale.output_unsigned else (t.min, t.max)
-        if clamp is not None:
-            lo, hi = max(lo, clamp[0]), min(hi, clamp[1])
-        zp, dtype = rescale.output_zp, t
-    return {Reg.OUT_MODE: int(mode), Reg.OFM_ZP: zp, Reg.CLAMP_MIN: lo, Reg.CLAMP_MAX: hi,
-            Reg.LUT_MODE: int(LutMode.OFF), Reg.LUT_ADDR: 0, Reg.RESCALE_DTYPE: int(dtype)}
 
 
 def _real_range(start: int, length: int, size: int, step: int) -> tuple[int, int]:
@@ -384,90 +360,28 @@ def _extents(total: int) -> list[int]:
 # --------------------------------------------------------------------------------------------
 # Lowering
 
-def const_value(block: Block, producers: dict, name: str) -> np.ndarray | None:
-    """The value of a tensor produced by CONST/CONST_SHAPE, else None."""
-    t = block.tensors.get(name)
-    if t is None:
-        return None
-    op = producers.get(name)
-    if op is not None and op.op in DATA_OPS and t.data is not None:
-        return t.data
-    return None
-
-
-def scalar(arr: np.ndarray | None) -> int | None:
-    if arr is None or arr.size != 1:
-        return None
-    return int(arr.reshape(-1)[0])
-
-
-def sole_consumer(block: Block, consumers: dict, name: str) -> Operator | None:
-    users = consumers.get(name, [])
-    if len(users) != 1 or name in block.outputs:
-        return None
-    return users[0]
-
-
-def match_rescale(block: Block, op: Operator, producers, channels: int) -> RescaleSpec | None:
-    """A RESCALE int32 -> int8/int16 the MAC output stage can do, as per-channel parameters."""
-    x, mult, shift, izp, ozp = op.inputs
-    out = block.tensor(op.outputs[0])
-    a = op.attrs
-    m, s = const_value(block, producers, mult), const_value(block, producers, shift)
-    in_zp, out_zp = scalar(const_value(block, producers, izp)), scalar(const_value(block, producers, ozp))
-    if m is None or s is None or in_zp is None or out_zp is None:
-        return None
-    rounding = int(a.get("rounding_mode", numerics.SINGLE_ROUND))
-    if (in_zp != 0 or a.get("input_unsigned") or out.dtype not in (DType.INT8, DType.INT16)
-            or rounding == numerics.INEXACT_ROUND or block.tensor(x).dtype != DType.INT32):
-        return None
-    scale32 = bool(a.get("scale32", True))
-    if not scale32 and rounding == numerics.DOUBLE_ROUND:
-        return None
-    if m.size not in (1, channels) or s.size not in (1, channels):
-        return None
-    m = np.broadcast_to(m.astype(np.int64).reshape(-1), (channels,)).copy()
-    s = np.broadcast_to(s.astype(np.int64).reshape(-1), (channels,)).copy()
-    if np.any(s < 2) or np.any(s > 62) or np.any(m < 0) or (not scale32 and np.any(m > 32767)):
-        return None  # REQUIRE violations: left to the host, which reports them
-    return RescaleSpec(multiplier=m, shift=s, output_zp=out_zp, scale32=scale32,
-                       double_round=rounding == numerics.DOUBLE_ROUND, out_dtype=out.dtype,
-                       output_unsigned=bool(a.get("output_unsigned")))
-
-
-@dataclass
-class OutputStage:
-    """The ops after a MAC op that the output stage absorbs, and where the result ends up."""
-    replaced: list[Operator]
-    out_name: str
-    rescale: RescaleSpec | None
-    clamp: tuple[int, int] | None
-    out_dtype: DType
-
-
-def match_output_stage(block: Block, op: Operator, producers: dict, consumers: dict, channels: int) -> OutputStage:
-    """Follow `op`'s int32 result through a RESCALE (per channel on the last axis) and a CLAMP,
-    each taken only when it is the sole consumer and its input feeds nothing else."""
+def mac_output_stage(block: Block, op: Operator, producers: dict, consumers: dict, channels: int,
+                     value_dtype: DType) -> tuple[StageSpec, list[Operator], str]:
+    """The output stage after a MAC op's result: RESCALE (per channel on the last axis), CLAMP and
+    TABLE, each taken when it is the sole reader of the previous result (compiler/npu/stage.py
+    states the exactness rules), also across RESHAPEs, which change no bytes. Returns the stage,
+    the ops it absorbs (the MAC op first) and the name of the final result."""
+    stage = StageSpec(value_dtype=value_dtype)
     replaced = [op]
-    out_name = op.outputs[0]
-    rescale = clamp = None
-    out_dtype = block.tensor(out_name).dtype
-    nxt = sole_consumer(block, consumers, out_name)
-    if nxt is not None and nxt.op == "RESCALE":
-        spec = match_rescale(block, nxt, producers, channels)
-        if spec is not None:
-            rescale = spec
-            replaced.append(nxt)
-            out_name = nxt.outputs[0]
-            out_dtype = spec.out_dtype
-            nxt = sole_consumer(block, consumers, out_name)
-            if nxt is not None and nxt.op == "CLAMP" and block.tensor(nxt.outputs[0]).dtype == out_dtype:
-                lo, hi = int(nxt.attrs["min_val"]), int(nxt.attrs["max_val"])
-                if lo <= hi:
-                    clamp = (lo, hi)
-                    replaced.append(nxt)
-                    out_name = nxt.outputs[0]
-    return OutputStage(replaced, out_name, rescale, clamp, out_dtype)
+    name = op.outputs[0]
+    while True:
+        before = len(stage.ops)
+        name = extend_stage(block, producers, consumers, stage, name, channels=channels,
+                            allow_rescale=not stage.rescale)
+        replaced.extend(stage.ops[before:])
+        nxt = only_consumer(block, consumers, name)
+        if nxt is None or nxt.op != "RESHAPE" or (stage.rescale and stage.output_unsigned):
+            return stage, replaced, name
+        follow = only_consumer(block, consumers, nxt.outputs[0])
+        if follow is None or follow.op not in ("RESCALE", "CLAMP", "TABLE"):
+            return stage, replaced, name
+        replaced.append(nxt)
+        name = nxt.outputs[0]
 
 
 def match(block: Block, op: Operator, producers: dict, consumers: dict):
@@ -507,12 +421,10 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         pad = (kh - 1 + opt, kh - 1 + opb, kw - 1 + opl, kw - 1 + opr)
     oc = tout.shape[3]
     bias = np.broadcast_to(bias.astype(np.int64).reshape(-1), (oc,)).copy()
-    stage = match_output_stage(block, op, producers, consumers, oc)
-    replaced, out_name, rescale, clamp, out_dtype = (stage.replaced, stage.out_name, stage.rescale,
-                                                     stage.clamp, stage.out_dtype)
+    stage, replaced, out_name = mac_output_stage(block, op, producers, consumers, oc, DType.INT32)
     conv = NpuConv(
         ifm=x, ofm=out_name, weights=weights.astype(np.int8), bias=bias, input_zp=izp, weight_zp=wzp,
         stride=stride, pad=pad, dilation=dilation, upsample=upsample,
-        in_shape=tuple(tx.shape), out_shape=tuple(tout.shape), rescale=rescale, clamp=clamp,
-        out_dtype=out_dtype, sources=[f"{o.op}->{o.outputs[0]}" for o in replaced], depthwise=depthwise)
+        in_shape=tuple(tx.shape), out_shape=tuple(tout.shape), stage=stage,
+        sources=[f"{o.op}->{o.outputs[0]}" for o in replaced], depthwise=depthwise)
     return conv, replaced

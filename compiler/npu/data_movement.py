@@ -26,7 +26,7 @@ import numpy as np
 from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
-from compiler.npu.conv import const_value
+from compiler.npu.base import const_value
 from compiler.npu.dma_patterns import (FlatTile, Source, as_bytes, dense_strides, element_bytes_fill, flat_tiles,
                                        load_source)
 from firmware_model.isa import Opcode, Sram

@@ -30,7 +30,7 @@ import numpy as np
 from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
-from compiler.npu.conv import const_value, scalar
+from compiler.npu.base import const_value, scalar
 from compiler.npu.dma_patterns import FlatTile, Source, as_bytes, dense_strides, flat_tiles, load_source
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, load_table,
                                 only_consumer, rescale_info, take_clamp, take_table)

@@ -19,9 +19,10 @@ import numpy as np
 
 from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
-from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, round_up
-from compiler.npu.conv import (RescaleSpec, const_value, match_output_stage, output_stage_regs, param_records,
-                               scalar)
+from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, const_value,
+                               round_up, scalar)
+from compiler.npu.conv import mac_output_stage, param_records
+from compiler.npu.stage import StageSpec, load_table, table_fits
 from firmware_model.isa import MacMode, Opcode, Reg, Sram
 from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
@@ -48,9 +49,7 @@ class NpuMatmul(NpuOperation):
     b_shape: tuple[int, int, int]      # N, C, W
     a_zp: int
     b_zp: int
-    rescale: RescaleSpec | None
-    clamp: tuple[int, int] | None
-    out_dtype: DType
+    stage: StageSpec
     sources: list[str] = field(default_factory=list)
     kind = "matmul"
 
@@ -67,6 +66,10 @@ class NpuMatmul(NpuOperation):
         return "MAC"
 
     @property
+    def out_dtype(self) -> DType:
+        return self.stage.out_dtype
+
+    @property
     def macs(self) -> int:
         n, h, c = self.a_shape
         return n * h * c * self.b_shape[2]
@@ -74,9 +77,7 @@ class NpuMatmul(NpuOperation):
     def describe(self) -> str:
         n, h, c = self.a_shape
         text = f"matmul {n}x{h}x{c} by {c}x{self.b_shape[2]}"
-        if self.rescale is not None:
-            text += f", rescale->{self.rescale.out_dtype.name.lower()}"
-        return text
+        return f"{text}, {self.stage.describe()}" if self.stage.describe() else text
 
     def sizes(self, cfg: NpuConfig, th: int, tc: int) -> tuple[int, int, int, int]:
         """(input bytes, weight bytes, output bytes, output pixel stride) of a tile shape."""
@@ -86,6 +87,8 @@ class NpuMatmul(NpuOperation):
         return th * cb * L, ceil_div(tc, R) * cb * R * L, th * opix, opix
 
     def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
+        if not table_fits(cfg, self.stage):
+            raise TileFitError(f"{where}: the table does not fit the '{cfg.name}' LUT SRAM")
         n, h, _ = self.a_shape
         w = self.b_shape[2]
         R = cfg.mac_rows
@@ -112,8 +115,11 @@ class NpuMatmul(NpuOperation):
 
     def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
         bias = np.zeros(self.b_shape[2], dtype=np.int64)
-        return {f"params@{c0}": param_records(bias, self.rescale, c0, tc)
-                for c0, tc in sorted({(t.c0, t.tc) for t in plan.tiles})}
+        blobs = {f"params@{c0}": param_records(bias, self.stage, c0, tc)
+                 for c0, tc in sorted({(t.c0, t.tc) for t in plan.tiles})}
+        if self.stage.table is not None:
+            blobs["lut"] = self.stage.blobs()["lut"]
+        return blobs
 
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
         cfg = ectx.cfg
@@ -125,7 +131,9 @@ class NpuMatmul(NpuOperation):
         esize = self.out_dtype.size_bytes
         a, b, out = ectx.placements[self.a], ectx.placements[self.b], ectx.placements[self.out]
         bufs = ectx.buffers
-        stage_regs = output_stage_regs(self.rescale, self.clamp)
+        stage_regs = self.stage.regs(lut_addr=0)
+        if self.stage.table is not None:
+            load_table(w, ectx, self.stage, entry=0)
         records = []
         resident_w = None
         n_w = 0
@@ -168,7 +176,7 @@ class NpuMatmul(NpuOperation):
                 Reg.KERNEL_H: 1, Reg.KERNEL_W: 1, Reg.STRIDE_H: 1, Reg.STRIDE_W: 1,
                 Reg.DILATION_H: 1, Reg.DILATION_W: 1,
                 Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: opix, Reg.OFM_PIX_STRIDE: opix,
-                Reg.OFM_H: t.th, Reg.OFM_W: 1, Reg.OFM_C: t.tc, Reg.OFM_DTYPE: int(self.out_dtype),
+                Reg.OFM_H: t.th, Reg.OFM_W: 1, Reg.OFM_C: t.tc,
                 Reg.PARAM_ADDR: bufs[Sram.PARAM][w_slot], **stage_regs,
             }
             for reg, value in regs.items():
@@ -196,7 +204,7 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         return "zero points are not constants"
     if ta.rank != 3 or tb.rank != 3:
         return "MATMUL operands must have rank 3"
-    stage = match_output_stage(block, op, producers, consumers, tb.shape[2])
-    mm = NpuMatmul(a, b, stage.out_name, tuple(ta.shape), tuple(tb.shape), azp, bzp, stage.rescale, stage.clamp,
-                   stage.out_dtype, sources=[f"{o.op}->{o.outputs[0]}" for o in stage.replaced])
-    return mm, stage.replaced
+    stage, replaced, out_name = mac_output_stage(block, op, producers, consumers, tb.shape[2], DType.INT32)
+    mm = NpuMatmul(a, b, out_name, tuple(ta.shape), tuple(tb.shape), azp, bzp, stage,
+                   sources=[f"{o.op}->{o.outputs[0]}" for o in replaced])
+    return mm, replaced

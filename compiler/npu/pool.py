@@ -31,7 +31,8 @@ import numpy as np
 from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div
-from compiler.npu.conv import _extents, const_value, scalar
+from compiler.npu.base import const_value, scalar
+from compiler.npu.conv import _extents
 from compiler.npu.dma_patterns import copy_box
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, load_table,
                                 only_consumer, rescale_info)

@@ -14,7 +14,7 @@ import numpy as np
 
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext
-from compiler.npu.conv import const_value, scalar
+from compiler.npu.base import const_value, scalar
 from firmware_model.errors import NpuBenchError
 from firmware_model.isa import LutMode, Opcode, OutMode, Reg, Sram
 from firmware_model.mac_unit import encode_params

@@ -19,7 +19,7 @@ import numpy as np
 
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
-from compiler.npu.conv import const_value
+from compiler.npu.base import const_value
 from firmware_model.isa import Opcode, Reg, VarOp
 from firmware_model.npu_config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
