@@ -29,13 +29,16 @@ def dense(values: np.ndarray, mlir_type: str) -> str:
     return f'dense<"0x{np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes().hex().upper()}"> : {mlir_type}'
 
 
-NUMPY_OF = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
+NUMPY_OF = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i48": np.int64, "i64": np.int64}
 
 
 def const(name: str, values, elem: str, shape=None) -> str:
     """An MLIR line defining %name as a tosa.const of `values` with element type `elem`."""
     values = np.asarray(values).astype(NUMPY_OF[elem])
     ty = tensor_type(values.shape if shape is None else shape, elem)
+    if elem == "i48" and values.ndim == 1:   # no raw-byte form for a 48-bit type: a list literal
+        literal = f"dense<[{', '.join(str(int(v)) for v in values)}]> : {ty}"
+        return f'    %{name} = "tosa.const"() <{{values = {literal}}}> : () -> {ty}'
     return f'    %{name} = "tosa.const"() <{{values = {dense(values, ty)}}}> : () -> {ty}'
 
 

@@ -178,3 +178,47 @@ def test_a_conv_too_big_for_the_sram_runs_on_the_host(tmp_path):
     assert any("HOST CONV2D" in line and "no tile fits the 'tiny' configuration" in line for line in ctx.report)
     out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
     assert np.array_equal(out, ref)
+
+
+def int16_conv_mlir(rng, op: str, shape, kernel, pad, cout, rescale: bool):
+    """An int16 x int8 -> int48 (depthwise) convolution, optionally rescaled (scale16) to int16."""
+    H, W, C = shape
+    kh, kw = kernel
+    OH, OW = H - 1 + pad[0] + pad[1] - (kh - 1) + 1, W - 1 + pad[2] + pad[3] - (kw - 1) + 1
+    OC = C if op == "depthwise_conv2d" else cout
+    wshape = (kh, kw, C, 1) if op == "depthwise_conv2d" else (OC, kh, kw, C)
+    tin, tacc = tensor_type((1, H, W, C), "i16"), tensor_type((1, OH, OW, OC), "i48")
+    tw, tb = tensor_type(wshape, "i8"), tensor_type((OC,), "i48")
+    # apply_scale_16 REQUIREs its result to fit int32: keep the bias small when rescaling
+    bias_bound = 1 << (20 if rescale else 40)
+    body = [const("w", rng.integers(-128, 128, wshape), "i8"), const("b", rng.integers(-bias_bound, bias_bound, OC), "i48"),
+            const("izp", [0], "i16"), const("wzp", [int(rng.integers(-128, 128))], "i8"),
+            f"    %c = tosa.{op} %x, %w, %b, %izp, %wzp {{acc_type = i48, dilation = array<i64: 1, 1>, "
+            f"pad = array<i64: {', '.join(map(str, pad))}>, stride = array<i64: 1, 1>}} : "
+            f"({tin}, {tw}, {tb}, tensor<1xi16>, tensor<1xi8>) -> {tacc}"]
+    if not rescale:
+        return module([("x", tin)], [tacc], body, ["c"])
+    tout = tensor_type((1, OH, OW, OC), "i16")
+    body += [const("m", rng.integers(1 << 13, 1 << 15, OC), "i16"), const("s", rng.integers(28, 36, OC), "i8"),
+             const("azp", [0], "i48"), const("ozp", [0], "i16"),
+             f"    %r = tosa.rescale %c, %m, %s, %azp, %ozp {{input_unsigned = false, output_unsigned = false, "
+             f"per_channel = true, rounding_mode = SINGLE_ROUND, scale32 = false}} : ({tacc}, "
+             f"{tensor_type((OC,), 'i16')}, {tensor_type((OC,), 'i8')}, tensor<1xi48>, tensor<1xi16>) -> {tout}"]
+    return module([("x", tin)], [tout], body, ["r"])
+
+
+@pytest.mark.parametrize("op", ["conv2d", "depthwise_conv2d"])
+@pytest.mark.parametrize("rescale", [False, True])
+def test_int16_convolutions_on_the_mac_array(tmp_path, op, rescale):
+    rng = np.random.default_rng(500 + rescale + 2 * (op == "conv2d"))
+    H, W, C = 7, 9, int(rng.integers(3, 13))
+    mlir = int16_conv_mlir(rng, op, (H, W, C), (3, 3), [1, 1, 0, 2], int(rng.integers(2, 11)), rescale)
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-32768, 32768, (1, H, W, C)).astype(np.int16)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in CONFIGS:
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        assert ctx.program.manifest["stats"]["host_macs"] == 0, ctx.report
+        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+        assert out.dtype == ref.dtype and np.array_equal(out, ref), name

@@ -33,7 +33,7 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
                                round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, load_table, only_consumer, table_fits
 from firmware_model.isa import MacMode, Opcode, Reg, Sram
-from firmware_model.mac_unit import encode_params
+from firmware_model.mac_unit import encode_params, lanes_per_word
 from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -85,6 +85,9 @@ class NpuConv(NpuOperation):
     out_shape: tuple[int, int, int, int]
     stage: StageSpec             # the fused output stage (RESCALE, CLAMP, TABLE) after bias
     sources: list[str] = field(default_factory=list)
+    # INT8, or INT16 (the int16 extension: int16 x int8 into int48; an input word then holds
+    # mac.cols/2 elements and a weight row its mac.cols/2 weights in the low bytes).
+    ifm_dtype: DType = DType.INT8
     # DEPTHWISE_CONV2D (channel multiplier 1): output channel c sums over input channel c only;
     # weights are then (C, KH, KW, 1).
     depthwise: bool = False
@@ -108,6 +111,10 @@ class NpuConv(NpuOperation):
     @property
     def out_dtype(self) -> DType:
         return self.stage.out_dtype
+
+    def lanes(self, cfg: NpuConfig) -> int:
+        """Input channels in one SRAM word."""
+        return lanes_per_word(cfg.mac_cols, self.ifm_dtype)
 
     @property
     def kernel(self) -> tuple[int, int]:
@@ -144,7 +151,7 @@ class NpuConv(NpuOperation):
         kh, kw = self.kernel
         sh, sw = self.stride
         dh, dw = self.dilation
-        cb = ceil_div(self.in_channels, L)
+        cb = ceil_div(self.in_channels, self.lanes(cfg))
         in_h = (th - 1) * sh + (kh - 1) * dh + 1
         in_w = (tw - 1) * sw + (kw - 1) * dw + 1
         opix = round_up(tc * self.out_dtype.size_bytes, L)
@@ -168,7 +175,7 @@ class NpuConv(NpuOperation):
         g = self.geometry(cfg, th, tw, tc)
         spatial = n * ceil_div(oh, th) * ceil_div(ow, tw)
         slices = ceil_div(oc, tc)
-        in_per_tile = g.in_h * g.in_w * ic
+        in_per_tile = g.in_h * g.in_w * ic * self.ifm_dtype.size_bytes
         w_total = g.weight_bytes * slices + slices * tc * PARAM_RECORD_BYTES
         out_total = n * oh * ow * oc * self.out_dtype.size_bytes
         # spatial-outer: the input box stays while every channel slice runs over it
@@ -187,7 +194,7 @@ class NpuConv(NpuOperation):
         R = cfg.mac_rows
         if self.depthwise:
             # One MAC command covers the channels of one input word that the array's rows reach.
-            channel_options = [min(oc, R, cfg.mac_cols)]
+            channel_options = [min(oc, R, self.lanes(cfg))]
         else:
             channel_options = sorted({min(oc, R * k) for k in range(1, ceil_div(oc, R) + 1)}, reverse=True)
         best = None
@@ -222,19 +229,23 @@ class NpuConv(NpuOperation):
         """Weights of output channels [c0, c0+tc) in MAC-array block order (docs/isa.md): blocks
         (ocb, ky, kx, icb) of rows x cols, missing rows/lanes filled with the weight zero point."""
         R, L = cfg.mac_rows, cfg.mac_cols
+        lanes = self.lanes(cfg)
         _, kh, kw, wic = self.weights.shape
         n_ocb = ceil_div(tc, R)
         if self.depthwise:
-            # Block-diagonal: row r holds channel c0+r's weight in lane (c0+r) % L, every other
-            # entry the weight zero point, which adds nothing: one input word feeds the rows.
-            w = np.full((n_ocb * R, kh, kw, L), self.weight_zp, dtype=np.int8)
+            # Block-diagonal: row r holds channel c0+r's weight in lane (c0+r) % lanes, every
+            # other entry the weight zero point, which adds nothing: one input word feeds the rows.
+            w = np.full((n_ocb * R, kh, kw, 1, lanes), self.weight_zp, dtype=np.int8)
             rows = np.arange(tc)
-            w[rows, :, :, (c0 + rows) % L] = self.weights[c0:c0 + tc, :, :, 0]
-            blocks = w.reshape(n_ocb, R, kh, kw, 1, L).transpose(0, 2, 3, 4, 1, 5)
-            return np.ascontiguousarray(blocks).tobytes()
-        cb = ceil_div(wic, L)
-        w = np.full((n_ocb * R, kh, kw, cb * L), self.weight_zp, dtype=np.int8)
-        w[:tc, :, :, :wic] = self.weights[c0:c0 + tc]
+            w[rows, :, :, 0, (c0 + rows) % lanes] = self.weights[c0:c0 + tc, :, :, 0]
+            cb = 1
+        else:
+            cb = ceil_div(wic, lanes)
+            w = np.full((n_ocb * R, kh, kw, cb * lanes), self.weight_zp, dtype=np.int8)
+            w[:tc, :, :, :wic] = self.weights[c0:c0 + tc]
+            w = w.reshape(n_ocb * R, kh, kw, cb, lanes)
+        if lanes < L:   # int16 inputs: a weight row uses its low `lanes` bytes
+            w = np.concatenate([w, np.zeros(w.shape[:-1] + (L - lanes,), np.int8)], axis=-1)
         blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
         return np.ascontiguousarray(blocks).tobytes()
 
@@ -257,8 +268,11 @@ class NpuConv(NpuOperation):
         sh, sw = self.stride
         dh, dw = self.dilation
         pt, _, pl, _ = self.pad
-        cb = ceil_div(C, L)
+        lanes = self.lanes(cfg)
+        cb = ceil_div(C, lanes)
         pix = cb * L
+        isize = self.ifm_dtype.size_bytes
+        row_bytes = C * isize          # one pixel's channels in external memory
         esize = self.out_dtype.size_bytes
         ifm, ofm = ectx.placements[self.ifm], ectx.placements[self.ofm]
         bufs = ectx.buffers
@@ -286,16 +300,16 @@ class NpuConv(NpuOperation):
                 uy, ux = self.upsample
                 ry0, ry1 = _real_range(iy0, g.in_h, H, uy)
                 rx0, rx1 = _real_range(ix0, g.in_w, W, ux)
-                whole = (uy == ux == 1 and C == pix and ry0 * uy == iy0 and rx0 * ux == ix0
+                whole = (uy == ux == 1 and row_bytes == pix and ry0 * uy == iy0 and rx0 * ux == ix0
                          and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
                 if not whole:
                     w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes, value=self.input_zp & 0xFF)
                 if ry1 > ry0 and rx1 > rx0:
                     w.dma(Opcode.DMA_LOAD, Sram.INPUT,
-                          ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * C,
+                          ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * row_bytes,
                           sram_addr=in_addr + ((ry0 * uy - iy0) * g.in_w + (rx0 * ux - ix0)) * pix,
-                          len0=C, len1=rx1 - rx0, len2=ry1 - ry0,
-                          ext_s1=C, ext_s2=W * C, sram_s1=ux * pix, sram_s2=uy * g.in_w * pix)
+                          len0=row_bytes, len1=rx1 - rx0, len2=ry1 - ry0,
+                          ext_s1=row_bytes, ext_s2=W * row_bytes, sram_s1=ux * pix, sram_s2=uy * g.in_w * pix)
             in_addr = bufs[Sram.INPUT][in_slot]
             w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
             if w_slot is None:
@@ -308,11 +322,11 @@ class NpuConv(NpuOperation):
                       sram_addr=bufs[Sram.PARAM][w_slot] * PARAM_RECORD_BYTES, len0=t.tc * PARAM_RECORD_BYTES)
             out_addr = bufs[Sram.OUTPUT][k % plan.buffers]
             # Depthwise: the MAC reads only the word holding the tile's channels.
-            word = (t.c0 // L) * L if self.depthwise else 0
+            word = (t.c0 // lanes) * L if self.depthwise else 0
             regs = {
                 Reg.IFM_ADDR: in_addr + word, Reg.IFM_ROW_STRIDE: g.in_w * pix, Reg.IFM_PIX_STRIDE: pix,
                 Reg.IFM_CBLOCKS: 1 if self.depthwise else cb, Reg.IFM_ZP: self.input_zp,
-                Reg.IFM_DTYPE: int(DType.INT8),
+                Reg.IFM_DTYPE: int(self.ifm_dtype),
                 Reg.WGT_ADDR: bufs[Sram.WEIGHT][w_slot], Reg.WGT_ZP: self.weight_zp,
                 Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
                 Reg.DILATION_H: dh, Reg.DILATION_W: dw,
@@ -393,8 +407,8 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         return f"{op.op} with an unexpected operand count"
     x, w, b, izp_name, wzp_name = op.inputs
     tx, tw, tout = block.tensor(x), block.tensor(w), block.tensor(op.outputs[0])
-    if tx.dtype != DType.INT8 or tw.dtype != DType.INT8:
-        return f"{tx.dtype.name} x {tw.dtype.name} convolution: the MAC array runs int8 x int8"
+    if tx.dtype not in (DType.INT8, DType.INT16) or tw.dtype != DType.INT8:
+        return f"{tx.dtype.name} x {tw.dtype.name} convolution: the MAC array runs int8 or int16 x int8"
     weights, bias = const_value(block, producers, w), const_value(block, producers, b)
     izp, wzp = scalar(const_value(block, producers, izp_name)), scalar(const_value(block, producers, wzp_name))
     if weights is None or bias is None or izp is None or wzp is None:
@@ -421,10 +435,11 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         pad = (kh - 1 + opt, kh - 1 + opb, kw - 1 + opl, kw - 1 + opr)
     oc = tout.shape[3]
     bias = np.broadcast_to(bias.astype(np.int64).reshape(-1), (oc,)).copy()
-    stage, replaced, out_name = mac_output_stage(block, op, producers, consumers, oc, DType.INT32)
+    acc = DType.INT32 if tx.dtype == DType.INT8 else DType.INT48
+    stage, replaced, out_name = mac_output_stage(block, op, producers, consumers, oc, acc)
     conv = NpuConv(
         ifm=x, ofm=out_name, weights=weights.astype(np.int8), bias=bias, input_zp=izp, weight_zp=wzp,
         stride=stride, pad=pad, dilation=dilation, upsample=upsample,
         in_shape=tuple(tx.shape), out_shape=tuple(tout.shape), stage=stage,
-        sources=[f"{o.op}->{o.outputs[0]}" for o in replaced], depthwise=depthwise)
+        sources=[f"{o.op}->{o.outputs[0]}" for o in replaced], depthwise=depthwise, ifm_dtype=tx.dtype)
     return conv, replaced
