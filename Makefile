@@ -25,6 +25,7 @@ help:
 	@echo "                (SIM=icarus, WAVES=1, CONFIG=tiny|default|large|path.toml, MODEL=file.tosa)"
 	@echo "make test       the whole test suite (both simulators)"
 	@echo "make conformance  generate Arm's integer-profile conformance tests and run them"
+	@echo "                (BACKEND=golden CONFIG=tiny: through the compiler and the golden model)"
 	@echo "make conformance-dev  run Arm's developer set (CTS=path, default ../shared/conformance/cts-dev.tar.gz)"
 	@echo "make bench      benchmarks (not part of make test)"
 	@echo "make models     regenerate the real networks in models/ (needs tensorflow; slow)"
@@ -59,12 +60,16 @@ sim: $(SIM_DEPS)
 test: setup icarus
 	$(RUN) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# BACKEND=golden [CONFIG=tiny|default|large] runs the compiled programs on the golden model.
+BACKEND ?= interp
+CONF_ARGS = --backend $(BACKEND) $(if $(filter golden,$(BACKEND)),--config $(CONFIG))
+
 conformance: setup
-	$(RUN) $(BIN)/python -m sim.conformance all
+	$(RUN) $(BIN)/python -m sim.conformance all $(CONF_ARGS)
 
 # Arm's developer set from ../shared (or CTS=path to a .tar.gz or folder), unpacked under build/
 conformance-dev: setup
-	$(RUN) $(BIN)/python -m sim.conformance dev $(CTS)
+	$(RUN) $(BIN)/python -m sim.conformance dev $(CTS) $(CONF_ARGS)
 
 bench: setup icarus
 	$(RUN) $(BIN)/python -m sim.benchmarks

@@ -21,6 +21,7 @@ built with tosa-tools' serializer, because MLIR's verifier rejects them.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
@@ -434,8 +435,28 @@ def run_runner(tests: Path, backend: str = "interp", jobs: int = 2, xunit: Path 
             "returncode": r.returncode}
 
 
-def check_sequences(root: Path) -> tuple[int, list[str]]:
-    """Replay every sequence.json under root with one interpreter session per test."""
+class _GoldenSession:
+    """A compiled program on one golden model: the interpreter's session interface (run, state)."""
+
+    def __init__(self, graph, config: str):
+        from compiler.pipeline import compile_graph
+        from firmware_model.golden import GoldenModel
+        from firmware_model.npu_config import load_config
+
+        cfg = load_config(config)
+        self.model = GoldenModel(compile_graph(graph, cfg, out=io.StringIO()).program, cfg)
+
+    def run(self, inputs):
+        return self.model.invoke(inputs)
+
+    @property
+    def state(self):
+        return self.model.save_state()
+
+
+def check_sequences(root: Path, backend: str = "interp", config: str | None = None) -> tuple[int, list[str]]:
+    """Replay every sequence.json under root with one session per test: an interpreter, or (backend
+    golden) the compiled program on one golden model, so the variable SRAM carries the state."""
     from compiler.interpreter import Interpreter
     from compiler.tosa_io import read_tosa
     from firmware_model.errors import NpuBenchError
@@ -446,7 +467,8 @@ def check_sequences(root: Path) -> tuple[int, list[str]]:
         seq = json.loads(seq_p.read_text())
         desc = json.loads((d / "desc.json").read_text())
         try:
-            interp = Interpreter(read_tosa(d / desc["tosa_file"]))
+            graph = read_tosa(d / desc["tosa_file"])
+            interp = _GoldenSession(graph, config or "default") if backend == "golden" else Interpreter(graph)
         except NpuBenchError as e:
             problems.append(f"{d.name}: cannot load: {e}")
             continue
@@ -483,21 +505,24 @@ def _fresh_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-def report(name: str, tests: Path, backend: str, jobs: int) -> bool:
-    run_dir = _fresh_copy(tests, BUILD / f"{name}-run")
+def report(name: str, tests: Path, backend: str, jobs: int, config: str | None = None) -> bool:
+    tag = f"{name}-{backend}" + (f"-{config}" if config else "")
+    run_dir = _fresh_copy(tests, BUILD / f"{tag}-run")
     print(f"{name}: running {sum(1 for _ in run_dir.rglob('desc.json'))} tests through Arm's runner "
-          f"(sim.tosa_sut, backend={backend}, -j {jobs}) on a copy in {run_dir}")
-    res = run_runner(run_dir, backend=backend, jobs=jobs, xunit=BUILD / f"{name}-results.xml",
-                     log=BUILD / f"{name}-runner.log")
+          f"(sim.tosa_sut, backend={backend}{f', config={config}' if config else ''}, -j {jobs}) "
+          f"on a copy in {run_dir}")
+    res = run_runner(run_dir, backend=backend, jobs=jobs, xunit=BUILD / f"{tag}-results.xml",
+                     log=BUILD / f"{tag}-runner.log", config=config)
     for line in res["totals"].values():
         print(line)
-    print(f"  ({res['elapsed']:.1f} s; xunit: {BUILD / f'{name}-results.xml'}; log: {BUILD / f'{name}-runner.log'})")
+    print(f"  ({res['elapsed']:.1f} s; xunit: {BUILD / f'{tag}-results.xml'}; log: {BUILD / f'{tag}-runner.log'})")
     for f in res["failures"][:40]:
         print("  " + f)
     if len(res["failures"]) > 40:
         print(f"  ... and {len(res['failures']) - 40} more (see the log)")
-    checked, problems = check_sequences(tests)
-    print(f"sequences: {checked} steps checked with the interpreter, {len(problems)} problems")
+    checked, problems = check_sequences(tests, backend, config)
+    engine = "the interpreter" if backend == "interp" else f"the golden model ({config or 'default'})"
+    print(f"sequences: {checked} steps checked with {engine}, {len(problems)} problems")
     for p in problems[:20]:
         print("  " + p)
     c = res["counts"]
@@ -517,7 +542,7 @@ def cmd_all(args) -> int:
         n = build_variable_tests(gen / "variable")
         ready_inputs(gen)
         print(f"  ... and {n} variable tests; generation took {time.time() - t0:.0f} s")
-    return 0 if report("generated", gen, args.backend, args.jobs) else 1
+    return 0 if report("generated", gen, args.backend, args.jobs, args.config) else 1
 
 
 def cmd_dev(args) -> int:
@@ -538,7 +563,7 @@ def cmd_dev(args) -> int:
             with tarfile.open(src) as tf:
                 tf.extractall(tests, filter="data")
             stamp.write_text(f"{src}:{src.stat().st_mtime}")
-    return 0 if report("dev", tests, args.backend, args.jobs) else 1
+    return 0 if report("dev", tests, args.backend, args.jobs, args.config) else 1
 
 
 # ---- the committed slice ------------------------------------------------------------------
@@ -623,7 +648,9 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_slice)
     for name in ("all", "dev"):
         sp = sub.choices[name]
-        sp.add_argument("--backend", default="interp", help="SUT backend (interp)")
+        sp.add_argument("--backend", default="interp", choices=("interp", "golden"),
+                        help="SUT backend: the interpreter, or compile + the golden model")
+        sp.add_argument("--config", default=None, help="NPU configuration of the golden backend (default: default)")
         sp.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     return args.func(args)
