@@ -27,11 +27,17 @@ class DmaResult:
     sram_range: tuple[int, int]
 
 
-def _offsets(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> np.ndarray:
-    i2 = np.arange(len2, dtype=np.int64).reshape(-1, 1, 1) * stride2
-    i1 = np.arange(len1, dtype=np.int64).reshape(1, -1, 1) * stride1
-    i0 = np.arange(len0, dtype=np.int64).reshape(1, 1, -1)
-    return (base + i2 + i1 + i0).reshape(-1)
+def _box(buf: np.ndarray, base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> np.ndarray:
+    """The len2 x len1 x len0 bytes of `buf` the pattern addresses, as a strided view (no copy).
+    Strides are unsigned registers, so the pattern spans [base, last] with last computed below;
+    the caller checks that range first. Assigning to a view whose runs overlap keeps the last
+    write of each byte, in the order the DMA writes them (i2, i1, i0)."""
+    return np.lib.stride_tricks.as_strided(buf[base:], shape=(len2, len1, len0),
+                                           strides=(stride2, stride1, 1), writeable=True)
+
+
+def _span(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> tuple[int, int]:
+    return base, base + (len2 - 1) * stride2 + (len1 - 1) * stride1 + len0
 
 
 def _geometry(regs: dict[int, int]):
@@ -40,29 +46,32 @@ def _geometry(regs: dict[int, int]):
 
 
 def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, to_sram: bool) -> DmaResult:
-    g = lambda r: regs.get(r, 0)  # noqa: E731
+    g = regs.get
     len0, len1, len2 = _geometry(regs)
-    ext = _offsets(g(Reg.DMA_EXT_ADDR), len0, len1, len2, g(Reg.DMA_EXT_STRIDE1), g(Reg.DMA_EXT_STRIDE2))
-    on_chip = _offsets(g(Reg.DMA_SRAM_ADDR), len0, len1, len2, g(Reg.DMA_SRAM_STRIDE1), g(Reg.DMA_SRAM_STRIDE2))
-    n = len(ext)
-    rng = (int(on_chip.min()), int(on_chip.max()) + 1) if n else (0, 0)
-    if n:
-        what = f"DMA_{'LOAD' if to_sram else 'STORE'} {sram.name}"
-        mem.check_range("ext", int(ext.min()), int(ext.max()) + 1, what)
-        mem.check_range(sram, rng[0], rng[1], what)
-        if to_sram:
-            mem.sram[sram][on_chip] = mem.ext[ext]
-        else:
-            mem.ext[ext] = mem.sram[sram][on_chip]
+    n = len0 * len1 * len2
+    if not n:
+        return DmaResult(dma_cycles(cfg, len0=len0, len1=len1, len2=len2), 0, sram, (0, 0))
+    ext = (g(Reg.DMA_EXT_ADDR, 0), len0, len1, len2, g(Reg.DMA_EXT_STRIDE1, 0), g(Reg.DMA_EXT_STRIDE2, 0))
+    on_chip = (g(Reg.DMA_SRAM_ADDR, 0), len0, len1, len2, g(Reg.DMA_SRAM_STRIDE1, 0), g(Reg.DMA_SRAM_STRIDE2, 0))
+    what = f"DMA_{'LOAD' if to_sram else 'STORE'} {sram.name}"
+    mem.check_range("ext", *_span(*ext), what)
+    rng = _span(*on_chip)
+    mem.check_range(sram, *rng, what)
+    src, dst = (_box(mem.ext, *ext), _box(mem.sram[sram], *on_chip))
+    if not to_sram:
+        src, dst = dst, src
+    dst[...] = src
     return DmaResult(dma_cycles(cfg, len0=len0, len1=len1, len2=len2), n, sram, rng)
 
 
 def fill(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, value: int) -> DmaResult:
-    g = lambda r: regs.get(r, 0)  # noqa: E731
+    g = regs.get
     len0, len1, len2 = _geometry(regs)
-    on_chip = _offsets(g(Reg.DMA_SRAM_ADDR), len0, len1, len2, g(Reg.DMA_SRAM_STRIDE1), g(Reg.DMA_SRAM_STRIDE2))
-    rng = (int(on_chip.min()), int(on_chip.max()) + 1) if len(on_chip) else (0, 0)
-    if len(on_chip):
-        mem.check_range(sram, rng[0], rng[1], f"FILL {sram.name}")
-        mem.sram[sram][on_chip] = value & 0xFF
-    return DmaResult(fill_cycles(cfg, len0=len0, len1=len1, len2=len2), len(on_chip), sram, rng)
+    n = len0 * len1 * len2
+    rng = (0, 0)
+    if n:
+        on_chip = (g(Reg.DMA_SRAM_ADDR, 0), len0, len1, len2, g(Reg.DMA_SRAM_STRIDE1, 0), g(Reg.DMA_SRAM_STRIDE2, 0))
+        rng = _span(*on_chip)
+        mem.check_range(sram, *rng, f"FILL {sram.name}")
+        _box(mem.sram[sram], *on_chip)[...] = value & 0xFF
+    return DmaResult(fill_cycles(cfg, len0=len0, len1=len1, len2=len2), n, sram, rng)

@@ -30,6 +30,9 @@ from firmware_model.pool_unit import PoolResult, execute_pool
 from firmware_model.program import Placement, Program
 from firmware_model.var_unit import execute_var, load_state, program_layout, save_state
 
+# Register numbers a SET may write (the ISA's register file).
+REGISTER_NUMBERS = frozenset(int(r) for r in Reg)
+
 
 @dataclass
 class TileEvent:
@@ -68,15 +71,20 @@ VectorTileHook = Callable[[VectorTileEvent], "np.ndarray | None"]
 class Counters:
     cycles: int = 0
     unit_cycles: Counter = field(default_factory=Counter)   # "command", "mac", "eltwise", "pool", "dma", "fill", "host"
-    commands: Counter = field(default_factory=Counter)      # by opcode name
+    opcodes: Counter = field(default_factory=Counter)       # commands run, by Opcode
     macs: int = 0
     bytes_read: Counter = field(default_factory=Counter)    # by memory name
     bytes_written: Counter = field(default_factory=Counter)
     tiles: int = 0
     var: Counter = field(default_factory=Counter)           # VAR commands: "INIT loaded", "INIT kept", "READ", "WRITE"
 
+    @property
+    def commands(self) -> dict[str, int]:
+        """Commands run, by opcode name."""
+        return {Opcode(op).name: n for op, n in self.opcodes.items()}
+
     def as_dict(self) -> dict:
-        return {"cycles": self.cycles, "unit_cycles": dict(self.unit_cycles), "commands": dict(self.commands),
+        return {"cycles": self.cycles, "unit_cycles": dict(self.unit_cycles), "commands": self.commands,
                 "macs": self.macs, "bytes_read": dict(self.bytes_read),
                 "bytes_written": dict(self.bytes_written), "tiles": self.tiles, "var": dict(self.var)}
 
@@ -157,15 +165,16 @@ class GoldenModel:
         and the next command) iterates this instead of calling run().
         """
         cmds = self.program.commands
+        counters = self.counters
         pc = 0
         while True:
             if pc >= len(cmds):
                 raise GoldenModelError(f"command {pc}: the program ran past its end without END",
                                        Status.COMMAND_OVERRUN)
             cmd = cmds[pc]
-            self.counters.commands[cmd.opcode.name] += 1
-            self.counters.unit_cycles["command"] += COMMAND_OVERHEAD
-            self.counters.cycles += COMMAND_OVERHEAD
+            counters.opcodes[cmd.opcode] += 1
+            counters.unit_cycles["command"] += COMMAND_OVERHEAD
+            counters.cycles += COMMAND_OVERHEAD
             try:
                 done = self.step(pc, cmd)
             except GoldenModelError as e:
@@ -183,10 +192,8 @@ class GoldenModel:
         """Execute one command; True at END."""
         op = cmd.opcode
         if op == Opcode.SET:
-            try:
-                Reg(cmd.sub)
-            except ValueError:
-                raise GoldenModelError(f"register {cmd.sub:#04x} does not exist", Status.BAD_REGISTER) from None
+            if cmd.sub not in REGISTER_NUMBERS:
+                raise GoldenModelError(f"register {cmd.sub:#04x} does not exist", Status.BAD_REGISTER)
             self.regs[cmd.sub] = cmd.value
         elif op in (Opcode.NOP, Opcode.BARRIER):
             pass

@@ -116,9 +116,7 @@ class MacResult:
     cycles: int
     macs: int                 # multiply-accumulates the array performed (padding lanes included)
     region: MacRegion
-    out_offsets: np.ndarray   # byte offset (in the output SRAM) of each element written
     out_shape: tuple[int, int, int]
-    out_values: np.ndarray    # the values written, shape (OH, OW, OC), int64
     out_bytes: int            # bytes written to the output SRAM
 
 
@@ -232,19 +230,18 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
         # Imported here: output_stage builds on this module's parameter records.
         from firmware_model.output_stage import apply_output_stage
 
-        out, lut_range = apply_output_stage(mem, regs, value, np.broadcast_to(multiplier, value.shape),
-                                            np.broadcast_to(shift, value.shape), unit="MAC")
+        out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="MAC")
 
-    # Scatter the elements into the output SRAM, little-endian.
-    base = (g(Reg.OFM_ADDR) + np.arange(oh).reshape(-1, 1, 1) * g(Reg.OFM_ROW_STRIDE)
-            + np.arange(ow).reshape(1, -1, 1) * g(Reg.OFM_PIX_STRIDE)
-            + np.arange(oc).reshape(1, 1, -1) * esize)
-    offsets = base.reshape(-1)
-    mem.check_range(Sram.OUTPUT, int(offsets.min()), int(offsets.max()) + esize, "MAC output")
-    raw = out.reshape(-1).astype(f"<i{esize}").view(np.uint8).reshape(-1, esize)
-    dst = mem.sram[Sram.OUTPUT]
-    for i in range(esize):
-        dst[offsets + i] = raw[:, i]
+    # Store the elements into the output SRAM, little-endian: element (oy, ox, c) at
+    # OFM_ADDR + oy*OFM_ROW_STRIDE + ox*OFM_PIX_STRIDE + c*size.
+    first = g(Reg.OFM_ADDR)
+    row, pix = g(Reg.OFM_ROW_STRIDE), g(Reg.OFM_PIX_STRIDE)
+    last = first + (oh - 1) * row + (ow - 1) * pix + oc * esize
+    mem.check_range(Sram.OUTPUT, first, last, "MAC output")
+    raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(f"<i{esize}")).view(np.uint8)
+    dst = np.lib.stride_tricks.as_strided(mem.sram[Sram.OUTPUT][first:], shape=(oh, ow, oc * esize),
+                                          strides=(row, pix, 1), writeable=True)
+    dst[...] = raw.reshape(oh, ow, oc * esize)
 
     pixels = oh * ow
     return MacResult(
@@ -252,7 +249,6 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
         macs=n_ocb * kh * kw * cb * pixels * R * lanes,
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
-                         output=(int(offsets.min()), int(offsets.max()) + esize), lut=lut_range),
-        out_offsets=offsets, out_shape=(oh, ow, oc), out_values=out.reshape(oh, ow, oc),
-        out_bytes=len(offsets) * esize,
+                         output=(first, last), lut=lut_range),
+        out_shape=(oh, ow, oc), out_bytes=oh * ow * oc * esize,
     )

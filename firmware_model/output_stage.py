@@ -98,9 +98,9 @@ def read_records(mem: Memories, first: int, count: int, what: str):
 
 def apply_output_stage(mem: Memories, regs: dict[int, int], value: np.ndarray, multiplier=None, shift=None,
                        *, unit: str) -> tuple[np.ndarray, dict]:
-    """The stage on int64 values (any shape) with per-element multiplier/shift arrays of the same
-    shape (only read when RESCALE is set). Returns the values to store (int64) and the LUT SRAM
-    byte range read (or None)."""
+    """The stage on int64 values (any shape) with per-element multiplier/shift arrays that broadcast
+    against them (e.g. per channel along the last axis; only read when RESCALE is set). Returns the
+    values to store (int64) and the LUT SRAM byte range read (or None)."""
     g = lambda r: reg_value(r, regs.get(r, 0))  # noqa: E731
     out_mode = OutMode(g(Reg.OUT_MODE) & 0xF)
     value = np.asarray(value, dtype=np.int64)

@@ -186,10 +186,12 @@ def test_var_read_before_write_is_refused_and_copies_nothing():
 
 @pytest.mark.parametrize("kw,status", [({"slot": VAR_SLOTS}, Status.ADDRESS_RANGE),
                                        ({"addr": 2}, Status.ADDRESS_RANGE),
-                                       ({"addr": 1020, "nbytes": 8}, Status.ADDRESS_RANGE),
+                                       ({"addr": "end-4", "nbytes": 8}, Status.ADDRESS_RANGE),
                                        ({"ext": (16 << 20) - 4}, Status.ADDRESS_RANGE)])
 def test_var_faults(kw, status):
     cfg = load_config("tiny")
+    if kw.get("addr") == "end-4":     # 8 bytes starting 4 before the end of the variable SRAM
+        kw = dict(kw, addr=cfg.variable_sram - 4)
     with pytest.raises(GoldenModelError) as e:
         _var(Memories(cfg), cfg, VarOp.WRITE, **kw)
     assert e.value.status == status
@@ -289,12 +291,13 @@ def test_static_variable_rules_are_compile_errors():
 
 
 def test_variable_sram_too_small_names_the_variables():
-    ts = [Tensor("x", [1, 1001], I8), Tensor("x2", [1, 24], I8),
-          Tensor("big", [1, 1001], I8, data=np.zeros((1, 1001), np.int8), is_variable=True, variable_name="big_state"),
+    # tiny has a 2 KiB variable SRAM: 2025 + 24 bytes (rounded to 4-byte words: 2028 + 24) do not fit
+    ts = [Tensor("x", [1, 2025], I8), Tensor("x2", [1, 24], I8),
+          Tensor("big", [1, 2025], I8, data=np.zeros((1, 2025), np.int8), is_variable=True, variable_name="big_state"),
           Tensor("small", [1, 24], I8, data=np.zeros((1, 24), np.int8), is_variable=True, variable_name="small_state")]
     ops = [Operator("IDENTITY", ["x"], ["big"], attr_kind=WRITE), Operator("IDENTITY", ["x2"], ["small"], attr_kind=WRITE)]
     g = _graph(ts, ops, ["x", "x2"], [])
-    with pytest.raises(CompileError, match=r"need 1028 bytes of variable SRAM") as e:
+    with pytest.raises(CompileError, match=r"need 2052 bytes of variable SRAM") as e:
         compile_graph(g, load_config("tiny"))
     msg = str(e.value)
     assert "'big_state'" in msg and "'small_state'" in msg and "sram.variable" in msg and "'tiny'" in msg
