@@ -72,6 +72,9 @@ OP_ARITY: dict[str, tuple[int | None, int]] = {
 
 VARIABLE_READ_KIND = "VariableReadAttribute"
 VARIABLE_WRITE_KIND = "VariableWriteAttribute"
+VARIABLE_KINDS = (VARIABLE_READ_KIND, VARIABLE_WRITE_KIND)
+# Ops never treated as invocation-independent (state, control flow, opaque).
+NEVER_CACHED = {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE", "CUSTOM", "COND_IF", "WHILE_LOOP"}
 
 
 @dataclass
@@ -115,6 +118,11 @@ class Interpreter:
                 declared_by_op.add(self._variable_of(op, len(declared_by_op)).uid)
         self._implicit = [v for v in self._variables.values() if v.uid not in declared_by_op]
         self._specs = {name: TensorSpec(tuple(t.shape), t.dtype) for name, t in self.block.tensors.items()}
+        # Ops whose value does not depend on the invocation: CONST/CONST_SHAPE and ops fed only by
+        # them (e.g. a RESHAPE of weights). Kernels are pure, so their outputs from the first
+        # successful invocation are reused by later ones (the first one checked their rules).
+        self._constant_ops = self._find_constant_ops()
+        self._constant_values: dict[str, np.ndarray] | None = None
 
     # ---- variables ----------------------------------------------------------------------
 
@@ -262,20 +270,41 @@ class Interpreter:
             env[name] = arr
         return env
 
+    def _find_constant_ops(self) -> set[int]:
+        """Indices of the ops whose outputs are the same in every invocation."""
+        variable_tensors = {t.name for t in self.block.variables()}
+        constant: set[str] = set()
+        found: set[int] = set()
+        for idx, op in enumerate(self.block.operators):
+            if op.op in ("CONST", "CONST_SHAPE") or (
+                    op.op not in NEVER_CACHED and op.inputs and op.attr_kind not in VARIABLE_KINDS
+                    and all(n in constant for n in op.inputs if n) and not variable_tensors & set(op.outputs)):
+                found.add(idx)
+                constant.update(op.outputs)
+        return found
+
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One invocation: the graph's outputs by name. Raises TosaError (ERROR_IF),
         TosaUnpredictable (REQUIRE), TosaUnsupported or InterpreterError."""
         env = self._bind_inputs(inputs)
+        cached = self._constant_values
+        if cached is not None:
+            env.update(cached)
         # Working copy of the variable state: committed only when the invocation succeeds.
         work: dict[str, _VarState] = dict(self._state)
         seen: set[str] = set()
         for v in self._implicit:
             self._declare(v, work, seen, None, -1)
         for idx, op in enumerate(self.block.operators):
+            if cached is not None and idx in self._constant_ops:
+                continue
             self._execute(idx, op, env, work, seen)
         outputs = self.graph_outputs(env)
         self._state = work
         self.invocations += 1
+        if cached is None:
+            self._constant_values = {name: env[name] for idx in self._constant_ops
+                                     for name in self.block.operators[idx].outputs if name in env}
         return outputs
 
     def graph_outputs(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

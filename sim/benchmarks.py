@@ -15,6 +15,7 @@ import time
 BENCHMARKS = {
     "interpreter": ("sim.bench_interpreter", []),   # TOSA interpreter vs Arm's reference model
     "units": ("sim.bench_units", []),               # datapath unit benches and Yosys cell counts
+    "golden": ("sim.bench_golden", []),             # compile + golden model vs the interpreter, per network
 }
 
 

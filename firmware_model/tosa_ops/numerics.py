@@ -32,7 +32,8 @@ def _i64(x) -> np.ndarray:
 
 
 def _require(cond: np.ndarray | bool, primitive: str, rule: str) -> None:
-    if not np.all(cond):
+    ok = cond.all() if isinstance(cond, np.ndarray) else bool(cond)
+    if not ok:
         raise TosaUnpredictable(primitive, rule)
 
 
@@ -46,15 +47,18 @@ def apply_scale_32(value, multiplier, shift, double_round=False, *, require=True
     if require:
         _require(multiplier >= 0, "apply_scale_32", "multiplier >= 0")
         _require((shift >= 2) & (shift <= 62), "apply_scale_32", "2 <= shift <= 62")
-        half = np.left_shift(np.int64(1), shift - 1)
-        _require((value >= -half) & (value < half), "apply_scale_32",
+        round_ = np.left_shift(np.int64(1), shift - 1)
+        _require((value >= -round_) & (value < round_), "apply_scale_32",
                  "-(1 << (shift - 1)) <= value < (1 << (shift - 1))")
-    # Outside the REQUIREs (hardware view) a shift below 1 has no rounding bit.
-    round_ = np.where(shift >= 1, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+    else:
+        # Outside the REQUIREs (hardware view) a shift below 1 has no rounding bit.
+        round_ = np.where(shift >= 1, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
     if double_round:
         extra = np.where(value >= 0, np.int64(1 << 30), np.int64(-(1 << 30)))
         round_ = round_ + np.where(shift > 31, extra, 0)
     result = (value * multiplier + round_) >> shift
+    if require:
+        return result.astype(np.int32)     # fits: that is what the REQUIRE on value guarantees
     return wrap(result, 32).astype(np.int32)
 
 
