@@ -109,14 +109,36 @@ def load_inputs(model: Path, specs: list[str], placements) -> list[dict[str, np.
     io = model.parent / "io.json"
     if io.exists():
         meta = json.loads(io.read_text())
-        if "inputs" in meta and isinstance(meta["inputs"], dict):
-            return [{name: np.load(model.parent / f) for name, f in meta["inputs"].items()}]
+        inputs = meta.get("inputs")
+        if isinstance(inputs, dict):            # {name: file}
+            return [{name: np.load(model.parent / f) for name, f in inputs.items()}]
+        if isinstance(inputs, list) and inputs and all("files" in i for i in inputs):
+            # models/*/io.json: one file per invocation (stateful networks run several)
+            n = min(len(i["files"]) for i in inputs)
+            return [{i["name"]: np.load(model.parent / i["files"][k]) for i in inputs} for k in range(n)]
     rng = np.random.default_rng(0)
     out = {}
     for p in placements:
         info = np.iinfo(p.dtype.storage)
         out[p.name] = rng.integers(info.min, info.max + 1, p.shape).astype(p.dtype.storage)
     return [out]
+
+
+def committed_references(model: Path, input_specs: list[str], count: int) -> list[dict] | None:
+    """The reference model's outputs committed beside the model (models/*/io.json), when the run
+    uses the committed inputs; one dict per invocation."""
+    io = model.parent / "io.json"
+    if input_specs or not io.exists():
+        return None
+    meta = json.loads(io.read_text())
+    outs = meta.get("outputs")
+    if isinstance(meta.get("reference_outputs"), dict):      # {name: file}: one invocation
+        return [{n: np.load(model.parent / f) for n, f in meta["reference_outputs"].items()}]
+    if isinstance(outs, list) and outs and all("files" in o for o in outs):
+        if min(len(o["files"]) for o in outs) < count:
+            return None
+        return [{o["name"]: np.load(model.parent / o["files"][k]) for o in outs} for k in range(count)]
+    return None
 
 
 def reference_outputs(model: Path, inputs: dict[str, np.ndarray], out_names: list[str]) -> dict | None:
@@ -186,11 +208,23 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     except NpuBenchError as e:
         checks["rtl == interpreter"] = False
         notes.append(f"interpreter: {e}")
-    ref = [reference_outputs(model, inp, names) for inp in invocations]
-    if all(r is not None for r in ref):
-        checks["rtl == reference model"] = all(np.array_equal(r[n], f[n]) for r, f in zip(rtl_out, ref) for n in names)
+    # Stateless graphs: Arm's model runs now. Stateful ones: its command line cannot carry the
+    # variables from one invocation to the next, so the outputs it gave for the committed inputs
+    # (models/*/io.json, made by `make models` with the state carried) are the reference.
+    ref = None
+    if not graph.main.variables():
+        ref = [reference_outputs(model, inp, names) for inp in invocations]
+        if not all(r is not None for r in ref):
+            ref = committed_references(model, list(input_specs), len(invocations))
+            if ref is None:
+                notes.append("Arm's reference model is not installed (pip install 'npu-bench[test]'); not compared")
     else:
-        notes.append("Arm's reference model is not installed (pip install 'npu-bench[test]'); not compared")
+        ref = committed_references(model, list(input_specs), len(invocations))
+        if ref is None:
+            notes.append("Arm's reference model was not compared: its command line cannot carry variable state "
+                         "between invocations, and these inputs have no committed reference outputs")
+    if ref is not None:
+        checks["rtl == reference model"] = all(np.array_equal(r[n], f[n]) for r, f in zip(rtl_out, ref) for n in names)
 
     wave_file = None
     if waves:
