@@ -32,8 +32,7 @@ def _box(buf: np.ndarray, base: int, len0: int, len1: int, len2: int, stride1: i
     Strides are unsigned registers, so the pattern spans [base, last] with last computed below;
     the caller checks that range first. Assigning to a view whose runs overlap keeps the last
     write of each byte, in the order the DMA writes them (i2, i1, i0)."""
-    return np.lib.stride_tricks.as_strided(buf[base:], shape=(len2, len1, len0),
-                                           strides=(stride2, stride1, 1), writeable=True)
+    return np.ndarray((len2, len1, len0), np.uint8, buffer=buf, offset=base, strides=(stride2, stride1, 1))
 
 
 def _span(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> tuple[int, int]:

@@ -37,7 +37,7 @@ from firmware_model.isa import EltMode, EltOp, OutMode, Reg, Sram, Status, reg_v
 from firmware_model.memories import Memories
 from firmware_model.npu_config import NpuConfig
 from firmware_model.output_stage import (ELEMENT_BYTES, apply_output_stage, dtype_of, read_elements,
-                                         read_records, write_elements)
+                                         read_records, write_run)
 from firmware_model.perf import eltwise_command_cycles
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -154,7 +154,5 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
     out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="ELTWISE")
     if lut_range is not None:
         regions["lut"] = lut_range
-    esize = ELEMENT_BYTES[ofm_dt]
-    offsets = g(Reg.ELT_OUT_ADDR) + np.arange(count, dtype=np.int64) * esize
-    regions["output"] = write_elements(mem, offsets, out, ofm_dt, "ELTWISE output")
+    regions["output"] = write_run(mem, g(Reg.ELT_OUT_ADDR), out, ofm_dt, "ELTWISE output")
     return EltResult(eltwise_command_cycles(count), count, regions, out)

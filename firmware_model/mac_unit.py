@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_model.errors import GoldenModelError
-from firmware_model.isa import MacMode, OutMode, Reg, Sram, Status
+from firmware_model.isa import MAC_REGS, SIGNED_REGS, MacMode, OutMode, Reg, Sram, Status
 from firmware_model.memories import Memories
 from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
 from firmware_model.perf import mac_command_cycles
@@ -130,6 +130,15 @@ def rescale_operands(value, multiplier, scale32: bool) -> tuple[np.ndarray, np.n
     return wrap(v, 48), m & 0x7FFF
 
 
+def exact_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w on int64 operands of the MAC array, exactly, through a float64 matrix product: each
+    product is below 2^16 (int8 x int8 with zero points) or 2^23 (int16 x int8), so every partial
+    sum of fewer than 2^30 terms is an integer below 2^53, which float64 holds exactly."""
+    if x.shape[-1] >= 1 << 30:
+        return x @ w
+    return (x.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
+
+
 def _fail(status: Status, message: str):
     raise GoldenModelError(f"MAC: {message}", status)
 
@@ -162,7 +171,10 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     from firmware_model.isa import reg_value
 
     R, L = cfg.mac_rows, cfg.mac_cols
-    g = lambda reg: reg_value(reg, regs.get(reg, 0))  # noqa: E731
+    values = {r: regs.get(r, 0) for r in MAC_REGS}
+    for r in SIGNED_REGS & values.keys():
+        values[r] = reg_value(r, values[r])
+    g = values.__getitem__
 
     if mode not in (MacMode.CONV2D, MacMode.MATMUL):
         _fail(Status.BAD_MODE, f"mode {mode} is not implemented")
@@ -215,7 +227,7 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     w = w - g(Reg.WGT_ZP)
 
     # Products are exact; the accumulator lanes hold 48 bits.
-    acc = accumulate(0, x @ w.T)[:, :oc]                                       # (P, oc)
+    acc = accumulate(0, exact_dot(x, w.T))[:, :oc]                             # (P, oc)
 
     p0 = g(Reg.PARAM_ADDR)
     mem.check_range(Sram.PARAM, p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES, "MAC parameters")
@@ -239,8 +251,8 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     last = first + (oh - 1) * row + (ow - 1) * pix + oc * esize
     mem.check_range(Sram.OUTPUT, first, last, "MAC output")
     raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(f"<i{esize}")).view(np.uint8)
-    dst = np.lib.stride_tricks.as_strided(mem.sram[Sram.OUTPUT][first:], shape=(oh, ow, oc * esize),
-                                          strides=(row, pix, 1), writeable=True)
+    dst = np.ndarray((oh, ow, oc * esize), np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=first,
+                     strides=(row, pix, 1))
     dst[...] = raw.reshape(oh, ow, oc * esize)
 
     pixels = oh * ow

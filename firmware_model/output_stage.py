@@ -88,6 +88,23 @@ def write_elements(mem: Memories, offsets: np.ndarray, values: np.ndarray, dtype
     return lo, hi
 
 
+def write_run(mem: Memories, addr: int, values: np.ndarray, dtype: DType, what: str) -> tuple[int, int]:
+    """Store values (int64) as consecutive `dtype` elements from byte `addr` of the output SRAM
+    (what write_elements does for offsets addr, addr+size, ...); the byte range written."""
+    size = ELEMENT_BYTES[dtype]
+    n = int(np.size(values))
+    if n == 0:
+        return (0, 0)
+    if addr % size:
+        raise GoldenModelError(f"{what}: output addresses are not multiples of the {size}-byte element",
+                               Status.ADDRESS_RANGE)
+    lo, hi = addr, addr + n * size
+    mem.check_range(Sram.OUTPUT, lo, hi, what)
+    raw = np.asarray(values, dtype=np.int64).reshape(-1).astype(f"<i{size}" if size < 8 else "<i8")
+    mem.sram[Sram.OUTPUT][lo:hi] = raw.view(np.uint8)
+    return lo, hi
+
+
 def read_records(mem: Memories, first: int, count: int, what: str):
     """(multiplier, shift) of parameter records first .. first+count-1, and the byte range read."""
     a, b = first * PARAM_RECORD_BYTES, (first + count) * PARAM_RECORD_BYTES
