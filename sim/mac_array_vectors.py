@@ -2,7 +2,7 @@
 
 A *program* is what the bench plays through hw/mac_harness.py: an ordered list of operations for
 its `op` stream (weight rows and vectors), accumulator values preloaded by backdoor before the run
-(sim/unit_bench_backdoor.py), and the accumulator addresses read back afterwards (`rd` stream).
+(UnitBench.run's extras), and the accumulator addresses read back afterwards (`rd` stream).
 `expected_accumulators()` replays a program on the golden arithmetic (firmware_model.mac_unit:
 `mac_block_sums` for the products of a vector with each weight row, `accumulate` for the int48
 accumulator lanes); the bench side only keeps track of which bytes each weight row holds and which
@@ -283,7 +283,7 @@ def packed_accumulator(values) -> int:
 @dataclass
 class MacRun:
     run: VectorRun
-    extra: dict          # sim.unit_bench_backdoor extras: the accumulator image before the run
+    extra: dict          # UnitBench.run extras: the accumulator image before the run
     program: MacProgram
 
 
@@ -317,10 +317,8 @@ def suites(seed: int, geometry=GEOMETRY, scale: float = 1.0) -> list[MacRun]:
 
 def run_suites(simulator: str, runs: list[MacRun], geometry=GEOMETRY, mutation: Mutation | None = None
                ) -> UnitRunResults:
-    from sim.unit_bench_backdoor import run_with_extras
-
-    return run_with_extras(bench(geometry), simulator, [r.run for r in runs], [r.extra for r in runs],
-                           mutation=mutation)
+    return bench(geometry).run(simulator, [r.run for r in runs], mutation=mutation,
+                               extras=[r.extra for r in runs])
 
 
 # ---------------------------------------------------------------------------------------------

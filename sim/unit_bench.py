@@ -253,9 +253,20 @@ class UnitBench:
 
     # ---- running on a simulator ----
     def run(self, simulator: str, runs: list[VectorRun], *, mutation: Mutation | None = None,
-            job_dir: Path | None = None, keep: bool = False) -> UnitRunResults:
+            job_dir: Path | None = None, keep: bool = False, extras: list[dict] | None = None) -> UnitRunResults:
+        """Run vectors on a simulator. `extras`, one dict per run, asks for what happens before
+        that run: {"reset_before": bool, "backdoor": {"path.below.harness": [(index, word), ...]}}
+        (sim/benches/unit_vector_bench.run_extras)."""
         built = self.built(simulator, mutation)
         packed = self._pack_runs(runs)
+        if extras is not None:
+            if len(extras) != len(runs):
+                raise UnitBenchError(f"{len(extras)} extras for {len(runs)} runs")
+            for p, e in zip(packed, extras):
+                unknown = set(e) - {"reset_before", "backdoor"}
+                if unknown:
+                    raise UnitBenchError(f"unknown run extras {sorted(unknown)}")
+                p.update(e)
         own = job_dir is None
         job_dir = Path(job_dir or tempfile.mkdtemp(prefix=f"{self.spec.name}-", dir=_jobs_root()))
         job_dir.mkdir(parents=True, exist_ok=True)

@@ -254,7 +254,7 @@ def bench(geometry=GEOMETRY) -> UnitBench:
 @dataclass
 class VarRun:
     run: VectorRun
-    extra: dict                 # sim.unit_bench_backdoor extras: {"reset_before": bool}
+    extra: dict                 # UnitBench.run extras: {"reset_before": bool}
     program: VarProgram
     records: dict[str, np.ndarray]
     notes: dict[str, np.ndarray]
@@ -295,10 +295,8 @@ def suites(seed: int, geometry=GEOMETRY, n: int = 2000) -> list[VarRun]:
 
 def run_suites(simulator: str, runs: list[VarRun], geometry=GEOMETRY, mutation: Mutation | None = None
                ) -> UnitRunResults:
-    from sim.unit_bench_backdoor import run_with_extras
-
-    return run_with_extras(bench(geometry), simulator, [r.run for r in runs], [r.extra for r in runs],
-                           mutation=mutation)
+    return bench(geometry).run(simulator, [r.run for r in runs], mutation=mutation,
+                               extras=[r.extra for r in runs])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,6 +72,31 @@ async def run_one(dut, layout: dict, run: dict, previous_inputs: dict) -> dict:
             "load_seconds": t1 - t0, "read_seconds": t3 - t2}
 
 
+def _handle(dut, path: str):
+    h = dut
+    for part in path.split("."):
+        h = getattr(h, part)
+    return h
+
+
+async def run_extras(dut, run: dict) -> None:
+    """What a unit may need before a run (UnitBench.run's `extras`):
+    `reset_before`: hold `rst` for two clocks (the variable SRAM's contents and flags must survive
+    invocation starts but not a reset); `backdoor`: words written straight into a memory of the
+    unit, by hierarchical path below the harness (the MAC array's accumulators preloaded next to
+    the int48 limits, which accumulating within a test's length cannot reach)."""
+    if run.get("reset_before"):
+        dut.rst.value = 1
+        await RisingEdge(dut.clk)
+        await RisingEdge(dut.clk)
+        dut.rst.value = 0
+        await RisingEdge(dut.clk)
+    for path, writes in run.get("backdoor", {}).items():
+        arr = _handle(dut, path)
+        for i, v in writes:
+            arr[i].value = v
+
+
 @cocotb.test()
 async def run_vectors(dut):
     job_dir, job = _job()
@@ -87,6 +112,7 @@ async def run_vectors(dut):
     results, bad = [], []
     previous: dict = {}
     for run in job["runs"]:
+        await run_extras(dut, run)
         res = await run_one(dut, layout, run, previous)
         previous = run["inputs"]
         results.append(res)
