@@ -18,7 +18,7 @@ WAVES  ?= 0
 MODEL  ?= models/demo_conv/model.tosa
 PYTEST_ARGS ?=
 
-.PHONY: help setup icarus sim test conformance conformance-dev bench models lint clean
+.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench models lint clean
 
 help:
 	@echo "make sim        build the RTL, run the demo network on it, check every tile against golden"
@@ -52,7 +52,18 @@ icarus:
 	    exit 2; \
 	  fi; }
 
-SIM_DEPS := setup $(if $(filter icarus,$(SIM)),icarus)
+# Verilator writes waveforms as FST, whose writer needs the lz4 headers.
+lz4:
+	@test -f /usr/include/lz4.h || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "setup: installing the lz4 headers for Verilator's FST waveforms (apt-get install liblz4-dev)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liblz4-dev >/dev/null; \
+	  else \
+	    echo "Verilator waveforms (FST) need the lz4 headers: run 'sudo apt-get install -y liblz4-dev', then retry"; \
+	    exit 2; \
+	  fi; }
+
+SIM_DEPS := setup $(if $(filter icarus,$(SIM)),icarus) $(if $(filter 1,$(WAVES)),$(if $(filter verilator,$(SIM)),lz4))
 
 sim: $(SIM_DEPS)
 	$(RUN) $(BIN)/npu sim $(MODEL) --sim $(SIM) --config $(CONFIG) $(if $(filter 1,$(WAVES)),--waves)

@@ -35,6 +35,13 @@ CLOCK_PERIOD_NS = 10
 # Verilator: warnings stay visible in the build log but do not stop the build; lint is a
 # separate, strict check (tests/test_lint.py).
 VERILATOR_ARGS = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+# Waveforms from Verilator as FST (the runner asks for --trace, which alone writes a VCD roughly
+# twenty times larger).
+VERILATOR_WAVE_ARGS = ["--trace-fst", "--trace-structs"]
+
+
+def verilator_args(waves: bool) -> list[str]:
+    return VERILATOR_ARGS + (VERILATOR_WAVE_ARGS if waves else [])
 
 
 class RtlBuildError(NpuBenchError):
@@ -67,9 +74,12 @@ class BuiltRtl:
 
 def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl:
     ensure_simulator_env(simulator)
+    if waves and simulator == "verilator" and not Path("/usr/include/lz4.h").exists():
+        raise RtlBuildError("Verilator writes FST waveforms, which need the lz4 headers: "
+                            "run 'sudo apt-get install -y liblz4-dev' (make sim WAVES=1 does it as root)")
     text = design.verilog_text()
     version = simulator_version(simulator)
-    digest = hashlib.sha256("\n".join([text, simulator, version, repr(VERILATOR_ARGS),
+    digest = hashlib.sha256("\n".join([text, simulator, version, repr(verilator_args(waves)),
                                        repr(TIMESCALE), str(waves)]).encode()).hexdigest()[:16]
     build_dir = BUILD_ROOT / "rtl" / simulator / f"{design.name}-{digest}{'-waves' if waves else ''}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -90,7 +100,7 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
         try:
             runner.build(sources=[src], hdl_toplevel=design.name, build_dir=build_dir,
                          always=True, waves=waves, timescale=TIMESCALE, log_file=log,
-                         build_args=VERILATOR_ARGS if simulator == "verilator" else [])
+                         build_args=verilator_args(waves) if simulator == "verilator" else [])
         except (SystemExit, Exception) as e:  # the runner exits on a failed sub-command
             raise RtlBuildError(f"building {design.name} for {simulator} failed ({e}); see {log}") from None
         seconds = time.monotonic() - t0
@@ -160,7 +170,7 @@ def _restore_build_state(runner, built: BuiltRtl) -> None:
     try:
         runner.build(sources=built.sources, hdl_toplevel=built.design_name, build_dir=built.build_dir,
                      always=False, waves=built.waves, timescale=TIMESCALE,
-                     build_args=VERILATOR_ARGS if built.simulator == "verilator" else [])
+                     build_args=verilator_args(built.waves) if built.simulator == "verilator" else [])
     finally:
         runner._execute = execute
         runner.log.setLevel(level)

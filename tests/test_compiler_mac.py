@@ -10,38 +10,10 @@ import pytest
 from compiler.pipeline import compile_file
 from firmware_model.golden import GoldenModel
 from firmware_model.npu_config import load_config
-from sim.mlir_graphs import const, module, serialize, tensor_type
+from sim.mlir_graphs import const, conv_layer_mlir, module, serialize, tensor_type
 from sim.refmodel import run_reference
 
 CONFIGS = ("tiny", "default")
-
-
-def conv_layer_mlir(rng, op: str, shape, kernel, stride, dilation, pad, cout=None, clamp=True):
-    """A (depthwise) conv + per-channel RESCALE (+ CLAMP) graph; returns (mlir, input shape)."""
-    H, W, C = shape
-    kh, kw = kernel
-    OH = (H - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0]) // stride[0] + 1
-    OW = (W - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1]) // stride[1] + 1
-    OC = C if op == "depthwise_conv2d" else cout
-    wshape = (kh, kw, C, 1) if op == "depthwise_conv2d" else (OC, kh, kw, C)
-    tin, tacc, tout = (tensor_type((1, H, W, C), "i8"), tensor_type((1, OH, OW, OC), "i32"),
-                       tensor_type((1, OH, OW, OC), "i8"))
-    tw, tc32, tc8 = tensor_type(wshape, "i8"), tensor_type((OC,), "i32"), tensor_type((OC,), "i8")
-    body = [const("w", rng.integers(-128, 128, wshape), "i8"), const("b", rng.integers(-9000, 9000, OC), "i32"),
-            const("izp", [int(rng.integers(-128, 128))], "i8"), const("wzp", [int(rng.integers(-128, 128))], "i8"),
-            const("m", rng.integers(1 << 30, (1 << 31) - 1, OC), "i32"), const("s", rng.integers(31, 40, OC), "i8"),
-            const("azp", [0], "i32"), const("ozp", [int(rng.integers(-20, 20))], "i8"),
-            f"    %c = tosa.{op} %x, %w, %b, %izp, %wzp {{acc_type = i32, dilation = array<i64: {dilation[0]}, "
-            f"{dilation[1]}>, pad = array<i64: {', '.join(map(str, pad))}>, stride = array<i64: {stride[0]}, "
-            f"{stride[1]}>}} : ({tin}, {tw}, {tc32}, tensor<1xi8>, tensor<1xi8>) -> {tacc}",
-            f"    %r = tosa.rescale %c, %m, %s, %azp, %ozp {{input_unsigned = false, output_unsigned = false, "
-            f"per_channel = true, rounding_mode = DOUBLE_ROUND, scale32 = true}} : ({tacc}, {tc32}, {tc8}, "
-            f"tensor<1xi32>, tensor<1xi8>) -> {tout}"]
-    last = "r"
-    if clamp:
-        body.append(f"    %o = tosa.clamp %r {{max_val = 100 : i8, min_val = -90 : i8}} : ({tout}) -> {tout}")
-        last = "o"
-    return module([("x", tin)], [tout], body, [last])
 
 
 def random_geometry(rng):

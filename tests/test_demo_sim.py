@@ -110,3 +110,22 @@ def test_npu_sim_stateful_network_over_its_invocations():
     assert rep.ok and rep.passed == len(rep.tiles) > 0
     assert rep.output_checks == {"rtl == golden": True, "rtl == interpreter": True, "rtl == reference model": True}
     assert rep.golden_only > 0 and any("golden model only" in n for n in rep.output_notes)
+
+
+@pytest.mark.rtl
+def test_npu_sim_writes_a_waveform(tmp_path, capsys):
+    """--waves builds a tracing RTL and prints the path of a non-empty FST file."""
+    from pathlib import Path
+
+    from sim.mlir_graphs import conv_layer_mlir, serialize
+
+    rng = np.random.default_rng(3)
+    model = serialize(conv_layer_mlir(rng, "conv2d", (6, 6, 4), (3, 3), (1, 1), (1, 1), [1, 1, 1, 1], cout=4),
+                      tmp_path)
+    status = cli.main(["sim", str(model), "--sim", "icarus", "--config", "tiny", "--waves",
+                       "--report", str(tmp_path / "report")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    waves = [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("waves: ")]
+    assert waves and waves[0].endswith(".fst")
+    assert Path(waves[0]).stat().st_size > 1000
