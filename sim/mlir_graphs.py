@@ -68,7 +68,7 @@ def serialize(mlir_text: str, outdir: Path, stem: str = "model") -> Path:
 
 
 def conv_layer_mlir(rng, op: str, shape, kernel, stride, dilation, pad, cout=None, clamp=True):
-    """A (depthwise) conv + per-channel RESCALE (+ CLAMP) graph; returns (mlir, input shape)."""
+    """MLIR text of a (depthwise) CONV2D + per-channel RESCALE (+ CLAMP) graph with seeded constants."""
     H, W, C = shape
     kh, kw = kernel
     OH = (H - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0]) // stride[0] + 1
