@@ -41,6 +41,8 @@ UNITS = {
     "lut_engine": "sim.lut_vectors",
     "mac_array": "sim.mac_array_vectors",
     "variable_sram": "sim.variable_sram_vectors",
+    "eltwise_unit": "sim.eltwise_vectors",
+    "pool_unit": "sim.pool_vectors",
 }
 SIMULATORS = ("verilator", "icarus", "amaranth")
 

@@ -111,10 +111,11 @@ class UnitRunResults:
         return all(r.ok for r in self.runs) and (self.bench is None or self.bench.ok)
 
     def by_label(self, label: str) -> RunResult:
-        for r in self.runs:
-            if r.label == label:
-                return r
-        raise KeyError(label)
+        found = [r for r in self.runs if r.label == label]
+        if len(found) != 1:
+            # two runs under one label would let a test check the wrong one
+            raise KeyError(f"{len(found)} runs labelled {label!r}")
+        return found[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,6 +297,7 @@ class UnitBench:
     # ---- running on amaranth.sim ----
     def run_amaranth(self, runs: list[VectorRun]) -> UnitRunResults:
         """The same runs on Amaranth's Python simulator (small vectors: it runs ~10^4 clocks/s)."""
+        from amaranth import Value
         from amaranth.sim import Simulator
 
         packed = self._pack_runs(runs)
@@ -313,7 +315,8 @@ class UnitBench:
                 for name, n in p["n_out"].items():
                     ctx.set(getattr(h, f"count_{name}"), n)
                 for port, v in p["static"].items():
-                    ctx.set(getattr(h, port), v)
+                    # a struct-typed port (data.View) takes its packed bits
+                    ctx.set(Value.cast(getattr(h, port)), v)
                 ctx.set(h.valid_pattern, p["valid_pattern"])
                 ctx.set(h.ready_pattern, p["ready_pattern"])
                 t1 = time.perf_counter()
@@ -419,8 +422,11 @@ GENERATOR_WAIVERS = (
 )
 
 
-_ALIAS_RE = re.compile(r"^\s*assign (\w+) = (.+);\s*$", re.MULTILINE)
-_OPERAND = r"(\\\$\d+|[A-Za-z_]\w*)\s*(?:\[[\d:]+\])?"
+# A Verilog identifier: simple (`name`, `a$1`) or escaped (`\$12`, `\i__valid$24`: a backslash, then
+# anything up to white space — Amaranth escapes the port wires of sub-components so).
+_NAME = r"(?:\\\S+|[A-Za-z_][\w$]*)"
+_ALIAS_RE = re.compile(r"^\s*assign (" + _NAME + r")\s*= (.+);\s*$", re.MULTILINE)
+_OPERAND = r"(" + _NAME + r")\s*(?:\[[\d:]+\])?"
 _DECL_RE = re.compile(r"^\s*(wire|reg|input|output)\b")
 
 
@@ -445,10 +451,23 @@ def alias_waivers(text: str) -> tuple[LintWaiver, ...]:
     A named Amaranth signal driven by another signal (whole, sliced or sign-extended) comes out as
     `assign name = $N[..];` while the logic that reads it reads `$N` (a Yosys temporary, a port, a
     memory port's signal) directly, so Verilator sees `name` unused. The waiver is given only when
-    that source is read by some other statement: the value is used, under another name.
+    that source is read by some other statement: the value is used, under another name. Each
+    module of a hierarchical design (a unit built from sub-components) is examined on its own;
+    escaped names (`\\i__valid$24`, Amaranth's copies of a sub-component's ports) count too.
     """
+    out = []
+    # module by module: a hierarchical design repeats port names (o__ready, w__valid, ...)
+    modules = re.findall(r"^module\b.*?^endmodule\b", text, flags=re.MULTILINE | re.DOTALL) or [text]
+    for module in modules:
+        for w in _module_alias_waivers(module):
+            if w not in out:
+                out.append(w)
+    return tuple(out)
+
+
+def _module_alias_waivers(text: str) -> list[LintWaiver]:
     lines = text.splitlines()
-    ports = set(re.findall(r"\b(?:input|output)\b(?:\s+(?:wire|reg))?(?:\s*\[[^\]]*\])?\s+(\w+)", text))
+    ports = set(re.findall(r"\b(?:input|output)\b(?:\s+(?:wire|reg))?(?:\s*\[[^\]]*\])?\s+(" + _NAME + ")", text))
     out = []
     for m in _ALIAS_RE.finditer(text):
         name, src = m.group(1), _aliased(m.group(2))
@@ -459,9 +478,10 @@ def alias_waivers(text: str) -> tuple[LintWaiver, ...]:
         used = any(token.search(line) and not _DECL_RE.match(line) and not target.match(line)
                    and line.strip() != m.group(0).strip() for line in lines)
         if used:
-            out.append(LintWaiver("UNUSEDSIGNAL", f"*: '{name}'*",
-                                  f"'{name}' is Yosys' copy of {src}, which the logic reads instead"))
-    return tuple(out)
+            shown = name.lstrip("\\")           # Verilator prints escaped names without the backslash
+            out.append(LintWaiver("UNUSEDSIGNAL", f"*: '{shown}'*",
+                                  f"'{shown}' is Yosys' copy of {src}, which the logic reads instead"))
+    return out
 
 
 @dataclass

@@ -39,8 +39,15 @@ def load_words(dut, memory: str, words: list[int]) -> None:
 
 
 def read_words(dut, memory: str, n: int) -> list[int]:
+    """The first n words; a word with X or Z bits reads as -1, which equals no expected word (a
+    faulty design, e.g. a mutant passing a pipeline bubble's undefined data, fails the compare
+    instead of stopping the bench)."""
     arr = _array(dut, memory)
-    return [arr[i].value.to_unsigned() for i in range(n)]
+    out = []
+    for i in range(n):
+        v = arr[i].value
+        out.append(v.to_unsigned() if v.is_resolvable else -1)
+    return out
 
 
 async def run_one(dut, layout: dict, run: dict, previous_inputs: dict) -> dict:
