@@ -527,7 +527,7 @@ MUTATIONS = (
 # Only the output stage's waivers (sim/eltwise_vectors.py).
 LINT_WAIVERS: tuple[LintWaiver, ...] = OUTPUT_STAGE_WAIVERS
 
-BENCHMARK_SIZES = {"verilator": 4096, "icarus": 512, "amaranth": 64}
+BENCHMARK_SIZES = {"verilator": DEPTH, "icarus": 4096, "amaranth": 512}     # taps at most
 
 
 def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
@@ -535,7 +535,7 @@ def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
     rng = np.random.default_rng(seed)
     mem = Memories(NPU)
     tables = table_run(rng, mem, "setup")
-    side = int(np.sqrt(BENCHMARK_SIZES[simulator] // 8))
+    side = int(np.sqrt(BENCHMARK_SIZES[simulator] // (8 * 9)))     # 8 channels, 9 taps a window
     g = Geometry(3, 3, 1, 1, 1, 1, side, side, side, side, 8)
     box = _draw(rng, DType.INT8, side * side * 8).reshape(side, side, 8)
     c = PoolCommand("benchmark", int(PoolMode.AVG), DType.INT8, -3, g, box,
