@@ -755,13 +755,10 @@ def coverage_model() -> CoverageModel:
 
 SPEC = UnitSpec("eltwise_bench", _unit, params=(("entries", ENTRIES),), depth=DEPTH,
                 phases=(("w",), ("i",)), unit_name="eltwise_unit")
-_BENCH: list = []
 
 
 def bench() -> UnitBench:
-    if not _BENCH:
-        _BENCH.append(UnitBench(SPEC))
-    return _BENCH[0]
+    return UnitBench.shared(SPEC)
 
 
 # Faults injected into the generated Verilog (hw/eltwise_unit.py and hw/output_stage.py name the

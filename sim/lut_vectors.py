@@ -276,13 +276,10 @@ def _unit():
 
 SPEC = UnitSpec("lut_bench", _unit, params=(("entries", ENTRIES),), depth=65536, out_depth=65536,
                 phases=(("w",), ("i",)), unit_name="lut_engine")
-_BENCH: list = []
 
 
 def bench() -> UnitBench:
-    if not _BENCH:
-        _BENCH.append(UnitBench(SPEC))
-    return _BENCH[0]
+    return UnitBench.shared(SPEC)
 
 
 MUTATIONS = (

@@ -496,13 +496,10 @@ def coverage_model() -> CoverageModel:
 
 SPEC = UnitSpec("pool_bench", _unit, params=(("entries", ENTRIES),), depth=DEPTH,
                 phases=(("w",), ("i",)), unit_name="pool_unit")
-_BENCH: list = []
 
 
 def bench() -> UnitBench:
-    if not _BENCH:
-        _BENCH.append(UnitBench(SPEC))
-    return _BENCH[0]
+    return UnitBench.shared(SPEC)
 
 
 # Faults injected into the generated Verilog (hw/pool_unit.py names the signals they edit).

@@ -346,7 +346,6 @@ def mac_stage_elements(rng, n: int):
 # The bench: spec, runs, coverage, mutations, lint
 
 SPEC = UnitSpec("rescale_bench", lambda: _unit(), depth=32768, unit_name="rescale_unit")
-_BENCH: list = []
 
 
 def _unit():
@@ -356,9 +355,7 @@ def _unit():
 
 
 def bench() -> UnitBench:
-    if not _BENCH:
-        _BENCH.append(UnitBench(SPEC))
-    return _BENCH[0]
+    return UnitBench.shared(SPEC)
 
 
 def make_run(label: str, e: Elements, exp: np.ndarray | None = None, **kw) -> VectorRun:

@@ -177,6 +177,17 @@ class UnitDesign(RtlDesign):
 # The bench
 
 class UnitBench:
+    _shared: dict = {}
+
+    @classmethod
+    def shared(cls, spec: UnitSpec) -> "UnitBench":
+        """The process's one bench for this spec (its builds are memoised on the bench, so every
+        test module and benchmark of a unit reuses them)."""
+        key = (spec.name, spec.params, spec.depth, spec.out_depth, spec.phases)
+        if key not in cls._shared:
+            cls._shared[key] = cls(spec)
+        return cls._shared[key]
+
     def __init__(self, spec: UnitSpec):
         self.spec = spec
         h = spec.harness(verilog_memories=False)

@@ -242,13 +242,8 @@ def unit_spec(geometry=GEOMETRY, stim_depth: int = 16384) -> UnitSpec:
 
 
 SPEC = unit_spec()
-_BENCHES: dict = {}
-
-
 def bench(geometry=GEOMETRY) -> UnitBench:
-    if geometry not in _BENCHES:
-        _BENCHES[geometry] = UnitBench(unit_spec(geometry))
-    return _BENCHES[geometry]
+    return UnitBench.shared(unit_spec(geometry))
 
 
 @dataclass
