@@ -131,12 +131,13 @@ def rescale_operands(value, multiplier, scale32: bool) -> tuple[np.ndarray, np.n
 
 
 def exact_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """x @ w on int64 operands of the MAC array, exactly, through a float64 matrix product: each
-    product is below 2^16 (int8 x int8 with zero points) or 2^23 (int16 x int8), so every partial
-    sum of fewer than 2^30 terms is an integer below 2^53, which float64 holds exactly."""
+    """x @ w on integer operands of the MAC array (int64, or float64 holding integers), exactly,
+    through a float64 matrix product: each product is below 2^16 (int8 x int8 with zero points)
+    or 2^23 (int16 x int8), so every partial sum of fewer than 2^30 terms is an integer below
+    2^53, which float64 holds exactly."""
     if x.shape[-1] >= 1 << 30:
-        return x @ w
-    return (x.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
+        return x.astype(np.int64) @ w.astype(np.int64)
+    return (x.astype(np.float64, copy=False) @ w.astype(np.float64, copy=False)).astype(np.int64)
 
 
 def _fail(status: Status, message: str):
@@ -202,32 +203,39 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
     n_ocb = -(-oc // R)
     esize = OUTPUT_ELEMENT_BYTES[DType(ofm_dtype)]
 
-    # Input vectors: word index of (oy, ox, ky, kx, b).
+    if min(oh, ow, kh, kw, cb) == 0:
+        _fail(Status.BAD_MODE, f"an empty tile (OFM {oh}x{ow}, kernel {kh}x{kw}, {cb} input blocks)")
+
+    # Input vectors: the input word of (oy, ox, ky, kx, b) is
+    #   IFM_ADDR/L + (oy*STRIDE_H + ky*DILATION_H)*row + (ox*STRIDE_W + kx*DILATION_W)*pix + b,
+    # every stride non-negative, so the first and last words bound the range the tile reads; the
+    # vectors are a strided view of the SRAM (the im2col matrix without an index array).
     word0 = g(Reg.IFM_ADDR) // L
     row_w, pix_w = g(Reg.IFM_ROW_STRIDE) // L, g(Reg.IFM_PIX_STRIDE) // L
     sh, sw, dh, dw = g(Reg.STRIDE_H), g(Reg.STRIDE_W), g(Reg.DILATION_H), g(Reg.DILATION_W)
-    oy = np.arange(oh).reshape(-1, 1, 1, 1, 1)
-    ox = np.arange(ow).reshape(1, -1, 1, 1, 1)
-    ky = np.arange(kh).reshape(1, 1, -1, 1, 1)
-    kx = np.arange(kw).reshape(1, 1, 1, -1, 1)
-    b = np.arange(cb).reshape(1, 1, 1, 1, -1)
-    words = word0 + (oy * sh + ky * dh) * row_w + (ox * sw + kx * dw) * pix_w + b
-    in_bytes = mem.sram[Sram.INPUT]
-    lo, hi = int(words.min()), int(words.max()) + 1
+    lo = word0
+    hi = word0 + ((oh - 1) * sh + (kh - 1) * dh) * row_w + ((ow - 1) * sw + (kw - 1) * dw) * pix_w + cb
     mem.check_range(Sram.INPUT, lo * L, hi * L, "MAC input")
     lanes = lanes_per_word(L, ifm_dtype)
-    x = input_elements(in_bytes.reshape(-1, L)[words], ifm_dtype)          # (oh, ow, kh, kw, cb, lanes)
-    x = (x - g(Reg.IFM_ZP)).reshape(oh * ow, kh * kw * cb * lanes)
+    esz = L // lanes                                                           # bytes per input element
+    row_b, pix_b = row_w * L, pix_w * L
+    vectors = np.ndarray((oh, ow, kh, kw, cb * lanes), dtype=np.int8 if esz == 1 else "<i2",
+                         buffer=mem.sram[Sram.INPUT], offset=word0 * L,
+                         strides=(sh * row_b, sw * pix_b, dh * row_b, dw * pix_b, esz))
+    # Float64 holds every operand and partial sum exactly (see exact_dot).
+    x = vectors.astype(np.float64).reshape(oh * ow, kh * kw * cb * lanes)
+    x -= g(Reg.IFM_ZP)
 
     wword0 = g(Reg.WGT_ADDR) // L
     n_wwords = n_ocb * kh * kw * cb * R
     mem.check_range(Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
-    w = weight_elements(mem.sram[Sram.WEIGHT].reshape(-1, L)[wword0:wword0 + n_wwords], ifm_dtype)
-    w = w.reshape(n_ocb, kh * kw * cb, R, lanes).transpose(0, 2, 1, 3).reshape(n_ocb * R, kh * kw * cb * lanes)
-    w = w - g(Reg.WGT_ZP)
+    w_rows = mem.sram[Sram.WEIGHT][wword0 * L:(wword0 + n_wwords) * L].reshape(n_ocb, kh * kw * cb, R, L)
+    w = w_rows[..., :lanes].view(np.int8).astype(np.float64)                  # weight_elements' lanes
+    w = w.transpose(1, 3, 0, 2).reshape(kh * kw * cb * lanes, n_ocb * R)
+    w -= g(Reg.WGT_ZP)
 
     # Products are exact; the accumulator lanes hold 48 bits.
-    acc = accumulate(0, exact_dot(x, w.T))[:, :oc]                             # (P, oc)
+    acc = accumulate(0, exact_dot(x, w))[:, :oc]                               # (P, oc)
 
     p0 = g(Reg.PARAM_ADDR)
     mem.check_range(Sram.PARAM, p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES, "MAC parameters")
