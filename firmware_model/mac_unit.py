@@ -194,17 +194,14 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
 
     oh, ow, oc = g(Reg.OFM_H), g(Reg.OFM_W), g(Reg.OFM_C)
     kh, kw, cb = g(Reg.KERNEL_H), g(Reg.KERNEL_W), g(Reg.IFM_CBLOCKS)
-    if oh * ow > cfg.acc_depth or oc == 0:
-        _fail(Status.ADDRESS_RANGE, f"{oh}x{ow} output pixels exceed the {cfg.acc_depth} accumulators "
-                                    f"or no output channels")
+    if oh * ow > cfg.acc_depth or min(oc, oh, ow, kh, kw, cb) == 0:
+        _fail(Status.ADDRESS_RANGE, f"{oh}x{ow}x{oc} outputs with a {kh}x{kw} kernel over {cb} input blocks: more "
+                                    f"pixels than the {cfg.acc_depth} accumulators, or an empty tile")
     for reg in (Reg.IFM_ADDR, Reg.IFM_ROW_STRIDE, Reg.IFM_PIX_STRIDE, Reg.WGT_ADDR):
         if g(reg) % L:
             _fail(Status.ADDRESS_RANGE, f"{reg.name} = {g(reg)} is not a multiple of the {L}-byte word")
     n_ocb = -(-oc // R)
     esize = OUTPUT_ELEMENT_BYTES[DType(ofm_dtype)]
-
-    if min(oh, ow, kh, kw, cb) == 0:
-        _fail(Status.BAD_MODE, f"an empty tile (OFM {oh}x{ow}, kernel {kh}x{kw}, {cb} input blocks)")
 
     # Input vectors: the input word of (oy, ox, ky, kx, b) is
     #   IFM_ADDR/L + (oy*STRIDE_H + ky*DILATION_H)*row + (ox*STRIDE_W + kx*DILATION_W)*pix + b,

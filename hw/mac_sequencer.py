@@ -233,7 +233,9 @@ class MacSequencer(wiring.Component):
                 bad_mode = (~op.ifm_dtype.matches(DType.INT8, DType.INT16) | bad_int16 | (op.lut_mode != LutMode.OFF)
                             | ~op.ofm_dtype.matches(DType.INT8, DType.INT16, DType.INT32)
                             | (~rescale_on & (op.ofm_dtype != DType.INT32)))
-                too_big = (op.ofm_h * op.ofm_w > cfg.acc_depth) | (op.ofm_c == 0)
+                empty = ((op.ofm_h == 0) | (op.ofm_w == 0) | (op.ofm_c == 0) | (op.kernel_h == 0)
+                         | (op.kernel_w == 0) | (op.ifm_cblocks == 0))
+                too_big = (op.ofm_h * op.ofm_w > cfg.acc_depth) | empty
                 with m.If(bad_mode):
                     m.d.sync += status.eq(Status.BAD_MODE)
                     m.next = "DONE"

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from firmware_model.isa import LutMode, MacMode, OutMode, Reg, Sram
+from firmware_model.errors import GoldenModelError
+from firmware_model.isa import LutMode, MacMode, OutMode, Reg, Sram, Status
 from firmware_model.mac_unit import encode_params, execute_mac
 from firmware_model.memories import Memories
 from firmware_model.npu_config import NpuConfig
@@ -109,3 +110,41 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
 def random_tiles(cfg: NpuConfig, n: int, seed: int, ifm_dtype: DType = DType.INT8) -> list[dict]:
     rng = np.random.default_rng(seed)
     return [random_tile(cfg, rng, i, ifm_dtype) for i in range(n)]
+
+
+# Register changes that make a valid tile fault: (what, registers to change). The golden model
+# decides the status each must end with; the core must report the same and write nothing.
+FAULTS = (
+    ("no output rows", {Reg.OFM_H: 0}),
+    ("no output columns", {Reg.OFM_W: 0}),
+    ("no output channels", {Reg.OFM_C: 0}),
+    ("no kernel rows", {Reg.KERNEL_H: 0}),
+    ("no kernel columns", {Reg.KERNEL_W: 0}),
+    ("no input blocks", {Reg.IFM_CBLOCKS: 0}),
+    ("more pixels than accumulators", {Reg.OFM_H: 1 << 10, Reg.OFM_W: 1 << 10}),
+    ("int32 inputs", {Reg.IFM_DTYPE: int(DType.INT32)}),
+    ("int8 result without RESCALE", {Reg.OUT_MODE: 0, Reg.OFM_DTYPE: int(DType.INT8)}),
+    ("raw int48 result", {Reg.OUT_MODE: 0, Reg.OFM_DTYPE: int(DType.INT48)}),
+    ("int16 inputs with an input zero point", {Reg.IFM_DTYPE: int(DType.INT16), Reg.IFM_ZP: 5}),
+)
+
+
+def faulty_tiles(cfg: NpuConfig, seed: int) -> list[dict]:
+    """One tile per FAULTS entry: a random valid tile with the registers changed, its expected
+    status the golden model's (`expected_status`), no output expected."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, (what, change) in enumerate(FAULTS):
+        t = random_tile(cfg, rng, i)
+        regs = {**t["regs"], **{int(r): v for r, v in change.items()}}
+        mem = Memories(cfg)
+        try:
+            execute_mac(cfg, mem, regs, t["mode"])
+        except GoldenModelError as e:
+            status = e.status
+        else:
+            raise AssertionError(f"{what}: the golden model accepts the tile")
+        out.append({**t, "regs": regs, "what": what, "expected_status": int(status),
+                    "output_range": (0, 0), "expected": np.zeros(0, np.uint8), "golden_cycles": 0})
+    assert {t["expected_status"] for t in out} == {Status.BAD_MODE, Status.ADDRESS_RANGE}
+    return out

@@ -9,7 +9,7 @@ import pytest
 from firmware_model.npu_config import load_config
 from firmware_model.isa import Status
 from sim.core_rtl import cached_core, run_core_job
-from sim.random_tiles import random_tiles
+from sim.random_tiles import faulty_tiles, random_tiles
 
 CASES = [("tiny", "verilator", 150), ("tiny", "icarus", 60), ("default", "verilator", 60),
          ("default", "icarus", 20)]
@@ -42,3 +42,17 @@ def test_rescale_rounding_fault_is_caught():
     assert not bench.ok
     assert len(bad) >= 10, f"only {len(bad)} of 30 tiles caught the fault"
     assert all(r["status"] == Status.OK and r["mismatch_offsets"] for r in bad)
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ("verilator", "icarus"))
+def test_core_reports_the_golden_status_for_faulty_tiles(simulator):
+    """Tiles the golden model refuses (empty, too many pixels, unimplemented types) end with the
+    same completion code on the core."""
+    tiles = faulty_tiles(load_config("tiny"), seed=11)
+    results, bench = run_core_job(cached_core("tiny", simulator), "replay_tiles", {"config": "tiny", "tiles": tiles})
+    got = {t["what"]: (Status(r["status"]).name, Status(r["expected_status"]).name)
+           for t, r in zip(tiles, results["tiles"])}
+    wrong = {what: pair for what, pair in got.items() if pair[0] != pair[1]}
+    assert not wrong, f"(core, golden) status: {wrong}"
+    assert bench.ok
