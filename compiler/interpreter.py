@@ -28,7 +28,7 @@ invocation leaves the session (and a state file saved from it) as it was.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -93,6 +93,19 @@ class _VarState:
     is_written: bool
 
 
+@dataclass
+class _OpPlan:
+    """The invocation-independent part of running one op (Interpreter._plan)."""
+    op: Operator                                # the op it was made for
+    where: str
+    kind: str                                   # "kernel", or the variable ops' "declare" / "read" / "write"
+    in_specs: list = field(default_factory=list)    # TensorSpec, None for a name that is no tensor
+    out_specs: list = field(default_factory=list)
+    kernel: object = None
+    fault: Exception | None = None              # an arity fault or an op without a kernel
+    extra: dict = field(default_factory=dict)   # CONST / CONST_SHAPE: the tensor's data
+
+
 def _shape_matches(declared, actual) -> bool:
     return len(declared) == len(actual) and all(d < 0 or d == a for d, a in zip(declared, actual))
 
@@ -123,6 +136,7 @@ class Interpreter:
         # successful invocation are reused by later ones (the first one checked their rules).
         self._constant_ops = self._find_constant_ops()
         self._constant_values: dict[str, np.ndarray] | None = None
+        self._plans: list[_OpPlan | None] = [None] * len(self.block.operators)
 
     # ---- variables ----------------------------------------------------------------------
 
@@ -325,61 +339,78 @@ class Interpreter:
             raise TosaUnpredictable("VARIABLE", f"variable '{v.uid}' is declared twice in one invocation", where)
         seen.add(v.uid)
 
-    def _execute(self, idx: int, op: Operator, env, work, seen) -> None:
-        name = op.op
-        kind = op.attr_kind
+    def _plan(self, idx: int, op: Operator) -> "_OpPlan":
+        """What an op's execution needs that does not change between invocations, found once:
+        its message prefix, its kind, the operand specs, its kernel, and the first static fault of
+        its operand lists (raised when the op runs, so faults surface in graph order)."""
+        name, kind = op.op, op.attr_kind
         where = self._where(idx, op)
         if name == "VARIABLE":
+            plan = _OpPlan(op, where, "declare")
+        elif (name == "IDENTITY" and kind == VARIABLE_READ_KIND) or name == "VARIABLE_READ":
+            plan = _OpPlan(op, where, "read")
+        elif (name == "IDENTITY" and kind == VARIABLE_WRITE_KIND) or name == "VARIABLE_WRITE":
+            plan = _OpPlan(op, where, "write")
+        else:
+            plan = _OpPlan(op, where, "kernel", in_specs=[self._specs.get(t) for t in op.inputs],
+                           out_specs=[self._specs.get(t) for t in op.outputs])
+            try:
+                arity = OP_ARITY.get(name)
+                if arity is not None:
+                    n_in, n_out = arity
+                    if n_in is None:
+                        if len(op.inputs) < 1:
+                            raise TosaError(name, "the input list is empty", where)
+                    elif len(op.inputs) != n_in:
+                        raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", where)
+                    if len(op.outputs) != n_out:
+                        raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", where)
+                plan.kernel = kernel_for(name)
+            except (TosaError, TosaUnsupported) as e:
+                plan.fault = e
+            if name in ("CONST", "CONST_SHAPE"):
+                plan.extra = {"value": self.block.tensors[op.outputs[0]].data}
+        self._plans[idx] = plan
+        return plan
+
+    def _execute(self, idx: int, op: Operator, env, work, seen) -> None:
+        plan = self._plans[idx]
+        if plan is None or plan.op is not op:
+            plan = self._plan(idx, op)
+        if plan.kind == "declare":
             self._declare(self._variable_of(op, idx), work, seen, op, idx)
             return
-        if (name == "IDENTITY" and kind == VARIABLE_READ_KIND) or name == "VARIABLE_READ":
+        if plan.kind == "read":
             self._variable_read(idx, op, env, work, seen)
             return
-        if (name == "IDENTITY" and kind == VARIABLE_WRITE_KIND) or name == "VARIABLE_WRITE":
+        if plan.kind == "write":
             self._variable_write(idx, op, env, work, seen)
             return
+        if plan.fault is not None:
+            raise plan.fault.with_traceback(None)
+        name, kind, where, kernel = op.op, op.attr_kind, plan.where, plan.kernel
 
-        arity = OP_ARITY.get(name)
-        if arity is not None:
-            n_in, n_out = arity
-            if n_in is None:
-                if len(op.inputs) < 1:
-                    raise TosaError(name, "the input list is empty", where)
-            elif len(op.inputs) != n_in:
-                raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", where)
-            if len(op.outputs) != n_out:
-                raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", where)
-        kernel = kernel_for(name)
-
-        in_arrays, in_specs = [], []
+        in_arrays, in_specs = [], plan.in_specs
         for i, tname in enumerate(op.inputs):
-            spec = self._specs.get(tname)
+            spec = in_specs[i]
             if spec is None:
                 raise TosaError(name, f"input {i} '{tname}' is not a tensor of the graph", where)
             if tname not in env:
                 if tname in self._uid_of_tensor:
                     raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", where)
                 raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", where)
-            arr = env[tname]
-            in_arrays.append(arr)
-            in_specs.append(spec)
-        out_specs = []
+            in_arrays.append(env[tname])
+        out_specs = plan.out_specs
         for i, tname in enumerate(op.outputs):
-            spec = self._specs.get(tname)
-            if spec is None:
+            if out_specs[i] is None:
                 raise TosaError(name, f"output {i} '{tname}' is not a tensor of the graph", where)
             if tname in env:
                 raise TosaError(name, f"output '{tname}' is written twice", where)
-            out_specs.append(spec)
         for spec, arr, tname in zip(in_specs, in_arrays, op.inputs):
             if arr.dtype != spec.dtype.storage:
                 raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", where)
-        extra = {}
-        if name in ("CONST", "CONST_SHAPE"):
-            t = self.block.tensors[op.outputs[0]]
-            extra["value"] = t.data
-        call = OpCall(op=name, attrs=op.attrs, inputs=in_arrays, input_specs=in_specs,
-                      output_specs=out_specs, where=where, attr_kind=kind, extra=extra)
+        call = OpCall(op=name, attrs=op.attrs, inputs=in_arrays, input_specs=list(in_specs),
+                      output_specs=list(out_specs), where=where, attr_kind=kind, extra=dict(plan.extra))
         try:
             results = kernel(call)
         except (TosaError, TosaUnpredictable, TosaUnsupported, InterpreterError):

@@ -144,15 +144,17 @@ def _fail(status: Status, message: str):
     raise GoldenModelError(f"MAC: {message}", status)
 
 
+# A parameter record's fields (11 bytes, little-endian): bias int48 as its low 32 bits and its
+# signed high 16 bits, multiplier int32, shift int8.
+PARAM_RECORD = np.dtype([("bias_lo", "<u4"), ("bias_hi", "<i2"), ("multiplier", "<i4"), ("shift", "i1")])
+assert PARAM_RECORD.itemsize == PARAM_RECORD_BYTES
+
+
 def decode_params(cfg: NpuConfig, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-channel (bias, multiplier, shift) from parameter records (uint8, n x 11)."""
-    rec = words.reshape(-1, PARAM_RECORD_BYTES)
-    b = rec[:, 0:6].astype(np.int64)
-    bias = sum(b[:, i] << (8 * i) for i in range(6))
-    bias = wrap(bias, 48)
-    multiplier = rec[:, 6:10].copy().view("<i4").reshape(-1).astype(np.int64)
-    shift = rec[:, 10].astype(np.int64)
-    return bias, multiplier, shift
+    rec = np.ascontiguousarray(words, dtype=np.uint8).reshape(-1).view(PARAM_RECORD)
+    bias = (rec["bias_hi"].astype(np.int64) << 32) | rec["bias_lo"]
+    return bias, rec["multiplier"].astype(np.int64), rec["shift"].astype(np.int64)
 
 
 def encode_params(bias, multiplier, shift) -> bytes:

@@ -308,3 +308,22 @@ def test_core_int16_tiles_match_golden(config, simulator, n):
         assert np.array_equal(r["actual"], r["expected"]), f"tile {r['tile']}: bytes {r['mismatch_offsets'][:8]} differ"
         assert r["cycles"] == r["expected_cycles"], f"tile {r['tile']}: {r['cycles']} cycles, model says {r['expected_cycles']}"
     assert bench.ok
+
+
+def test_parameter_records_round_trip():
+    """encode_params and decode_params agree on every field's extremes (bias int48, multiplier
+    int32, shift int8), record by record."""
+    from firmware_model.mac_unit import decode_params
+
+    rng = np.random.default_rng(3)
+    n = 500
+    bias = rng.integers(DType.INT48.min, DType.INT48.max, n, endpoint=True)
+    mult = rng.integers(-(1 << 31), 1 << 31, n)
+    shift = rng.integers(-128, 128, n)
+    bias[:4] = [DType.INT48.min, DType.INT48.max, 0, -1]
+    mult[:2], shift[:2] = [-(1 << 31), (1 << 31) - 1], [-128, 127]
+    records = np.frombuffer(encode_params(bias, mult, shift), dtype=np.uint8)
+    assert len(records) == 11 * n
+    got = decode_params(CONFIG, records)
+    for name, want, have in zip(("bias", "multiplier", "shift"), (bias, mult, shift), got):
+        assert have.dtype == np.int64 and np.array_equal(have, want), name

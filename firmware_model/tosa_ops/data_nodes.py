@@ -27,7 +27,7 @@ def _constant(call: OpCall, shape_only: bool):
         raise TosaError(call.op, "the output tensor has no constant data", call.where)
     value = np.asarray(value)
     call.error_if(value.dtype != spec.dtype.storage,
-                  f"constant data is {value.dtype}, {spec.dtype.name} needs {spec.dtype.storage}")
+                  lambda: f"constant data is {value.dtype}, {spec.dtype.name} needs {spec.dtype.storage}")
     check_rank(call, value.shape, "output")
     check_output_shape(call, value.shape)
     return [value]

@@ -68,7 +68,7 @@ def check_output_shape(call: OpCall, shape: Sequence[int], i: int = 0, rule: str
     """ERROR_IF the declared output shape disagrees with `shape` (declared -1 dims match anything)."""
     declared = tuple(call.output_specs[i].shape)
     ok = len(declared) == len(shape) and all(d < 0 or d == s for d, s in zip(declared, shape))
-    call.error_if(not ok, rule or f"output shape {_fmt(declared)} != {_fmt(shape)}")
+    call.error_if(not ok, rule or (lambda: f"output shape {_fmt(declared)} != {_fmt(shape)}"))
 
 
 def _fmt(shape: Sequence[int]) -> str:

@@ -39,16 +39,17 @@ class OpCall:
     attr_kind: str | None = None  # the attribute table's name, when the op dispatches on it
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def error_if(self, condition, rule: str) -> None:
-        """Raise TosaError when the spec's ERROR_IF(condition) holds."""
+    def error_if(self, condition, rule: "str | Callable[[], str]") -> None:
+        """Raise TosaError when the spec's ERROR_IF(condition) holds. `rule` may be a function
+        making the message, for messages costly to format on every call (they are rarely shown)."""
         # Plain bools skip numpy's reduction machinery (kernels check dozens per call).
         if condition if isinstance(condition, (bool, np.bool_)) else bool(np.any(condition)):
-            raise TosaError(self.op, rule, self.where)
+            raise TosaError(self.op, rule if isinstance(rule, str) else rule(), self.where)
 
-    def require(self, condition, rule: str) -> None:
+    def require(self, condition, rule: "str | Callable[[], str]") -> None:
         """Raise TosaUnpredictable unless the spec's REQUIRE(condition) holds."""
         if not (condition if isinstance(condition, (bool, np.bool_)) else bool(np.all(condition))):
-            raise TosaUnpredictable(self.op, rule, self.where)
+            raise TosaUnpredictable(self.op, rule if isinstance(rule, str) else rule(), self.where)
 
     def in_dtype(self, i: int = 0) -> DType:
         return self.input_specs[i].dtype
