@@ -5,8 +5,11 @@
 For each network in models/ and each configuration it prints the compile time, the interpreter's
 time and the golden model's time for the same invocations (the stateful networks run all their
 invocations with the state carried over), their ratio (goal: golden at most 2x the interpreter),
-the tile count, the NPU's share of the MACs and the modelled cycles. Both outputs are compared with
-the committed reference outputs, so a fast wrong answer cannot pass.
+the tile count, the NPU's share of the MACs and the modelled cycles, and the worst ratio per
+configuration. Both outputs are compared with the committed reference outputs, so a fast wrong
+answer cannot pass. The golden model pays a fixed cost per command (a few numpy calls per DMA,
+MAC, ELTWISE or POOL tile), so its time follows the tile count: 'tiny', whose SRAMs are small
+on purpose, cuts one 48x48 convolution into 144 tiles where the interpreter makes one call.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{'network':12s} {'config':8s} {'compile':>9s} {'interp':>9s} {'golden':>9s} {'ratio':>6s} "
           f"{'tiles':>6s} {'NPU MACs':>9s} {'cycles':>9s}  exact")
-    worst, status = 0.0, 0
+    worst: dict[str, float] = {}
+    status = 0
     for model_dir in sorted(p for p in MODELS.iterdir() if (p / "model.tosa").exists() and (p / "io.json").exists()):
         graph = read_tosa(model_dir / "model.tosa")
         feeds, refs = invocations(model_dir)
@@ -84,12 +88,13 @@ def main(argv: list[str] | None = None) -> int:
             stats = program.manifest["stats"]
             share = 100.0 * stats["npu_macs"] / max(1, stats["npu_macs"] + stats["host_macs"])
             ratio = t_golden / t_interp
-            worst = max(worst, ratio)
+            worst[config] = max(worst.get(config, 0.0), ratio)
             status = status or (0 if exact else 1)
             print(f"{model_dir.name:12s} {config:8s} {t_compile * 1e3:7.1f}ms {t_interp * 1e3:7.1f}ms "
                   f"{t_golden * 1e3:7.1f}ms {ratio:6.2f} {stats['tiles']:6d} {share:8.1f}% {cycles:9d}  "
                   f"{'yes' if exact else 'NO'}")
-    print(f"worst golden/interpreter ratio: {worst:.2f} (goal <= 2)")
+    print("worst golden/interpreter ratio per configuration (goal <= 2): "
+          + ", ".join(f"{c} {r:.2f}" for c, r in worst.items()))
     return status
 
 

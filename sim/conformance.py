@@ -50,7 +50,7 @@ EXTRA_OPS = ["abs", "argmax", "bitwise_and", "bitwise_not", "bitwise_or", "bitwi
              "clz", "equal", "gather", "greater", "greater_equal", "identity", "intdiv",
              "logical_and", "logical_not", "logical_or", "logical_xor", "negate", "reduce_all",
              "reduce_any", "reduce_max", "reduce_min", "reduce_sum", "resize", "reverse",
-             "scatter", "select", "const"]
+             "scatter", "select", "const", "conv3d"]
 ELEMENTWISE = ["add", "sub", "mul", "maximum", "minimum", "logical_left_shift", "logical_right_shift",
                "arithmetic_right_shift", "clamp", "bitwise_and", "bitwise_or", "bitwise_xor",
                "intdiv", "logical_and", "logical_or", "logical_xor", "equal", "greater",

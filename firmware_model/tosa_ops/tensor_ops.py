@@ -1,5 +1,5 @@
-"""TOSA tensor operators, integer profile plus the int16 extension: CONV2D, DEPTHWISE_CONV2D,
-TRANSPOSE_CONV2D, MATMUL, AVG_POOL2D and MAX_POOL2D.
+"""TOSA tensor operators, integer profile plus the int16 extension: CONV2D, CONV3D,
+DEPTHWISE_CONV2D, TRANSPOSE_CONV2D, MATMUL, AVG_POOL2D and MAX_POOL2D.
 
 Semantics are the spec's pseudocode (every ERROR_IF, output shapes against the declared specs).
 Where the spec leaves a result unpredictable (a REQUIRE on an accumulator or bias add that
@@ -58,10 +58,10 @@ def _check_arity(call: OpCall, n_in: int) -> None:
     call.error_if(len(call.output_specs) != 1, f"has 1 output, got {len(call.output_specs)}")
 
 
-def _check_rank4(call: OpCall, i: int, what: str) -> tuple[int, int, int, int]:
+def _check_rank(call: OpCall, i: int, what: str, rank: int = 4) -> tuple[int, ...]:
     shape = shape_of(call, i)
-    call.error_if(len(shape) != 4, f"rank({what}) = {len(shape)}, must be 4")
-    return shape  # type: ignore[return-value]
+    call.error_if(len(shape) != rank, f"rank({what}) = {len(shape)}, must be {rank}")
+    return shape
 
 
 def _attr_list(call: OpCall, name: str, n: int) -> list[int]:
@@ -155,8 +155,9 @@ def _unpredictable_from(call: OpCall, e: TosaUnpredictable) -> TosaUnpredictable
 # ----------------------------------------------------------------------------------------------
 # Convolutions
 
-def _conv_common(call: OpCall):
-    """Arity, ranks, types, acc_type, zero points and bias shape of the three convolutions."""
+def _conv_common(call: OpCall, rank: int = 4):
+    """Arity, ranks, types, acc_type, zero points and bias shape of the convolutions (input and
+    weight of `rank`: 4 for the 2-D ones, 5 for CONV3D)."""
     _check_arity(call, 5)
     combo = check_types(call, [(*k,) for k in CONV_TYPES], in_idx=(0, 1), out_idx=(0,))
     in_t, w_t, out_t = combo
@@ -166,8 +167,8 @@ def _conv_common(call: OpCall):
     acc_attr = call.attrs.get("acc_type")
     call.error_if(acc_attr is None or int(acc_attr) != int(acc_t),
                   f"acc_type {acc_attr!r} is not {acc_t.name} for {in_t.name} x {w_t.name}")
-    x_shape = _check_rank4(call, 0, "input")
-    w_shape = _check_rank4(call, 1, "weight")
+    x_shape = _check_rank(call, 0, "input", rank)
+    w_shape = _check_rank(call, 1, "weight", rank)
     b_shape = shape_of(call, 2)
     call.error_if(len(b_shape) != 1, f"rank(bias) = {len(b_shape)}, must be 1")
     izp = _zero_point(call, 3, "input_zp", in_t, in_t == DType.INT8)
@@ -210,6 +211,46 @@ def conv2d(call: OpCall):
             blk = view[b, y0:y0 + rows]
             cols = np.ascontiguousarray(blk).reshape(-1, k)
             acc[b, y0:y0 + rows] = _matmul(cols, wmat).reshape(blk.shape[0], ow, oc)
+    return [out(call, _finish(acc, bias, out_t))]
+
+
+@register("CONV3D")
+def conv3d(call: OpCall):
+    in_t, w_t, out_t, (n, id_, ih, iw, ic), (oc, kd, kh, kw, wic), bc, izp, wzp = _conv_common(call, rank=5)
+    pd0, pd1, pt, pb, pl, pr = _attr_list(call, "pad", 6)
+    sd, sy, sx = _attr_list(call, "stride", 3)
+    dd, dy, dx = _attr_list(call, "dilation", 3)
+    call.error_if(min(pd0, pd1, pt, pb, pl, pr) < 0, "pad_d0, pad_d1, pad_top, pad_bottom, pad_left or pad_right < 0")
+    call.error_if(sd < 1 or sy < 1 or sx < 1, "stride_d < 1, stride_y < 1 or stride_x < 1")
+    call.error_if(dd < 1 or dy < 1 or dx < 1, "dilation_d < 1, dilation_y < 1 or dilation_x < 1")
+    call.error_if(wic != ic, f"weight has {wic} input channels, input has {ic}")
+    od = _idiv_check(call, id_ - 1 + pd0 + pd1 - (kd - 1) * dd, sd, "OD") + 1
+    oh = _idiv_check(call, ih - 1 + pt + pb - (kh - 1) * dy, sy, "OH") + 1
+    ow = _idiv_check(call, iw - 1 + pl + pr - (kw - 1) * dx, sx, "OW") + 1
+    _check_dim(call, od, "OD")
+    _check_dim(call, oh, "OH")
+    _check_dim(call, ow, "OW")
+    check_output_shape(call, (n, od, oh, ow, oc))
+    bias = _bias_vector(call, bc, oc)
+
+    x, w = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
+    k = kd * kh * kw * ic
+    dt = _compute_dtype(k * _absmax(x, izp) * _absmax(w, wzp))
+    xs = _shifted(x, izp, dt)
+    # Zero padding on the three spatial axes (outside the input the spec reads value = 0).
+    xp = np.zeros((n, id_ + pd0 + pd1, ih + pt + pb, iw + pl + pr, ic), dt)
+    xp[:, pd0:pd0 + id_, pt:pt + ih, pl:pl + iw, :] = xs
+    wmat = _shifted(w, wzp, dt).reshape(oc, k).T            # (KD*KH*KW*IC, OC), matches the windows
+    s0, s1, s2, s3, s4 = xp.strides
+    view = as_strided(xp, shape=(n, od, oh, ow, kd, kh, kw, ic),
+                      strides=(s0, s1 * sd, s2 * sy, s3 * sx, s1 * dd, s2 * dy, s3 * dx, s4), writeable=False)
+    acc = np.empty((n, od, oh, ow, oc), dt)
+    rows = max(1, IM2COL_BLOCK_ELEMENTS // max(1, oh * ow * k))   # output depth slices per im2col block
+    for b in range(n):
+        for d0 in range(0, od, rows):
+            blk = view[b, d0:d0 + rows]
+            cols = np.ascontiguousarray(blk).reshape(-1, k)
+            acc[b, d0:d0 + rows] = _matmul(cols, wmat).reshape(blk.shape[0], oh, ow, oc)
     return [out(call, _finish(acc, bias, out_t))]
 
 
@@ -317,7 +358,7 @@ def matmul(call: OpCall):
 def _pool_common(call: OpCall, n_in: int):
     _check_arity(call, n_in)
     io_t = check_types(call, POOL_TYPES)[0]
-    n, ih, iw, c = _check_rank4(call, 0, "input")
+    n, ih, iw, c = _check_rank(call, 0, "input")
     ky, kx = _attr_list(call, "kernel", 2)
     sy, sx = _attr_list(call, "stride", 2)
     pt, pb, pl, pr = _attr_list(call, "pad", 4)
