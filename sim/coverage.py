@@ -147,6 +147,19 @@ class CoverageModel:
         if miss:
             raise AssertionError(f"coverage of {self.name}: {len(miss)} bin(s) never hit: " + "; ".join(miss[:40]))
 
+    def save_and_check(self, unit: str, simulator: str) -> str:
+        """A unit test's last step: the report printed and written to
+        build/coverage/<unit>-<simulator>.txt, then assert_covered(). Returns the report."""
+        from sim.rtl_build import BUILD_ROOT
+
+        report = self.report()
+        out = BUILD_ROOT / "coverage" / f"{unit}-{simulator}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report + "\n")
+        print(report)
+        self.assert_covered()
+        return report
+
     def report(self) -> str:
         covered, total = self.coverage()
         lines = [f"Functional coverage: {self.name} — {covered}/{total} bins hit, {self.samples} samples"]

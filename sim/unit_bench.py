@@ -68,6 +68,13 @@ class UnitSpec:
                              verilog_memories=verilog_memories)
 
 
+def assert_mutant_caught(results: "UnitRunResults", mutation: "Mutation") -> None:
+    """A mutation test's verdict: the bench failed on the mutant and found differing results."""
+    caught = sum(len(v) for r in results.runs for v in r.mismatches.values())
+    assert not results.ok and not results.bench.ok, f"{mutation.name}: {mutation.description} went unnoticed"
+    assert caught > 0, f"{mutation.name}: the bench failed without a differing result"
+
+
 @dataclass
 class VectorRun:
     """One start/done run: stimulus per input stream, result counts, optional expected results."""

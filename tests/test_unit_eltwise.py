@@ -11,15 +11,13 @@ the unit's Verilog must lint clean.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from firmware_model.isa import EltOp
 from hw.eltwise_unit import LATENCY
 from sim import eltwise_vectors as ev
-from sim.rtl_build import BUILD_ROOT
-from sim.unit_bench import assert_results_match, lint_unit
+from sim.unit_bench import assert_mutant_caught, assert_results_match, lint_unit
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240614
@@ -88,12 +86,7 @@ def test_eltwise_coverage(rtl):
     for s in suites:
         for c in s.commands:
             cov.sample(ev.coverage_sample(c))
-    report = cov.report()
-    out = Path(BUILD_ROOT) / "coverage" / f"eltwise_unit-{simulator}.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report + "\n")
-    print(report)
-    cov.assert_covered()
+    cov.save_and_check("eltwise_unit", simulator)
 
 
 def test_eltwise_amaranth_sim():
@@ -110,9 +103,7 @@ def test_eltwise_mutation_is_caught(mutation):
     """Mutants run on Icarus over 40 random commands and every fifth corner command."""
     runs = [r for s in ev.mutation_suites(SEED) for r in s.runs]
     results = ev.bench().run("icarus", runs, mutation=mutation)
-    caught = sum(len(v) for r in results.runs for v in r.mismatches.values())
-    assert not results.ok and not results.bench.ok, f"{mutation.name}: {mutation.description} went unnoticed"
-    assert caught > 0
+    assert_mutant_caught(results, mutation)
 
 
 def test_eltwise_lint():

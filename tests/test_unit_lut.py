@@ -12,7 +12,6 @@ the unit's Verilog must lint clean.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,7 @@ import pytest
 from firmware_model.isa import LutMode
 from hw.lut_engine import LATENCY
 from sim import lut_vectors as lv
-from sim.rtl_build import BUILD_ROOT
-from sim.unit_bench import assert_results_match, lint_unit
+from sim.unit_bench import assert_mutant_caught, assert_results_match, lint_unit
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240612
@@ -102,12 +100,7 @@ def test_lut_coverage(rtl):
     for s in suites:
         assert results.by_label(s.run.label).ok
         cov.sample(lv.coverage_sample(s))
-    report = cov.report()
-    out = Path(BUILD_ROOT) / "coverage" / f"lut_engine-{simulator}.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report + "\n")
-    print(report)
-    cov.assert_covered()
+    cov.save_and_check("lut_engine", simulator)
 
 
 def test_lut_amaranth_sim():
@@ -134,9 +127,7 @@ def test_lut_mutation_is_caught(mutation):
     """Mutants run on Icarus (a build takes about a second) over the suites with a stride of 16."""
     suites = lv.suites(SEED, int16_stride=16)
     results = lv.bench().run("icarus", [s.run for s in suites], mutation=mutation)
-    caught = sum(len(v) for r in results.runs for v in r.mismatches.values())
-    assert not results.ok and not results.bench.ok, f"{mutation.name}: {mutation.description} went unnoticed"
-    assert caught > 0
+    assert_mutant_caught(results, mutation)
 
 
 def test_lut_lint():

@@ -12,7 +12,6 @@ checked against the TOSA CONV2D kernel.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,8 +27,7 @@ from firmware_model.tosa_ops.registry import OpCall, TensorSpec, run_op
 from hw.mac_array import MacArray
 from hw.mac_harness import OP_VECTOR
 from sim import mac_array_vectors as mv
-from sim.rtl_build import BUILD_ROOT
-from sim.unit_bench import GENERATOR_WAIVERS, assert_results_match, lint_verilog
+from sim.unit_bench import GENERATOR_WAIVERS, assert_mutant_caught, assert_results_match, lint_verilog
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240613
@@ -101,12 +99,7 @@ def test_mac_array_coverage(rtl):
     for s in suites:
         assert results.by_label(s.run.label).ok
         cov.sample(mv.coverage_sample(s.program))
-    report = cov.report()
-    out = Path(BUILD_ROOT) / "coverage" / f"mac_array-{simulator}.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report + "\n")
-    print(report)
-    cov.assert_covered()
+    cov.save_and_check("mac_array", simulator)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,9 +186,7 @@ def test_mac_array_clean_small_passes(small_suites):
 def test_mac_array_mutation_is_caught(mutation, small_suites):
     """Mutants run on Icarus (a build takes about a second) at the tiny NPU's geometry."""
     results = mv.run_suites("icarus", small_suites, geometry=mv.SMALL, mutation=mutation)
-    caught = sum(len(v) for r in results.runs for v in r.mismatches.values())
-    assert not results.ok and not results.bench.ok, f"{mutation.name}: {mutation.description} went unnoticed"
-    assert caught > 0
+    assert_mutant_caught(results, mutation)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ generated Verilog must be caught; the unit's Verilog must lint clean.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,7 @@ import pytest
 from firmware_model.isa import PoolMode
 from hw.pool_unit import LATENCY
 from sim import pool_vectors as pv
-from sim.rtl_build import BUILD_ROOT
-from sim.unit_bench import assert_results_match, lint_unit
+from sim.unit_bench import assert_mutant_caught, assert_results_match, lint_unit
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240615
@@ -86,12 +84,7 @@ def test_pool_coverage(rtl):
     for s in suites:
         for c in s.commands:
             cov.sample(pv.coverage_sample(c))
-    report = cov.report()
-    out = Path(BUILD_ROOT) / "coverage" / f"pool_unit-{simulator}.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report + "\n")
-    print(report)
-    cov.assert_covered()
+    cov.save_and_check("pool_unit", simulator)
 
 
 def test_pool_amaranth_sim():
@@ -106,9 +99,7 @@ def test_pool_amaranth_sim():
 def test_pool_mutation_is_caught(mutation):
     runs = [r for s in pv.mutation_suites(SEED) for r in s.runs]
     results = pv.bench().run("icarus", runs, mutation=mutation)
-    caught = sum(len(v) for r in results.runs for v in r.mismatches.values())
-    assert not results.ok and not results.bench.ok, f"{mutation.name}: {mutation.description} went unnoticed"
-    assert caught > 0
+    assert_mutant_caught(results, mutation)
 
 
 def test_pool_lint():

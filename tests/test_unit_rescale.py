@@ -10,15 +10,13 @@ runs played; mutations of the generated Verilog must be caught; the unit's Veril
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hw.rescale_unit import LATENCY
 from sim import rescale_vectors as rv
-from sim.rtl_build import BUILD_ROOT
-from sim.unit_bench import assert_results_match, lint_unit
+from sim.unit_bench import assert_mutant_caught, assert_results_match, lint_unit
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240611
@@ -105,12 +103,7 @@ def test_rescale_coverage(rtl, suites):
     for run, elements in suites:
         assert results.by_label(run.label).ok
         cov.sample(rv.coverage_sample(elements))
-    report = cov.report()
-    out = Path(BUILD_ROOT) / "coverage" / f"rescale_unit-{simulator}.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report + "\n")
-    print(report)
-    cov.assert_covered()
+    cov.save_and_check("rescale_unit", simulator)
 
 
 def test_rescale_amaranth_sim():
@@ -130,9 +123,7 @@ def test_rescale_amaranth_sim():
 def test_rescale_mutation_is_caught(mutation, suites):
     runs = [r for r, _ in suites if r.label in ("random", "corners")]
     results = rv.bench().run("icarus", runs, mutation=mutation)
-    caught = sum(len(v) for r in results.runs for v in r.mismatches.values())
-    assert not results.ok and not results.bench.ok, f"{mutation.name}: {mutation.description} went unnoticed"
-    assert caught > 0
+    assert_mutant_caught(results, mutation)
 
 
 def test_rescale_lint():

@@ -13,7 +13,6 @@ must be caught; the unit's Verilog must lint clean.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,8 +27,7 @@ from firmware_model.variable_sram import VariableSramModel
 from hw.variable_sram import VariableSram
 from hw.variable_sram_harness import OP_READ, OP_START, OP_WRITE
 from sim import variable_sram_vectors as vv
-from sim.rtl_build import BUILD_ROOT
-from sim.unit_bench import GENERATOR_WAIVERS, assert_results_match, lint_verilog
+from sim.unit_bench import GENERATOR_WAIVERS, assert_mutant_caught, assert_results_match, lint_verilog
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240614
@@ -98,12 +96,7 @@ def test_variable_sram_coverage(rtl):
     for s in suites:
         assert results.by_label(s.run.label).ok
         cov.sample(vv.coverage_sample(s))
-    report = cov.report()
-    out = Path(BUILD_ROOT) / "coverage" / f"variable_sram-{simulator}.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report + "\n")
-    print(report)
-    cov.assert_covered()
+    cov.save_and_check("variable_sram", simulator)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,9 +247,7 @@ def test_variable_sram_clean_small_passes(small_suites):
 @pytest.mark.parametrize("mutation", vv.MUTATIONS, ids=[m.name for m in vv.MUTATIONS])
 def test_variable_sram_mutation_is_caught(mutation, small_suites):
     results = vv.run_suites("icarus", small_suites, geometry=vv.SMALL, mutation=mutation)
-    caught = sum(len(v) for r in results.runs for v in r.mismatches.values())
-    assert not results.ok and not results.bench.ok, f"{mutation.name}: {mutation.description} went unnoticed"
-    assert caught > 0
+    assert_mutant_caught(results, mutation)
 
 
 # ---------------------------------------------------------------------------------------------
