@@ -180,17 +180,19 @@ def output_config(regs: dict[int, int]) -> dict[str, int]:
             "out.lut_mode": g(Reg.LUT_MODE), "out.lut_base": g(Reg.LUT_ADDR)}
 
 
-def _registers(c: EltCommand) -> dict[int, int]:
+def _operand_mode(x: Operand, side: str) -> EltMode:
+    """The ELT_MODE bits of operand A or B (`side`)."""
     mode = EltMode(0)
+    for on, flag in ((x.rescale, "RESCALE"), (x.double_round, "DOUBLE_ROUND"), (KINDS[x.kind][2], "UNSIGNED"),
+                     (x.scalar, "SCALAR")):
+        if on:
+            mode |= EltMode[f"{side}_{flag}"]
+    return mode
+
+
+def _registers(c: EltCommand) -> dict[int, int]:
     a, b, o = c.a, c.b, c.out
-    if a.rescale:
-        mode |= EltMode.A_RESCALE
-    if a.double_round:
-        mode |= EltMode.A_DOUBLE_ROUND
-    if KINDS[a.kind][2]:
-        mode |= EltMode.A_UNSIGNED
-    if a.scalar:
-        mode |= EltMode.A_SCALAR
+    mode = _operand_mode(a, "A")
     if c.round_:
         mode |= EltMode.ROUND
     regs = {
@@ -200,14 +202,7 @@ def _registers(c: EltCommand) -> dict[int, int]:
         Reg.ELT_CHANNELS: o.channels, **output_registers(o),
     }
     if b is not None:
-        if b.rescale:
-            mode |= EltMode.B_RESCALE
-        if b.double_round:
-            mode |= EltMode.B_DOUBLE_ROUND
-        if KINDS[b.kind][2]:
-            mode |= EltMode.B_UNSIGNED
-        if b.scalar:
-            mode |= EltMode.B_SCALAR
+        mode |= _operand_mode(b, "B")
         regs.update({Reg.ELT_B_DTYPE: int(KINDS[b.kind][1]), Reg.ELT_B_ZP: b.zp & ALL_ONES,
                      Reg.ELT_B_LSHIFT: b.lshift & ALL_ONES, Reg.ELT_B_MULT: b.multiplier & ALL_ONES,
                      Reg.ELT_B_SHIFT: b.shift})
