@@ -194,3 +194,28 @@ def test_int16_convolutions_on_the_mac_array(tmp_path, op, rescale):
         assert ctx.program.manifest["stats"]["host_macs"] == 0, ctx.report
         out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
         assert out.dtype == ref.dtype and np.array_equal(out, ref), name
+
+
+def test_conv3d_runs_on_the_host_and_counts_its_macs():
+    """No NPU unit takes CONV3D: the compile report names it as a host op with its reason and its
+    MACs (output elements x KD*KH*KW*IC) are counted as host MACs; the golden model's answer is the
+    one Arm's reference model stored with the conformance test."""
+    import json
+    from pathlib import Path
+
+    base = Path(__file__).parent / "data" / "conformance"
+    test = next(p for p in sorted(base.glob("conv3d_*/*")) if "ERRORIF" not in p.name)
+    desc = json.loads((test / "desc.json").read_text())
+    cfg = load_config("tiny")
+    ctx = compile_file(test / desc["tosa_file"], cfg)
+    conv = next(op for op in ctx.graph.main.operators if op.op == "CONV3D")
+    out_t, w_t = ctx.graph.main.tensors[conv.outputs[0]], ctx.graph.main.tensors[conv.inputs[1]]
+    stats = ctx.program.manifest["stats"]
+    assert stats["npu_macs"] == 0
+    assert stats["host_macs"] == out_t.num_elements * (w_t.num_elements // w_t.shape[0]) > 0
+    assert any("HOST CONV3D" in line and "no NPU unit implements this op" in line for line in ctx.report)
+    inputs = {n: np.load(test / f) for n, f in zip(desc["ifm_name"], desc["ifm_file"])}
+    got = GoldenModel(ctx.program, cfg).invoke(inputs)
+    for name, f in zip(desc["ofm_name"], desc["ofm_file"]):
+        want = np.load(test / f"expected_{f}")
+        assert got[name].dtype == want.dtype and np.array_equal(got[name], want)

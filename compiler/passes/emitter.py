@@ -91,7 +91,7 @@ def run(ctx) -> None:
 
 def _op_macs(op, block) -> int:
     """MACs of a tensor op left to the host (for the NPU share in the report)."""
-    if op.op in ("CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL"):
+    if op.op in ("CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL"):
         out = block.tensors.get(op.outputs[0])
         wt = block.tensors.get(op.inputs[1])
         if out is None or wt is None or not out.is_static:
