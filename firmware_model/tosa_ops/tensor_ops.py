@@ -124,23 +124,29 @@ def _shifted(x: np.ndarray, zp: int, dtype) -> np.ndarray:
     return r
 
 
-def _pad_zero(xs: np.ndarray, pt: int, pb: int, pl: int, pr: int) -> np.ndarray:
-    """NHWC zero padding (outside the input the spec reads value = 0, after the zero point)."""
-    if not (pt or pb or pl or pr):
+def _pad_zero(xs: np.ndarray, *pads: int) -> np.ndarray:
+    """Zero padding of the spatial axes of N...C data (NHWC, NDHWC): `pads` are the spec's
+    (before, after) pairs, one per spatial axis in order, e.g. pad_top, pad_bottom, pad_left,
+    pad_right. Outside the input the spec reads value = 0, after the zero point."""
+    if not any(pads):
         return xs
-    n, h, w, c = xs.shape
-    p = np.zeros((n, h + pt + pb, w + pl + pr, c), xs.dtype)
-    p[:, pt:pt + h, pl:pl + w, :] = xs
+    before, after = pads[0::2], pads[1::2]
+    spatial = xs.shape[1:-1]
+    p = np.zeros((xs.shape[0], *(d + b + a for d, b, a in zip(spatial, before, after)), xs.shape[-1]), xs.dtype)
+    p[(slice(None), *(slice(b, b + d) for d, b in zip(spatial, before)), slice(None))] = xs
     return p
 
 
-def _windows(xp: np.ndarray, oh: int, ow: int, kh: int, kw: int, sy: int, sx: int,
-             dy: int = 1, dx: int = 1) -> np.ndarray:
-    """Read-only view (N, OH, OW, KH, KW, C) of the windows of a padded NHWC tensor."""
-    n, _, _, c = xp.shape
-    s0, s1, s2, s3 = xp.strides
-    return as_strided(xp, shape=(n, oh, ow, kh, kw, c),
-                      strides=(s0, s1 * sy, s2 * sx, s1 * dy, s2 * dx, s3), writeable=False)
+def _windows(xp: np.ndarray, out: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, ...],
+             dilation: tuple[int, ...] | None = None) -> np.ndarray:
+    """Read-only view (N, *out, *kernel, C) of the windows of padded N...C data: output position o
+    and kernel tap k read spatial index o * stride + k * dilation on each axis."""
+    dilation = dilation or (1,) * len(out)
+    n_stride, *sp_strides, c_stride = xp.strides
+    return as_strided(xp, shape=(xp.shape[0], *out, *kernel, xp.shape[-1]),
+                      strides=(n_stride, *(st * s for st, s in zip(sp_strides, stride)),
+                               *(st * d for st, d in zip(sp_strides, dilation)), c_stride),
+                      writeable=False)
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -203,7 +209,7 @@ def conv2d(call: OpCall):
     dt = _compute_dtype(k * _absmax(x, izp) * _absmax(w, wzp))
     xp = _pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr)
     wmat = _shifted(w, wzp, dt).reshape(oc, k).T            # (KH*KW*IC, OC), matches the windows
-    view = _windows(xp, oh, ow, kh, kw, sy, sx, dy, dx)      # (N, OH, OW, KH, KW, IC)
+    view = _windows(xp, (oh, ow), (kh, kw), (sy, sx), (dy, dx))      # (N, OH, OW, KH, KW, IC)
     acc = np.empty((n, oh, ow, oc), dt)
     rows = max(1, IM2COL_BLOCK_ELEMENTS // max(1, ow * k))   # output rows per im2col block
     for b in range(n):
@@ -236,14 +242,9 @@ def conv3d(call: OpCall):
     x, w = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
     k = kd * kh * kw * ic
     dt = _compute_dtype(k * _absmax(x, izp) * _absmax(w, wzp))
-    xs = _shifted(x, izp, dt)
-    # Zero padding on the three spatial axes (outside the input the spec reads value = 0).
-    xp = np.zeros((n, id_ + pd0 + pd1, ih + pt + pb, iw + pl + pr, ic), dt)
-    xp[:, pd0:pd0 + id_, pt:pt + ih, pl:pl + iw, :] = xs
+    xp = _pad_zero(_shifted(x, izp, dt), pd0, pd1, pt, pb, pl, pr)
     wmat = _shifted(w, wzp, dt).reshape(oc, k).T            # (KD*KH*KW*IC, OC), matches the windows
-    s0, s1, s2, s3, s4 = xp.strides
-    view = as_strided(xp, shape=(n, od, oh, ow, kd, kh, kw, ic),
-                      strides=(s0, s1 * sd, s2 * sy, s3 * sx, s1 * dd, s2 * dy, s3 * dx, s4), writeable=False)
+    view = _windows(xp, (od, oh, ow), (kd, kh, kw), (sd, sy, sx), (dd, dy, dx))   # (N, OD, OH, OW, KD, KH, KW, IC)
     acc = np.empty((n, od, oh, ow, oc), dt)
     rows = max(1, IM2COL_BLOCK_ELEMENTS // max(1, oh * ow * k))   # output depth slices per im2col block
     for b in range(n):
