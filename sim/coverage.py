@@ -20,6 +20,7 @@ Bins a test must reach are "required" (all of them, by default); `missing()` lis
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -108,6 +109,14 @@ class CoverageModel:
                     mk = mk & masks[pname][b]
                 c.hits[combo] += int(np.count_nonzero(mk))
 
+    def merge_from_trial(self, trial: "CoverageModel") -> None:
+        """Take over the hits of a deep copy of this model that sampled more."""
+        self.samples = trial.samples
+        for name, p in trial.points.items():
+            self.points[name].hits = dict(p.hits)
+        for name, c in trial.crosses.items():
+            self.crosses[name].hits = dict(c.hits)
+
     def merge(self, other: "CoverageModel") -> None:
         """Add another model's hits (same points and crosses) to this one."""
         self.samples += other.samples
@@ -178,3 +187,25 @@ class CoverageModel:
         covered, total = self.coverage()
         return {"name": self.name, "samples": self.samples, "covered": covered, "total": total,
                 "bins": [{"group": g, "bin": b, "hits": h, "goal": goal} for g, b, h, goal in self.bins()]}
+
+
+def close_coverage(model: CoverageModel, draw: Callable[[str], object], sample: Callable[[object], dict],
+                   rng: np.random.Generator, max_draws: int = 3000) -> list:
+    """Coverage-directed stimulus: while `model` (already sampled with the earlier stimulus) has
+    bins below their goal, pick one at random ("group: bin", as `missing()` names it), `draw` an
+    item aimed at it, and keep the item when `sample(item)` raises the number of covered bins.
+    Stops when every bin is covered or after `max_draws` draws (the coverage check then names what
+    is still missing). Returns the kept items; `model` ends up sampled with them."""
+    kept = []
+    for _ in range(max_draws):
+        missing = model.missing()
+        if not missing:
+            break
+        item = draw(missing[int(rng.integers(0, len(missing)))])
+        trial = copy.deepcopy(model)
+        trial.sample(sample(item))
+        if trial.coverage()[0] > model.coverage()[0]:
+            model.merge_from_trial(trial)
+            kept.append(item)
+    return kept
+

@@ -41,7 +41,7 @@ from firmware_model.output_stage import ELEMENT_BYTES, apply_output_stage
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
 from hw.vector_harness import PayloadCodec
-from sim.coverage import CoverageModel, CoverPoint, Cross
+from sim.coverage import CoverageModel, CoverPoint, Cross, close_coverage
 from sim.lut_vectors import random_table
 from sim.unit_bench import LintWaiver, Mutation, UnitBench, UnitSpec, VectorRun
 
@@ -567,33 +567,21 @@ def _suite(name: str, rng, commands_fn, **kw) -> Suite:
 
 
 def closure_commands(rng, mem: Memories, earlier: list[EltCommand], max_draws: int = 3000) -> list[EltCommand]:
-    """Coverage closure: random commands aimed at the bins `earlier` commands left unhit, kept
-    only when they hit one. A missing bin that names an operation draws commands of that
-    operation (with an output rescale when the bin is a saturation side); the others draw any
-    operation. Stops when every bin is hit or after `max_draws` draws (the coverage test then
-    names what is still missing)."""
+    """Coverage closure (sim.coverage.close_coverage): random commands aimed at the bins `earlier`
+    commands left unhit, kept only when they hit one. A missing bin that names an operation draws
+    commands of that operation (with an output rescale when the bin is a saturation side); the
+    others draw any operation."""
     cov = coverage_model()
     for c in earlier:
         cov.sample(coverage_sample(c))
     op_names = {o.name: o for o in OPS}
-    out = []
-    for _ in range(max_draws):
-        missing = cov.missing()
-        if not missing:
-            break
-        target = missing[int(rng.integers(0, len(missing)))]
+
+    def draw(target: str) -> EltCommand:
         group, _, combo = target.partition(": ")
         op = next((op_names[v] for v in combo.split(" x ") if v in op_names), None)
-        wants_sat = "saturation" in group
-        c = random_command(rng, mem, "closure", op=op, out_rescale=True if wants_sat else None)
-        before = cov.coverage()[0]
-        trial = coverage_model()
-        trial.merge(cov)
-        trial.sample(coverage_sample(c))
-        if trial.coverage()[0] > before:
-            cov = trial
-            out.append(c)
-    return out
+        return random_command(rng, mem, "closure", op=op, out_rescale=True if "saturation" in group else None)
+
+    return close_coverage(cov, draw, coverage_sample, rng, max_draws)
 
 
 def suites(seed: int, n_random: int = 160) -> list[Suite]:

@@ -9,7 +9,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.vector_harness import PayloadCodec, VectorHarness
-from sim.coverage import CoverageModel, CoverPoint, Cross
+from sim.coverage import CoverageModel, CoverPoint, Cross, close_coverage
 from sim.unit_bench import Mutation, MutationError, UnitBench, UnitSpec, VectorRun, alias_waivers
 
 
@@ -156,3 +156,30 @@ def test_alias_waivers_only_for_live_sources():
     ])
     names = [w.match for w in alias_waivers(text)]
     assert names == ["*: 'named'*"]          # `dead` copies a value nothing else reads
+
+
+def test_close_coverage_keeps_only_items_that_hit_missing_bins():
+    """Directed closure: draws aimed at missing bins, kept only when they add a covered bin; a
+    bin no draw can reach stops the loop at max_draws and stays missing."""
+    def model():
+        return CoverageModel("toy", [CoverPoint.values("v", "v", {str(i): i for i in range(6)})])
+
+    rng = np.random.default_rng(0)
+    cov = model()
+    cov.sample({"v": np.array([0, 1])})
+    draws = []
+
+    def draw(target):                       # "v: 3" -> a value aimed at it half of the time
+        draws.append(target)
+        want = int(target.split(": ")[1])
+        return want if rng.random() < 0.5 else 0
+
+    kept = close_coverage(cov, draw, lambda v: {"v": np.array([v])}, rng, max_draws=200)
+    assert sorted(kept) == [2, 3, 4, 5] and cov.missing() == []
+    assert len(draws) > len(kept)           # the misses were drawn and dropped
+    assert cov.samples == 2 + len(kept)
+
+    stuck = model()
+    n = []
+    left = close_coverage(stuck, lambda t: n.append(t) or 0, lambda v: {"v": np.array([v])}, rng, max_draws=7)
+    assert left == [0] and len(n) == 7 and len(stuck.missing()) == 5
