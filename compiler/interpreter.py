@@ -33,7 +33,7 @@ from typing import Mapping
 
 import numpy as np
 
-from compiler.ir import Block, Graph, Operator, Tensor
+from compiler.ir import Block, Graph, Operator
 from firmware_model.errors import (NpuBenchError, TosaError, TosaUnpredictable, TosaUnsupported)
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for

@@ -131,7 +131,8 @@ FAULTS = (
 
 def faulty_tiles(cfg: NpuConfig, seed: int) -> list[dict]:
     """One tile per FAULTS entry: a random valid tile with the registers changed, its expected
-    status the golden model's (`expected_status`), no output expected."""
+    status the golden model's (`expected_status`); `expected` is the valid tile's output range as it
+    was before the command (nothing may be written)."""
     rng = np.random.default_rng(seed)
     out = []
     for i, (what, change) in enumerate(FAULTS):
@@ -144,7 +145,9 @@ def faulty_tiles(cfg: NpuConfig, seed: int) -> list[dict]:
             status = e.status
         else:
             raise AssertionError(f"{what}: the golden model accepts the tile")
+        # Where the valid tile would have written, the output SRAM must keep what it held.
+        a, b = t["output_range"]
         out.append({**t, "regs": regs, "what": what, "expected_status": int(status),
-                    "output_range": (0, 0), "expected": np.zeros(0, np.uint8), "golden_cycles": 0})
+                    "expected": t["output_before"][a:b].copy(), "golden_cycles": 0})
     assert {t["expected_status"] for t in out} == {Status.BAD_MODE, Status.ADDRESS_RANGE}
     return out

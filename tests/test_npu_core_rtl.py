@@ -48,11 +48,14 @@ def test_rescale_rounding_fault_is_caught():
 @pytest.mark.parametrize("simulator", ("verilator", "icarus"))
 def test_core_reports_the_golden_status_for_faulty_tiles(simulator):
     """Tiles the golden model refuses (empty, too many pixels, unimplemented types) end with the
-    same completion code on the core."""
+    same completion code on the core, which writes nothing where the valid tile would have."""
     tiles = faulty_tiles(load_config("tiny"), seed=11)
     results, bench = run_core_job(cached_core("tiny", simulator), "replay_tiles", {"config": "tiny", "tiles": tiles})
     got = {t["what"]: (Status(r["status"]).name, Status(r["expected_status"]).name)
            for t, r in zip(tiles, results["tiles"])}
     wrong = {what: pair for what, pair in got.items() if pair[0] != pair[1]}
     assert not wrong, f"(core, golden) status: {wrong}"
+    written = [t["what"] for t, r in zip(tiles, results["tiles"]) if r["mismatch_offsets"]]
+    assert not written, f"faulting commands wrote the output SRAM: {written}"
+    assert all(len(t["expected"]) > 0 for t in tiles)
     assert bench.ok
