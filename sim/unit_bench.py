@@ -405,6 +405,14 @@ def assert_results_match(results: UnitRunResults, runs: list[VectorRun]) -> None
         assert results.bench.ok, f"{results.simulator}: cocotb bench failed: {results.bench.failures}"
 
 
+def assert_runs_match(results: UnitRunResults, runs: list[VectorRun]) -> list[RunResult]:
+    """assert_results_match for some of a process's runs, found by label among `results` (one
+    simulator process runs every suite; each test checks its own). Returns their results."""
+    picked = [results.by_label(r.label) for r in runs]
+    assert_results_match(UnitRunResults(results.simulator, picked, results.bench, 0.0), runs)
+    return picked
+
+
 # ---------------------------------------------------------------------------------------------
 # Verilator lint
 

@@ -4,6 +4,9 @@ tiny and default configurations."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -200,9 +203,6 @@ def test_conv3d_runs_on_the_host_and_counts_its_macs():
     """No NPU unit takes CONV3D: the compile report names it as a host op with its reason and its
     MACs (output elements x KD*KH*KW*IC) are counted as host MACs; the golden model's answer is the
     one Arm's reference model stored with the conformance test."""
-    import json
-    from pathlib import Path
-
     base = Path(__file__).parent / "data" / "conformance"
     test = next(p for p in sorted(base.glob("conv3d_*/*")) if "ERRORIF" not in p.name)
     desc = json.loads((test / "desc.json").read_text())

@@ -17,7 +17,7 @@ import pytest
 from firmware_model.isa import EltOp
 from hw.eltwise_unit import LATENCY
 from sim import eltwise_vectors as ev
-from sim.unit_bench import assert_mutant_caught, assert_results_match, lint_unit
+from sim.unit_bench import assert_mutant_caught, assert_results_match, assert_runs_match, lint_unit
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240614
@@ -33,11 +33,9 @@ def rtl(request):
 
 
 def _check_suite(rtl, name: str):
-    simulator, suites, results = rtl
+    _, suites, results = rtl
     suite = next(s for s in suites if s.name == name)
-    res = [results.by_label(r.label) for r in suite.runs]
-    assert_results_match(type(results)(simulator, res, results.bench, 0.0), suite.runs)
-    return suite, res
+    return suite, assert_runs_match(results, suite.runs)
 
 
 @pytest.mark.rtl

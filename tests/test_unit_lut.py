@@ -19,7 +19,7 @@ import pytest
 from firmware_model.isa import LutMode
 from hw.lut_engine import LATENCY
 from sim import lut_vectors as lv
-from sim.unit_bench import assert_mutant_caught, assert_results_match, lint_unit
+from sim.unit_bench import assert_mutant_caught, assert_results_match, assert_runs_match, lint_unit
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240612
@@ -34,11 +34,9 @@ def rtl(request):
 
 
 def _check(rtl, label: str):
-    simulator, suites, results = rtl
+    _, suites, results = rtl
     s = next(s for s in suites if s.run.label == label)
-    res = results.by_label(label)
-    assert_results_match(type(results)(simulator, [res], results.bench, 0.0), [s.run])
-    return s, res
+    return s, assert_runs_match(results, [s.run])[0]
 
 
 @pytest.mark.rtl

@@ -27,7 +27,7 @@ from firmware_model.tosa_ops.registry import OpCall, TensorSpec, run_op
 from hw.mac_array import MacArray
 from hw.mac_harness import OP_VECTOR
 from sim import mac_array_vectors as mv
-from sim.unit_bench import GENERATOR_WAIVERS, assert_mutant_caught, assert_results_match, lint_verilog
+from sim.unit_bench import GENERATOR_WAIVERS, assert_mutant_caught, assert_results_match, assert_runs_match, lint_verilog
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240613
@@ -42,11 +42,9 @@ def rtl(request):
 
 
 def _check(rtl, label: str):
-    simulator, suites, results = rtl
+    _, suites, results = rtl
     s = next(s for s in suites if s.run.label == label)
-    res = results.by_label(label)
-    assert_results_match(type(results)(simulator, [res], results.bench, 0.0), [s.run])
-    return s, res
+    return s, assert_runs_match(results, [s.run])[0]
 
 
 @pytest.mark.rtl

@@ -17,7 +17,7 @@ import pytest
 from firmware_model.isa import PoolMode
 from hw.pool_unit import LATENCY
 from sim import pool_vectors as pv
-from sim.unit_bench import assert_mutant_caught, assert_results_match, lint_unit
+from sim.unit_bench import assert_mutant_caught, assert_results_match, assert_runs_match, lint_unit
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240615
@@ -32,11 +32,9 @@ def rtl(request):
 
 
 def _check_suite(rtl, name: str):
-    simulator, suites, results = rtl
+    _, suites, results = rtl
     suite = next(s for s in suites if s.name == name)
-    res = [results.by_label(r.label) for r in suite.runs]
-    assert_results_match(type(results)(simulator, res, results.bench, 0.0), suite.runs)
-    return suite, res
+    return suite, assert_runs_match(results, suite.runs)
 
 
 @pytest.mark.rtl

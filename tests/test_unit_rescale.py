@@ -16,7 +16,7 @@ import pytest
 
 from hw.rescale_unit import LATENCY
 from sim import rescale_vectors as rv
-from sim.unit_bench import assert_mutant_caught, assert_results_match, lint_unit
+from sim.unit_bench import assert_mutant_caught, assert_results_match, assert_runs_match, lint_unit
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240611
@@ -37,11 +37,9 @@ def rtl(request, suites):
 
 
 def _check(rtl, label: str):
-    simulator, runs, results = rtl
+    _, runs, results = rtl
     run = next(r for r in runs if r.label == label)
-    res = results.by_label(label)
-    assert_results_match(type(results)(simulator, [res], results.bench, 0.0), [run])
-    return run, res
+    return run, assert_runs_match(results, [run])[0]
 
 
 @pytest.mark.rtl

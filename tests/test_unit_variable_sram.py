@@ -27,7 +27,7 @@ from firmware_model.variable_sram import VariableSramModel
 from hw.variable_sram import VariableSram
 from hw.variable_sram_harness import OP_READ, OP_START, OP_WRITE
 from sim import variable_sram_vectors as vv
-from sim.unit_bench import GENERATOR_WAIVERS, assert_mutant_caught, assert_results_match, lint_verilog
+from sim.unit_bench import GENERATOR_WAIVERS, assert_mutant_caught, assert_results_match, assert_runs_match, lint_verilog
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240614
@@ -42,11 +42,9 @@ def rtl(request):
 
 
 def _check(rtl, label: str):
-    simulator, suites, results = rtl
+    _, suites, results = rtl
     s = next(s for s in suites if s.run.label == label)
-    res = results.by_label(label)
-    assert_results_match(type(results)(simulator, [res], results.bench, 0.0), [s.run])
-    return s, res
+    return s, assert_runs_match(results, [s.run])[0]
 
 
 @pytest.mark.rtl
