@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "setup: installing pinned packages into $(VENV) (once)"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	$(BIN)/python -m sim.toolchain --write-env $(ENVSH)
+	$(BIN)/python -m sim.rtl.toolchain --write-env $(ENVSH)
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -76,18 +76,18 @@ BACKEND ?= interp
 CONF_ARGS = --backend $(BACKEND) $(if $(filter golden,$(BACKEND)),--config $(CONFIG))
 
 conformance: setup
-	$(RUN) $(BIN)/python -m sim.conformance all $(CONF_ARGS)
+	$(RUN) $(BIN)/python -m sim.oracles.conformance all $(CONF_ARGS)
 
 # Arm's developer set from ../shared (or CTS=path to a .tar.gz or folder), unpacked under build/
 conformance-dev: setup
-	$(RUN) $(BIN)/python -m sim.conformance dev $(CTS) $(CONF_ARGS)
+	$(RUN) $(BIN)/python -m sim.oracles.conformance dev $(CTS) $(CONF_ARGS)
 
 bench: setup icarus
 	$(RUN) $(BIN)/python -m sim.benchmarks
 
 models: setup
-	$(RUN) $(BIN)/python -m sim.make_models
-	$(RUN) $(BIN)/python -m sim.demo_model
+	$(RUN) $(BIN)/python -m sim.models.make_models
+	$(RUN) $(BIN)/python -m sim.models.demo_model
 
 clean:
 	rm -rf build out .pytest_cache

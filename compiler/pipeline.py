@@ -23,8 +23,8 @@ from typing import Any, TextIO
 
 from compiler.errors import CompileError
 from compiler.ir import Graph
-from firmware_model.npu_config import NpuConfig
-from firmware_model.program import Program
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.program import Program
 
 PASSES = ("shape_resolution", "validation", "state_legalization", "constant_folding", "lowering", "tile_planner",
           "scheduler", "emitter")
@@ -116,7 +116,7 @@ def compile_file(model: str | Path, cfg: NpuConfig, **kw) -> CompileContext:
 
 
 def compile_cli(args) -> int:
-    from firmware_model.npu_config import load_config
+    from firmware_model.arch.config import load_config
 
     cfg = load_config(args.config)
     print_after = tuple(args.print_after) + (("all",) if args.print_after_all else ())

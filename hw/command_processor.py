@@ -11,7 +11,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.isa import MacMode, Opcode, Reg, Status
+from firmware_model.arch.isa import MacMode, Opcode, Reg, Status
 from hw.register_file import REGISTER_FILE
 
 

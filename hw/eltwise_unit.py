@@ -1,6 +1,6 @@
 """Elementwise unit: one ELTWISE element per clock (docs/isa.md, "The ELTWISE command").
 
-The datapath of firmware_model/eltwise_unit.py for one element, stage by stage:
+The datapath of firmware_model/golden/eltwise_unit.py for one element, stage by stage:
 
     input stage, for X in A, B (`input_stage`):
         x  = X read as its dtype (INT8/INT16 signed, or zero-extended with read_unsigned; INT32;
@@ -27,7 +27,7 @@ Ports: `i` (stream, one element per clock: A's and B's element bits, the output 
 multiplier and shift, a tag carried to the result), `o` (stream: the result as an int32 — the
 value whose low OFM_DTYPE bytes are stored — and the tag), `w` (LUT SRAM writes, as the LUT
 engine's), `cfg` (the command's registers, constant while elements are in flight: a command
-drains the pipeline before the next starts, as firmware_model/perf.py counts it). The sequencer
+drains the pipeline before the next starts, as firmware_model/arch/cycle_model.py counts it). The sequencer
 maps the registers onto `cfg` (EltMode bits onto the operands' flags) and plays the broadcast
 (A_SCALAR / B_SCALAR) and per-channel record (PARAM_ADDR + i % ELT_CHANNELS) addressing.
 
@@ -43,7 +43,7 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.isa import EltOp
+from firmware_model.arch.isa import EltOp
 from firmware_model.tosa_ops.dtypes import DType
 from hw.output_stage import LATENCY as OUTPUT_LATENCY
 from hw.output_stage import OUT_LAYOUT, OutputStage, OutputStageIn, lut_write_layout, out_config_layout

@@ -3,11 +3,11 @@
 The table SRAM is the NPU configuration's LUT SRAM: `entries` 16-bit entries (cfg.lut_entries),
 written through the `w` stream (entry address, 16-bit data; always ready, one entry per clock).
 A lookup names its table by `base`, the address of the table's first entry (the LUT_ADDR
-register), and its kind by `mode` (firmware_model.isa.LutMode):
+register), and its kind by `mode` (firmware_model.arch.isa.LutMode):
 
     INT8:  result = entry[base + ((value + 128) & 0xFF)]      (a 256-entry table; the entry read
            as int16 — an int8 table is stored sign-extended — as numerics.apply_lookup_8 and
-           firmware_model.output_stage do; `value` is an int8, or any int32 whose low byte is one)
+           firmware_model.golden.output_stage do; `value` is an int8, or any int32 whose low byte is one)
     INT16: v = clip(value, -32768, 32767), index = (v + 32768) >> 7, fraction = v & 0x7F,
            b = entry[base + index], n = entry[base + index + 1]    (int16 entries, a 513-entry table)
            result = (b << 7) + (n - b) * fraction                   (int32, numerics.apply_lookup_s)
@@ -31,8 +31,8 @@ from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.isa import LutMode
-from firmware_model.npu_config import INT16_TABLE_ENTRIES, NpuConfig
+from firmware_model.arch.isa import LutMode
+from firmware_model.arch.config import INT16_TABLE_ENTRIES, NpuConfig
 
 LATENCY = 2
 MODE_BITS = 2

@@ -32,7 +32,7 @@ the end of t+1 (the trees combined, plus the old value); the accumulator read po
 to that write, so a vector for the same accumulator in t+1, or an `rd_addr` in t+1, sees the new
 value. LATENCY (2) is the clocks from a beat to its write. No data-dependent stalls.
 
-The arithmetic is firmware_model.mac_unit's (`mac_block_sums`, `accumulate`); the unit bench
+The arithmetic is firmware_model.golden.mac_unit's (`mac_block_sums`, `accumulate`); the unit bench
 (tests/test_unit_mac_array.py) checks it against those functions.
 """
 
@@ -40,7 +40,7 @@ from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.mac_unit import ACC_BITS
+from firmware_model.golden.mac_unit import ACC_BITS
 
 SUM_BITS = 32        # |sums| < 2^31 for every mode, zero point (signed 9 bits) and cols <= 64
 ZP_BITS = 9

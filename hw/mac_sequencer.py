@@ -9,7 +9,7 @@ Loop order (weight-stationary, accumulators in SRAM), for each block of `rows` o
         bias -> rescale unit -> clamp -> output SRAM (byte enables)
 
 The timing is fixed by this loop and nothing else (no data-dependent stalls), so
-`firmware_model.perf.mac_command_cycles` predicts it exactly; docs/isa.md gives the formula.
+`firmware_model.arch.cycle_model.mac_command_cycles` predicts it exactly; docs/isa.md gives the formula.
 
 Supported here: MacMode CONV2D and MATMUL; int8 inputs with int8/int16 (rescaled) or int32 (raw)
 outputs; int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per word,
@@ -23,8 +23,8 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.isa import LutMode, OutMode, Status
-from firmware_model.npu_config import NpuConfig
+from firmware_model.arch.isa import LutMode, OutMode, Status
+from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 from hw.mac_array import MacArray
 from hw.register_file import REGISTER_FILE
@@ -146,7 +146,7 @@ class MacSequencer(wiring.Component):
                      shamt.eq(self.prm_data[80:88])]
         # int8 x int8 accumulates in int32: the sum and the bias add wrap at 32 bits. int16 x int8
         # accumulates in int48: the bias add is exact and saturates to int48 once
-        # (firmware_model.mac_unit.finish_accumulator).
+        # (firmware_model.golden.mac_unit.finish_accumulator).
         biased = Signal(signed(48))
         wide = Signal(signed(49))
         m.d.comb += wide.eq(b_value + bias)
@@ -173,7 +173,7 @@ class MacSequencer(wiring.Component):
         cmin = op.clamp_min.as_signed()
         cmax = op.clamp_max.as_signed()
         clamped = Signal(signed(32))
-        # The shared output stage clamps every result (firmware_model/output_stage.py); this RTL
+        # The shared output stage clamps every result (firmware_model/golden/output_stage.py); this RTL
         # stores no raw int48, the one result the 32-bit clamp registers cannot bound.
         m.d.comb += clamped.eq(Mux(result < cmin, cmin, Mux(result > cmax, cmax, result)))
         tag = rescale.o.payload.tag

@@ -10,7 +10,7 @@ from amaranth import Module
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.npu_config import NpuConfig
+from firmware_model.arch.config import NpuConfig
 from hw.command_processor import CommandProcessor
 from hw.mac_sequencer import MacSequencer
 

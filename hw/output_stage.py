@@ -1,6 +1,6 @@
 """Output stage of the ELTWISE and POOL units: RESCALE, CLAMP and TABLE on one element per clock.
 
-firmware_model/output_stage.py's `apply_output_stage` for one element (docs/isa.md, "The output
+firmware_model/golden/output_stage.py's `apply_output_stage` for one element (docs/isa.md, "The output
 stage"), built from the project's units rather than written again:
 
     RESCALE set:   v = the rescale unit (hw/rescale_unit.py) on (value; multiplier, shift,
@@ -14,7 +14,7 @@ stage"), built from the project's units rather than written again:
 
 Per element (`i` stream): the value, the element's parameter record (multiplier, shift) and a
 tag. Per command (`cfg` port, constant while elements are in flight — a command drains the
-pipeline before the next one starts, as firmware_model/perf.py counts it): OUT_MODE, RESCALE_DTYPE,
+pipeline before the next one starts, as firmware_model/arch/cycle_model.py counts it): OUT_MODE, RESCALE_DTYPE,
 OFM_ZP, CLAMP_MIN, CLAMP_MAX, LUT_MODE, LUT_ADDR. `w` writes the LUT SRAM (the LUT engine's write
 stream, one 16-bit entry per clock).
 
@@ -32,7 +32,7 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.isa import OutMode
+from firmware_model.arch.isa import OutMode
 from firmware_model.tosa_ops.dtypes import DType
 from hw.lut_engine import LATENCY as LUT_LATENCY
 from hw.lut_engine import LutEngine, address_bits

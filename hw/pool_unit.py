@@ -2,10 +2,10 @@
 command").
 
 The sequencer plays every tap of every window (KERNEL_H x KERNEL_W, padding included, output
-elements in row-major order over OFM_H x OFM_W x OFM_C, as firmware_model/perf.py counts them)
+elements in row-major order over OFM_H x OFM_W x OFM_C, as firmware_model/arch/cycle_model.py counts them)
 into `i`: the element's bits, `pad` (the tap lies outside the input box: it takes no part) and
 `last` (the window's last tap; the window's parameter record and tag come with it). Per window
-the unit computes what firmware_model/pool_unit.py computes per output element:
+the unit computes what firmware_model/golden/pool_unit.py computes per output element:
 
     x      = the tap read as in_dtype (INT8, INT16; INT32 and other codes: 32 bits), signed
     count  = real (non-padding) taps
@@ -43,7 +43,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.isa import OutMode, PoolMode
+from firmware_model.arch.isa import OutMode, PoolMode
 from firmware_model.tosa_ops.dtypes import DType
 from hw.output_stage import LATENCY as OUTPUT_LATENCY
 from hw.output_stage import OUT_LAYOUT, OutputStage, lut_write_layout, out_config_layout

@@ -16,7 +16,7 @@ one (TOSA REQUIREs multiplier >= 0, and RESCALE's ERROR_IFs bound the operand), 
 rounding term fits int64; the shifted result wraps to 32 bits as apply_scale_32's
 static_cast<int32_t> does, and adding output_zp wraps at 32 bits as apply_add_s does in hardware.
 For operands outside those rules the datapath truncates the operand to 32 (48) bits and the
-multiplier to 31 (15) bits — firmware_model.mac_unit.rescale_operands states the same
+multiplier to 31 (15) bits — firmware_model.golden.mac_unit.rescale_operands states the same
 truncation for the golden model.
 
 Pipeline (LATENCY = 4 clocks, one element per clock, the whole pipeline stalls while a result

@@ -1,6 +1,6 @@
 """Variable SRAM: the persistent store of TOSA variables, with per-slot written flags.
 
-The rules are firmware_model/variable_sram.py's (`VariableSramModel`); docs/units.md describes the
+The rules are firmware_model/golden/variable_sram.py's (`VariableSramModel`); docs/units.md describes the
 interface. In short:
 
 - `req` (stream): one access per clock: `write`, `slot` (the variable's written flag), `addr` (a
@@ -9,7 +9,7 @@ interface. In short:
   the word, and `refused` when the read was refused (its data is then zero).
 - A refused access (misaligned, past the SRAM, slot >= slots: ADDRESS_RANGE; a read of a slot
   whose written flag is clear: VAR_READ_BEFORE_WRITE) raises the sticky `error` with
-  `error_code` (firmware_model.isa.Status) and `error_slot`; the first refusal is kept.
+  `error_code` (firmware_model.arch.isa.Status) and `error_slot`; the first refusal is kept.
 - `written` shows every slot's flag; a write that is not refused sets its slot's flag.
 - `invocation_start` (a one-clock pulse) clears the error only: contents and written flags persist
   across invocations. An access in the same clock belongs to the new invocation.
@@ -23,8 +23,8 @@ from amaranth import Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.isa import VAR_SLOTS, Status
-from firmware_model.npu_config import NpuConfig
+from firmware_model.arch.isa import VAR_SLOTS, Status
+from firmware_model.arch.config import NpuConfig
 
 ADDR_BITS = 32       # byte addresses, as the VAR_ADDR register holds them
 SLOT_BITS = 8        # slot numbers; slots >= `slots` are refused

@@ -1,4 +1,4 @@
-"""Shared pytest settings. RTL builds are memoised per session by sim.core_rtl.cached_core (and
+"""Shared pytest settings. RTL builds are memoised per session by sim.rtl.core.cached_core (and
 reused across sessions from build/ when the generated Verilog is unchanged)."""
 
 import pytest

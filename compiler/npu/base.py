@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from firmware_model.isa import Command, Opcode, Reg, Sram, set_reg
-from firmware_model.npu_config import NpuConfig
-from firmware_model.program import Placement
+from firmware_model.arch.isa import Command, Opcode, Reg, Sram, set_reg
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.program import Placement
 
 NPU_OP = "NPU"
 

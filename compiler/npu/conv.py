@@ -32,9 +32,9 @@ from compiler.ir import Block, Operator
 from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, const_value,
                                round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, load_table, only_consumer, table_fits
-from firmware_model.isa import MacMode, Opcode, Reg, Sram
-from firmware_model.mac_unit import encode_params, lanes_per_word
-from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
+from firmware_model.golden.mac_unit import encode_params, lanes_per_word
+from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 
 

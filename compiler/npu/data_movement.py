@@ -29,8 +29,8 @@ from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value
 from compiler.npu.dma_patterns import (FlatTile, Source, as_bytes, dense_strides, element_bytes_fill, flat_tiles,
                                        load_source)
-from firmware_model.isa import Opcode, Sram
-from firmware_model.npu_config import NpuConfig
+from firmware_model.arch.isa import Opcode, Sram
+from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 
 MOVE_DTYPES = (DType.BOOL, DType.INT8, DType.INT16, DType.INT32)

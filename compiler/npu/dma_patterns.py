@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.npu.base import CommandWriter, EmitContext
-from firmware_model.isa import Opcode, Sram
+from firmware_model.arch.isa import Opcode, Sram
 
 
 def dense_strides(shape) -> tuple[int, ...]:

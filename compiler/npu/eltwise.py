@@ -34,8 +34,8 @@ from compiler.npu.base import const_value, scalar
 from compiler.npu.dma_patterns import FlatTile, Source, as_bytes, dense_strides, flat_tiles, load_source
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, load_table,
                                 only_consumer, rescale_info, take_clamp, take_table)
-from firmware_model.isa import EltMode, EltOp, Opcode, Reg, Sram
-from firmware_model.npu_config import NpuConfig
+from firmware_model.arch.isa import EltMode, EltOp, Opcode, Reg, Sram
+from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 
 I8, I16, I32, I48 = DType.INT8, DType.INT16, DType.INT32, DType.INT48

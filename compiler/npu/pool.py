@@ -36,8 +36,8 @@ from compiler.npu.conv import _extents
 from compiler.npu.dma_patterns import copy_box
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, load_table,
                                 only_consumer, rescale_info)
-from firmware_model.isa import Opcode, PoolMode, Reg, Sram
-from firmware_model.npu_config import NpuConfig
+from firmware_model.arch.isa import Opcode, PoolMode, Reg, Sram
+from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 
 I8, I16, I32 = DType.INT8, DType.INT16, DType.INT32

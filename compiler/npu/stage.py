@@ -16,9 +16,9 @@ from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext
 from compiler.npu.base import const_value, scalar
 from firmware_model.errors import NpuBenchError
-from firmware_model.isa import LutMode, Opcode, OutMode, Reg, Sram
-from firmware_model.mac_unit import encode_params
-from firmware_model.npu_config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.arch.isa import LutMode, Opcode, OutMode, Reg, Sram
+from firmware_model.golden.mac_unit import encode_params
+from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.op_utils import attr_value

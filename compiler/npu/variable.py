@@ -1,4 +1,4 @@
-"""Variables on the variable SRAM: the VAR command (firmware_model/var_unit.py, docs/isa.md).
+"""Variables on the variable SRAM: the VAR command (firmware_model/golden/var_unit.py, docs/isa.md).
 
 Lowering: the ops state legalization annotated with their slot (`annotations["variable"]`):
 - `VARIABLE` (one per variable, at the start of the block) -> VAR INIT from the initial value in
@@ -20,8 +20,8 @@ import numpy as np
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value
-from firmware_model.isa import Opcode, Reg, VarOp
-from firmware_model.npu_config import NpuConfig
+from firmware_model.arch.isa import Opcode, Reg, VarOp
+from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 
 

@@ -1,7 +1,7 @@
 """Pass 6 — emission.
 
 Reads: the scheduled graph (ctx.schedule), ctx.cfg.
-Writes: ctx.program (firmware_model.program.Program): the command stream, the constants image and
+Writes: ctx.program (firmware_model.arch.program.Program): the command stream, the constants image and
 the manifest (graph I/O placements, host ops, layers with their tiles and command ranges), and
 the compile report lines in ctx.report.
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from compiler.npu.base import NPU_OP, CommandWriter, EmitContext
 from compiler.passes.scheduler import Schedule
-from firmware_model.isa import Opcode
-from firmware_model.npu_config import NpuConfig
-from firmware_model.program import Program
+from firmware_model.arch.isa import Opcode
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.program import Program
 
 
 def _host_op_entry(op, block, sched: Schedule, where: str) -> dict:

@@ -20,9 +20,9 @@ import numpy as np
 
 from compiler.errors import CompileError
 from compiler.npu.base import NPU_OP
-from firmware_model.isa import Sram
-from firmware_model.npu_config import NpuConfig
-from firmware_model.program import Placement
+from firmware_model.arch.isa import Sram
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.program import Placement
 
 ALIGN = 64
 

@@ -31,7 +31,7 @@ from compiler.interpreter import Interpreter
 from compiler.ir import Operator
 from compiler.npu.base import round_up
 from compiler.placeholder_run import is_variable_op
-from firmware_model.isa import VAR_SLOTS
+from firmware_model.arch.isa import VAR_SLOTS
 
 
 def run(ctx) -> None:

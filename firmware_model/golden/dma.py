@@ -1,0 +1,76 @@
+"""The DMA engine: 3-D strided copies between external memory and an SRAM, and SRAM fills.
+
+A transfer moves LEN2 x LEN1 runs of LEN0 contiguous bytes; run (i2, i1) starts at
+    external: DMA_EXT_ADDR  + i2*DMA_EXT_STRIDE2  + i1*DMA_EXT_STRIDE1
+    SRAM:     DMA_SRAM_ADDR + i2*DMA_SRAM_STRIDE2 + i1*DMA_SRAM_STRIDE1
+FILL writes the byte `value` over the same SRAM pattern (used for padding halos with the input
+zero point before a load, and for padding weight blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from firmware_model.arch.isa import Reg, Sram
+from firmware_model.golden.memories import Memories
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.cycle_model import dma_cycles, fill_cycles
+
+
+@dataclass
+class DmaResult:
+    cycles: int
+    bytes: int
+    sram: Sram
+    sram_range: tuple[int, int]
+
+
+def _box(buf: np.ndarray, base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> np.ndarray:
+    """The len2 x len1 x len0 bytes of `buf` the pattern addresses, as a strided view (no copy).
+    Strides are unsigned registers, so the pattern spans [base, last] with last computed below;
+    the caller checks that range first. Assigning to a view whose runs overlap keeps the last
+    write of each byte, in the order the DMA writes them (i2, i1, i0)."""
+    return np.ndarray((len2, len1, len0), np.uint8, buffer=buf, offset=base, strides=(stride2, stride1, 1))
+
+
+def _span(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> tuple[int, int]:
+    return base, base + (len2 - 1) * stride2 + (len1 - 1) * stride1 + len0
+
+
+def _geometry(regs: dict[int, int]):
+    g = lambda r: regs.get(r, 0)  # noqa: E731
+    return g(Reg.DMA_LEN0), g(Reg.DMA_LEN1), g(Reg.DMA_LEN2)
+
+
+def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, to_sram: bool) -> DmaResult:
+    g = regs.get
+    len0, len1, len2 = _geometry(regs)
+    n = len0 * len1 * len2
+    if not n:
+        return DmaResult(dma_cycles(cfg, len0=len0, len1=len1, len2=len2), 0, sram, (0, 0))
+    ext = (g(Reg.DMA_EXT_ADDR, 0), len0, len1, len2, g(Reg.DMA_EXT_STRIDE1, 0), g(Reg.DMA_EXT_STRIDE2, 0))
+    on_chip = (g(Reg.DMA_SRAM_ADDR, 0), len0, len1, len2, g(Reg.DMA_SRAM_STRIDE1, 0), g(Reg.DMA_SRAM_STRIDE2, 0))
+    what = f"DMA_{'LOAD' if to_sram else 'STORE'} {sram.name}"
+    mem.check_range("ext", *_span(*ext), what)
+    rng = _span(*on_chip)
+    mem.check_range(sram, *rng, what)
+    src, dst = (_box(mem.ext, *ext), _box(mem.sram[sram], *on_chip))
+    if not to_sram:
+        src, dst = dst, src
+    dst[...] = src
+    return DmaResult(dma_cycles(cfg, len0=len0, len1=len1, len2=len2), n, sram, rng)
+
+
+def fill(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, value: int) -> DmaResult:
+    g = regs.get
+    len0, len1, len2 = _geometry(regs)
+    n = len0 * len1 * len2
+    rng = (0, 0)
+    if n:
+        on_chip = (g(Reg.DMA_SRAM_ADDR, 0), len0, len1, len2, g(Reg.DMA_SRAM_STRIDE1, 0), g(Reg.DMA_SRAM_STRIDE2, 0))
+        rng = _span(*on_chip)
+        mem.check_range(sram, *rng, f"FILL {sram.name}")
+        _box(mem.sram[sram], *on_chip)[...] = value & 0xFF
+    return DmaResult(fill_cycles(cfg, len0=len0, len1=len1, len2=len2), n, sram, rng)

@@ -1,0 +1,158 @@
+"""The elementwise unit: what one ELTWISE command computes, bit for bit.
+
+Operands (docs/isa.md, "The ELTWISE command"): ELT_COUNT elements, element i of A at byte
+ELT_A_ADDR + i*size(ELT_A_DTYPE) of the input SRAM, element i of B at ELT_B_ADDR + i*size of the
+weight SRAM (element 0 for every i with A_SCALAR / B_SCALAR), result i at ELT_OUT_ADDR +
+i*size(OFM_DTYPE) of the output SRAM. Per element, in the pipeline's order:
+
+    x0 = X[i] - ELT_X_ZP                  X's elements signed, or zero-extended with X_UNSIGNED
+    x1 = wrap32(x0 << ELT_X_LSHIFT)       when X_RESCALE or ELT_X_LSHIFT > 0, else x0 (48 bits)
+    x  = apply_scale_32(x1, ELT_X_MULT, ELT_X_SHIFT, X_DOUBLE_ROUND)   with X_RESCALE, else x1
+    value = op(a, b)                      with TOSA's integer semantics, below
+    out   = output_stage(value)           firmware_model/golden/output_stage.py, record PARAM_ADDR + i % ELT_CHANNELS
+
+The operations on a = wrap32(a), b = wrap32(b) (COPY passes the 48-bit a through):
+    ADD / SUB          wrap32(a + b) / wrap32(a - b)               (TOSA: REQUIRE no overflow)
+    MUL                p = a * b exact; ELT_SHIFT > 0: p = (p + (1 << (ELT_SHIFT - 1))) >> ELT_SHIFT;
+                       wrap32(p)
+    MINIMUM / MAXIMUM  min / max
+    shifts, in the width w of ELT_A_DTYPE (8, 16 or 32 bits), amount n = b & 31:
+      LOGICAL_LEFT_SHIFT      wrap_w(a << n)
+      LOGICAL_RIGHT_SHIFT     wrap_w((a & (2^w - 1)) >> n)
+      ARITHMETIC_RIGHT_SHIFT  (a >> n) + (ROUND and n > 0 and bit n-1 of a)
+    COPY               a (B is not read): RESCALE, CLAMP and TABLE as the output stage
+
+The arithmetic calls the numeric primitives in firmware_model/tosa_ops/numerics.py with
+require=False: the datapath does the same thing whether or not TOSA's REQUIREs hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from firmware_model.errors import GoldenModelError
+from firmware_model.arch.isa import EltMode, EltOp, OutMode, Reg, Sram, Status, reg_value
+from firmware_model.golden.memories import Memories
+from firmware_model.arch.config import NpuConfig
+from firmware_model.golden.output_stage import (ELEMENT_BYTES, apply_output_stage, dtype_of, read_elements,
+                                         read_records, write_run)
+from firmware_model.arch.cycle_model import eltwise_command_cycles
+from firmware_model.tosa_ops import numerics
+from firmware_model.tosa_ops.dtypes import DType, wrap
+
+OPERAND_DTYPES = (DType.INT8, DType.INT16, DType.INT32, DType.INT48)
+SHIFT_OPS = (EltOp.LOGICAL_LEFT_SHIFT, EltOp.LOGICAL_RIGHT_SHIFT, EltOp.ARITHMETIC_RIGHT_SHIFT)
+
+
+@dataclass
+class EltResult:
+    cycles: int
+    elements: int
+    regions: dict[str, tuple[int, int]]    # memory ("input", "weight", "param", "lut", "output") -> bytes read/written
+    out_values: np.ndarray                 # the values stored (int64, ELT_COUNT)
+
+
+def _fail(status: Status, message: str):
+    raise GoldenModelError(f"ELTWISE: {message}", status)
+
+
+def input_stage(x: np.ndarray, *, zp: int, lshift: int, rescale: bool, multiplier: int, shift: int,
+                double_round: bool) -> np.ndarray:
+    """One operand's input stage on its elements (int64, already read signed or unsigned)."""
+    x0 = np.asarray(x, dtype=np.int64) - np.int64(zp)
+    if not rescale and lshift == 0:
+        return wrap(x0, 48)
+    x1 = wrap(np.left_shift(wrap(x0, 32), np.int64(lshift & 31)), 32)
+    if not rescale:
+        return x1
+    return numerics.apply_scale_32(x1, multiplier & 0x7FFFFFFF, shift & 63, double_round,
+                                   require=False).astype(np.int64)
+
+
+def eltwise_op(op: EltOp, a: np.ndarray, b: np.ndarray | None, *, width: int, mul_shift: int,
+               round_: bool) -> np.ndarray:
+    """The operation on the rescaled operands (int64 arrays), as the TOSA op of that name."""
+    if op == EltOp.COPY:
+        return a
+    a, b = wrap(a, 32), wrap(b, 32)
+    i32 = DType.INT32
+    if op == EltOp.ADD:
+        return numerics.apply_add_s(a, b, i32, require=False)
+    if op == EltOp.SUB:
+        return numerics.apply_sub_s(a, b, i32, require=False)
+    if op == EltOp.MUL:
+        if mul_shift > 0:
+            product = a * b
+            return wrap((product + (np.int64(1) << np.int64(mul_shift - 1))) >> np.int64(mul_shift), 32)
+        return numerics.apply_mul_s(a, b, i32)
+    if op == EltOp.MINIMUM:
+        return numerics.apply_min_s(a, b)
+    if op == EltOp.MAXIMUM:
+        return numerics.apply_max_s(a, b)
+    wdt = {8: DType.INT8, 16: DType.INT16, 32: DType.INT32}[width]
+    a = wrap(a, width)
+    n = b & 31
+    if op == EltOp.LOGICAL_LEFT_SHIFT:
+        return numerics.apply_logical_lshift(a, n, wdt)
+    if op == EltOp.LOGICAL_RIGHT_SHIFT:
+        return numerics.apply_logical_rshift(a, n, wdt)
+    result = numerics.apply_arith_rshift(a, n, wdt)
+    if round_:
+        last_out = numerics.apply_arith_rshift(a, np.maximum(n - 1, 0), wdt) & 1
+        result = result + ((n > 0) & (last_out != 0))
+    return wrap(result, width)
+
+
+def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) -> EltResult:
+    g = lambda reg: reg_value(reg, regs.get(reg, 0))  # noqa: E731
+    try:
+        op = EltOp(sub)
+    except ValueError:
+        _fail(Status.BAD_MODE, f"operation {sub} does not exist")
+    mode = EltMode(g(Reg.ELT_MODE) & 0x1FF)
+    count = g(Reg.ELT_COUNT)
+    a_dt = dtype_of(g(Reg.ELT_A_DTYPE), "ELT_A_DTYPE", "ELTWISE", OPERAND_DTYPES)
+    ofm_dt = dtype_of(g(Reg.OFM_DTYPE), "OFM_DTYPE", "ELTWISE", tuple(ELEMENT_BYTES))
+    binary = op != EltOp.COPY
+    b_dt = dtype_of(g(Reg.ELT_B_DTYPE), "ELT_B_DTYPE", "ELTWISE", OPERAND_DTYPES) if binary else None
+    for flag, dt, name in ((EltMode.A_UNSIGNED, a_dt, "A"), (EltMode.B_UNSIGNED, b_dt, "B")):
+        if flag in mode and dt not in (DType.INT8, DType.INT16):
+            _fail(Status.BAD_MODE, f"{name}_UNSIGNED with {name}'s type {dt.name if dt else '-'}: only int8 and "
+                                   f"int16 elements are read unsigned")
+    if op in SHIFT_OPS and a_dt not in (DType.INT8, DType.INT16, DType.INT32):
+        _fail(Status.BAD_MODE, f"{op.name} on {a_dt.name} elements (shifts take int8, int16 or int32)")
+
+    regions: dict[str, tuple[int, int]] = {}
+    a_n = 1 if EltMode.A_SCALAR in mode else count
+    a_raw, regions["input"] = read_elements(mem, Sram.INPUT, g(Reg.ELT_A_ADDR), a_n, a_dt,
+                                            EltMode.A_UNSIGNED in mode, "ELTWISE operand A")
+    a = input_stage(a_raw, zp=g(Reg.ELT_A_ZP), lshift=g(Reg.ELT_A_LSHIFT), rescale=EltMode.A_RESCALE in mode,
+                    multiplier=g(Reg.ELT_A_MULT), shift=g(Reg.ELT_A_SHIFT),
+                    double_round=EltMode.A_DOUBLE_ROUND in mode)
+    a = np.broadcast_to(a, (count,))
+    b = None
+    if binary:
+        b_n = 1 if EltMode.B_SCALAR in mode else count
+        b_raw, regions["weight"] = read_elements(mem, Sram.WEIGHT, g(Reg.ELT_B_ADDR), b_n, b_dt,
+                                                 EltMode.B_UNSIGNED in mode, "ELTWISE operand B")
+        b = input_stage(b_raw, zp=g(Reg.ELT_B_ZP), lshift=g(Reg.ELT_B_LSHIFT), rescale=EltMode.B_RESCALE in mode,
+                        multiplier=g(Reg.ELT_B_MULT), shift=g(Reg.ELT_B_SHIFT),
+                        double_round=EltMode.B_DOUBLE_ROUND in mode)
+        b = np.broadcast_to(b, (count,))
+    width = a_dt.bits if op in SHIFT_OPS else 32
+    value = eltwise_op(op, a, b, width=width, mul_shift=g(Reg.ELT_SHIFT) & 63, round_=EltMode.ROUND in mode)
+
+    multiplier = shift = None
+    if OutMode.RESCALE in OutMode(g(Reg.OUT_MODE) & 0xF):
+        channels = max(1, g(Reg.ELT_CHANNELS))
+        used = min(channels, count)
+        m, s, regions["param"] = read_records(mem, g(Reg.PARAM_ADDR), used, "ELTWISE parameters")
+        idx = np.arange(count) % channels
+        multiplier, shift = m[idx], s[idx]
+    out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="ELTWISE")
+    if lut_range is not None:
+        regions["lut"] = lut_range
+    regions["output"] = write_run(mem, g(Reg.ELT_OUT_ADDR), out, ofm_dt, "ELTWISE output")
+    return EltResult(eltwise_command_cycles(count), count, regions, out)

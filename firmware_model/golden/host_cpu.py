@@ -1,0 +1,34 @@
+"""The modelled host CPU: runs the TOSA ops the NPU cannot, on tensors in external memory.
+
+The compiler lists them in manifest["host_ops"]; command `HOST k` runs entry k: the host reads
+the op's inputs from external memory (constants included), runs the interpreter's kernel for the
+op (firmware_model.tosa_ops, the same code the TOSA interpreter uses) and writes the outputs back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_model.arch.cycle_model import host_op_cycles
+from firmware_model.arch.program import Placement, Program
+from firmware_model.tosa_ops.registry import OpCall, TensorSpec, run_op
+
+
+class HostCpu:
+    def __init__(self, program: Program):
+        self.ops = program.manifest.get("host_ops", [])
+
+    def run(self, model, index: int) -> int:
+        entry = self.ops[index]
+        ins = [Placement.from_json(p) if p else None for p in entry["inputs"]]
+        outs = [Placement.from_json(p) for p in entry["outputs"]]
+        arrays = [model.read_tensor(p) if p else None for p in ins]
+        call = OpCall(
+            op=entry["op"], attrs=dict(entry["attrs"]), inputs=arrays,
+            input_specs=[TensorSpec(tuple(p.shape), p.dtype) if p else None for p in ins],
+            output_specs=[TensorSpec(tuple(p.shape), p.dtype) for p in outs],
+            where=f"host op {index}: {entry['where']}", attr_kind=entry.get("attr_kind"))
+        results = run_op(call)
+        for place, value in zip(outs, results):
+            model.write_tensor(place, np.asarray(value).reshape(place.shape))
+        return host_op_cycles(sum(int(np.prod(p.shape, dtype=np.int64)) for p in outs))

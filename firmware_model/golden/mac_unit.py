@@ -1,0 +1,273 @@
+"""The MAC array and its output stage: what one MAC command computes, bit for bit.
+
+Operands (see docs/isa.md for the layouts):
+- input SRAM: the tile's input pixels, pixel (y, x) channel block b at word
+  IFM_ADDR/L + y*IFM_ROW_STRIDE/L + x*IFM_PIX_STRIDE/L + b, each word L int8 channels;
+- weight SRAM: blocks of rows x L int8 weights in the order (output-channel block, ky, kx, b),
+  row r of a block is output channel ocb*rows + r;
+- parameter SRAM: one 11-byte record per output channel (bias int48, multiplier int32, shift int8);
+- output SRAM: element (oy, ox, c) at byte OFM_ADDR + oy*OFM_ROW_STRIDE + ox*OFM_PIX_STRIDE + c*size.
+
+Arithmetic, per output element:
+    acc    = sum over ky, kx, ic of (x - IFM_ZP) * (w - WGT_ZP)          (int48 accumulator lanes)
+    value  = wrap32(wrap32(acc) + bias)                                   (int8 inputs: int32 acc_t)
+    value  = saturate48(acc + bias)                                       (int16 inputs: int48 acc_t)
+
+    out    = the output stage (firmware_model/golden/output_stage.py: RESCALE, CLAMP, TABLE) of value,
+             except a raw int48 result (OFM_DTYPE INT48), stored as it is in 8 bytes
+using the project's numeric primitives with require=False: the hardware computes the same
+arithmetic whether or not the TOSA REQUIREs hold.
+
+int16 inputs (the TOSA int16 extension, int16 x int8 -> int48): an input word holds mac.cols/2
+int16 elements, little-endian (element i in bytes 2i, 2i+1); IFM_CBLOCKS counts such words; a
+weight row holds its mac.cols/2 int8 weights in bytes 0 .. cols/2-1 (the upper half is ignored);
+IFM_ZP must be 0 (TOSA allows an input zero point for int8 only). `mac_block_sums` is the array's
+arithmetic on words (the primitives execute_mac uses too), the expected values of the MAC-array
+unit bench (docs/units.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from firmware_model.errors import GoldenModelError
+from firmware_model.arch.isa import MAC_REGS, SIGNED_REGS, MacMode, OutMode, Reg, Sram, Status
+from firmware_model.golden.memories import Memories
+from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.arch.cycle_model import mac_command_cycles
+from firmware_model.tosa_ops.dtypes import DType, wrap
+
+OUTPUT_ELEMENT_BYTES = {DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DType.INT48: 8}
+
+# The MAC array (hw/mac_array.py): its input types, accumulator lane width and, per input type, the
+# type of the raw (not rescaled) result.
+MAC_INPUT_DTYPES = (DType.INT8, DType.INT16)
+ACC_BITS = 48
+RAW_OUTPUT_DTYPE = {DType.INT8: DType.INT32, DType.INT16: DType.INT48}
+
+
+def lanes_per_word(cols: int, ifm_dtype: DType) -> int:
+    """Input elements in one `cols`-byte SRAM word: cols int8 lanes or cols/2 int16 lanes."""
+    if ifm_dtype == DType.INT8:
+        return cols
+    if ifm_dtype == DType.INT16:
+        return cols // 2
+    raise ValueError(f"the MAC array takes int8 or int16 inputs, not {DType(ifm_dtype).name}")
+
+
+def input_elements(words: np.ndarray, ifm_dtype: DType) -> np.ndarray:
+    """The input elements of SRAM words (uint8, shape (..., cols)) as int64 (..., lanes):
+    int8 lanes, or int16 lanes little-endian (element i in bytes 2i and 2i+1)."""
+    words = np.ascontiguousarray(words, dtype=np.uint8)
+    lanes_per_word(words.shape[-1], ifm_dtype)
+    if ifm_dtype == DType.INT8:
+        return words.view(np.int8).astype(np.int64)
+    return words.view("<i2").astype(np.int64)
+
+
+def weight_elements(rows: np.ndarray, ifm_dtype: DType) -> np.ndarray:
+    """The int8 weights of weight-SRAM rows (uint8, shape (..., cols)) as int64 (..., lanes): all
+    cols bytes for int8 inputs; for int16 inputs bytes 0 .. cols/2-1 (one weight per int16 lane)."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    lanes = lanes_per_word(rows.shape[-1], ifm_dtype)
+    return rows[..., :lanes].view(np.int8).astype(np.int64)
+
+
+def mac_block_sums(x_words: np.ndarray, w_rows: np.ndarray, *, ifm_dtype: DType, input_zp: int,
+                   weight_zp: int) -> np.ndarray:
+    """What the MAC array computes for input words (n, cols) and one weight block (rows, cols):
+    sums[i, r] = sum over lanes l of (x[i, l] - input_zp) * (w[r, l] - weight_zp), exact (int64).
+    int16 inputs take no zero point (TOSA: input_zp must be 0 for int16)."""
+    if ifm_dtype == DType.INT16 and input_zp != 0:
+        raise ValueError("int16 inputs have no input zero point (TOSA ERROR_IF input_zp != 0)")
+    x = input_elements(x_words, ifm_dtype) - np.int64(input_zp)
+    w = weight_elements(w_rows, ifm_dtype) - np.int64(weight_zp)
+    return x @ w.T
+
+
+def accumulate(acc: np.ndarray | int, sums: np.ndarray) -> np.ndarray:
+    """One accumulation into the array's int48 accumulator lanes (two's-complement wrap)."""
+    return wrap(np.asarray(acc, dtype=np.int64) + np.asarray(sums, dtype=np.int64), ACC_BITS)
+
+
+def finish_accumulator(acc: np.ndarray, bias: np.ndarray, ifm_dtype: DType) -> np.ndarray:
+    """The output stage's bias add: int8 inputs wrap to int32 (TOSA acc_t int32); int16 inputs add
+    in int64 and saturate to int48 once (the reference model's behaviour, docs/kernels.md)."""
+    acc, bias = np.asarray(acc, dtype=np.int64), np.asarray(bias, dtype=np.int64)
+    if ifm_dtype == DType.INT16:
+        return np.clip(acc + bias, DType.INT48.min, DType.INT48.max)
+    return wrap(wrap(acc, 32) + wrap(bias, 32), 32)
+
+
+@dataclass
+class MacRegion:
+    """Where a MAC command read and wrote: [start, stop) byte ranges per SRAM."""
+    input: tuple[int, int]
+    weight: tuple[int, int]
+    param: tuple[int, int]
+    output: tuple[int, int]
+    lut: tuple[int, int] | None = None   # LUT SRAM bytes read by a fused table
+
+
+@dataclass
+class MacResult:
+    cycles: int
+    macs: int                 # multiply-accumulates the array performed (padding lanes included)
+    region: MacRegion
+    out_shape: tuple[int, int, int]
+    out_bytes: int            # bytes written to the output SRAM
+
+
+def rescale_operands(value, multiplier, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The (value, multiplier) the rescale datapath multiplies (hw/rescale_unit.py): an int32 value
+    by a 31-bit multiplier for apply_scale_32, an int48 value by a 15-bit one for apply_scale_16.
+    Equal to the inputs whenever TOSA's REQUIREs (multiplier >= 0) and ERROR_IFs hold."""
+    v, m = np.asarray(value, dtype=np.int64), np.asarray(multiplier, dtype=np.int64)
+    if scale32:
+        return wrap(v, 32), m & 0x7FFFFFFF
+    return wrap(v, 48), m & 0x7FFF
+
+
+def exact_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w on integer operands of the MAC array (int64, or float64 holding integers), exactly,
+    through a float64 matrix product: each product is below 2^16 (int8 x int8 with zero points)
+    or 2^23 (int16 x int8), so every partial sum of fewer than 2^30 terms is an integer below
+    2^53, which float64 holds exactly."""
+    if x.shape[-1] >= 1 << 30:
+        return x.astype(np.int64) @ w.astype(np.int64)
+    return (x.astype(np.float64, copy=False) @ w.astype(np.float64, copy=False)).astype(np.int64)
+
+
+def _fail(status: Status, message: str):
+    raise GoldenModelError(f"MAC: {message}", status)
+
+
+# A parameter record's fields (11 bytes, little-endian): bias int48 as its low 32 bits and its
+# signed high 16 bits, multiplier int32, shift int8.
+PARAM_RECORD = np.dtype([("bias_lo", "<u4"), ("bias_hi", "<i2"), ("multiplier", "<i4"), ("shift", "i1")])
+assert PARAM_RECORD.itemsize == PARAM_RECORD_BYTES
+
+
+def decode_params(cfg: NpuConfig, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-channel (bias, multiplier, shift) from parameter records (uint8, n x 11)."""
+    rec = np.ascontiguousarray(words, dtype=np.uint8).reshape(-1).view(PARAM_RECORD)
+    bias = (rec["bias_hi"].astype(np.int64) << 32) | rec["bias_lo"]
+    return bias, rec["multiplier"].astype(np.int64), rec["shift"].astype(np.int64)
+
+
+def encode_params(bias, multiplier, shift) -> bytes:
+    """Parameter records for output channels: bias int48, multiplier int32, shift int8 (LE)."""
+    bias = np.asarray(bias, dtype=np.int64)
+    n = len(bias)
+    rec = np.zeros((n, PARAM_RECORD_BYTES), dtype=np.uint8)
+    bu = bias.astype(np.uint64)
+    for i in range(6):
+        rec[:, i] = ((bu >> np.uint64(8 * i)) & np.uint64(0xFF)).astype(np.uint8)
+    rec[:, 6:10] = np.asarray(multiplier, dtype="<i4").reshape(n, 1).view(np.uint8)
+    rec[:, 10] = np.asarray(shift, dtype=np.int64).astype(np.int8).view(np.uint8)
+    return rec.tobytes()
+
+
+def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) -> MacResult:
+    from firmware_model.arch.isa import reg_value
+
+    R, L = cfg.mac_rows, cfg.mac_cols
+    values = {r: regs.get(r, 0) for r in MAC_REGS}
+    for r in SIGNED_REGS & values.keys():
+        values[r] = reg_value(r, values[r])
+    g = values.__getitem__
+
+    if mode not in (MacMode.CONV2D, MacMode.MATMUL):
+        _fail(Status.BAD_MODE, f"mode {mode} is not implemented")
+    ifm_dtype, ofm_dtype = g(Reg.IFM_DTYPE), g(Reg.OFM_DTYPE)
+    out_mode = OutMode(g(Reg.OUT_MODE) & 0xF)
+    rescale_on = OutMode.RESCALE in out_mode
+    if ifm_dtype not in MAC_INPUT_DTYPES:
+        _fail(Status.BAD_MODE, f"input type {ifm_dtype} is not implemented (int8, int16)")
+    ifm_dtype = DType(ifm_dtype)
+    if ifm_dtype == DType.INT16 and g(Reg.IFM_ZP) != 0:
+        _fail(Status.BAD_MODE, f"IFM_ZP = {g(Reg.IFM_ZP)}: int16 inputs take no zero point")
+    if (ofm_dtype not in OUTPUT_ELEMENT_BYTES or (rescale_on and ofm_dtype == DType.INT48)
+            or (not rescale_on and ofm_dtype != RAW_OUTPUT_DTYPE[ifm_dtype])):
+        _fail(Status.BAD_MODE, f"output type {ofm_dtype} with OUT_MODE {int(out_mode)} is not implemented "
+                               f"for {ifm_dtype.name} inputs")
+
+    oh, ow, oc = g(Reg.OFM_H), g(Reg.OFM_W), g(Reg.OFM_C)
+    kh, kw, cb = g(Reg.KERNEL_H), g(Reg.KERNEL_W), g(Reg.IFM_CBLOCKS)
+    if oh * ow > cfg.acc_depth or min(oc, oh, ow, kh, kw, cb) == 0:
+        _fail(Status.ADDRESS_RANGE, f"{oh}x{ow}x{oc} outputs with a {kh}x{kw} kernel over {cb} input blocks: more "
+                                    f"pixels than the {cfg.acc_depth} accumulators, or an empty tile")
+    for reg in (Reg.IFM_ADDR, Reg.IFM_ROW_STRIDE, Reg.IFM_PIX_STRIDE, Reg.WGT_ADDR):
+        if g(reg) % L:
+            _fail(Status.ADDRESS_RANGE, f"{reg.name} = {g(reg)} is not a multiple of the {L}-byte word")
+    n_ocb = -(-oc // R)
+    esize = OUTPUT_ELEMENT_BYTES[DType(ofm_dtype)]
+
+    # Input vectors: the input word of (oy, ox, ky, kx, b) is
+    #   IFM_ADDR/L + (oy*STRIDE_H + ky*DILATION_H)*row + (ox*STRIDE_W + kx*DILATION_W)*pix + b,
+    # every stride non-negative, so the first and last words bound the range the tile reads; the
+    # vectors are a strided view of the SRAM (the im2col matrix without an index array).
+    word0 = g(Reg.IFM_ADDR) // L
+    row_w, pix_w = g(Reg.IFM_ROW_STRIDE) // L, g(Reg.IFM_PIX_STRIDE) // L
+    sh, sw, dh, dw = g(Reg.STRIDE_H), g(Reg.STRIDE_W), g(Reg.DILATION_H), g(Reg.DILATION_W)
+    lo = word0
+    hi = word0 + ((oh - 1) * sh + (kh - 1) * dh) * row_w + ((ow - 1) * sw + (kw - 1) * dw) * pix_w + cb
+    mem.check_range(Sram.INPUT, lo * L, hi * L, "MAC input")
+    lanes = lanes_per_word(L, ifm_dtype)
+    esz = L // lanes                                                           # bytes per input element
+    row_b, pix_b = row_w * L, pix_w * L
+    vectors = np.ndarray((oh, ow, kh, kw, cb * lanes), dtype=np.int8 if esz == 1 else "<i2",
+                         buffer=mem.sram[Sram.INPUT], offset=word0 * L,
+                         strides=(sh * row_b, sw * pix_b, dh * row_b, dw * pix_b, esz))
+    # Float64 holds every operand and partial sum exactly (see exact_dot).
+    x = vectors.astype(np.float64).reshape(oh * ow, kh * kw * cb * lanes)
+    x -= g(Reg.IFM_ZP)
+
+    wword0 = g(Reg.WGT_ADDR) // L
+    n_wwords = n_ocb * kh * kw * cb * R
+    mem.check_range(Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
+    w_rows = mem.sram[Sram.WEIGHT][wword0 * L:(wword0 + n_wwords) * L].reshape(n_ocb, kh * kw * cb, R, L)
+    w = w_rows[..., :lanes].view(np.int8).astype(np.float64)                  # weight_elements' lanes
+    w = w.transpose(1, 3, 0, 2).reshape(kh * kw * cb * lanes, n_ocb * R)
+    w -= g(Reg.WGT_ZP)
+
+    # Products are exact; the accumulator lanes hold 48 bits.
+    acc = accumulate(0, exact_dot(x, w))[:, :oc]                               # (P, oc)
+
+    p0 = g(Reg.PARAM_ADDR)
+    mem.check_range(Sram.PARAM, p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES, "MAC parameters")
+    bias, multiplier, shift = decode_params(
+        cfg, mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:(p0 + oc) * PARAM_RECORD_BYTES])
+    value = finish_accumulator(acc, bias, ifm_dtype)
+    lut_range = None
+    if ofm_dtype == DType.INT48:
+        out = value     # the raw int48 accumulator: 32-bit stage registers cannot bound it
+    else:
+        # The shared output stage (rescale, clamp, table), one implementation for every unit.
+        # Imported here: output_stage builds on this module's parameter records.
+        from firmware_model.golden.output_stage import apply_output_stage
+
+        out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="MAC")
+
+    # Store the elements into the output SRAM, little-endian: element (oy, ox, c) at
+    # OFM_ADDR + oy*OFM_ROW_STRIDE + ox*OFM_PIX_STRIDE + c*size.
+    first = g(Reg.OFM_ADDR)
+    row, pix = g(Reg.OFM_ROW_STRIDE), g(Reg.OFM_PIX_STRIDE)
+    last = first + (oh - 1) * row + (ow - 1) * pix + oc * esize
+    mem.check_range(Sram.OUTPUT, first, last, "MAC output")
+    raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(f"<i{esize}")).view(np.uint8)
+    dst = np.ndarray((oh, ow, oc * esize), np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=first,
+                     strides=(row, pix, 1))
+    dst[...] = raw.reshape(oh, ow, oc * esize)
+
+    pixels = oh * ow
+    return MacResult(
+        cycles=mac_command_cycles(cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb),
+        macs=n_ocb * kh * kw * cb * pixels * R * lanes,
+        region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
+                         param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
+                         output=(first, last), lut=lut_range),
+        out_shape=(oh, ow, oc), out_bytes=oh * ow * oc * esize,
+    )

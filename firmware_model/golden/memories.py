@@ -1,0 +1,56 @@
+"""The NPU's modelled memories: external memory and the on-chip SRAMs, as byte arrays.
+
+Addresses in commands are byte addresses within one memory. The word organisation of each SRAM
+(npu_config.py) matters to the RTL; the golden model checks the alignment rules the RTL relies on
+and otherwise works on bytes.
+
+The variable SRAM is persistent: `start_invocation()` leaves it alone; only `power_on_reset()`
+clears it (and its written flags).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_model.arch.isa import VAR_SLOTS, Sram, Status
+from firmware_model.errors import GoldenModelError
+from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
+
+
+class Memories:
+    def __init__(self, cfg: NpuConfig):
+        self.cfg = cfg
+        # np.zeros maps zero pages lazily: a 256 MiB external memory costs what is touched.
+        self.ext = np.zeros(cfg.ext_size, dtype=np.uint8)
+        self.sram = {
+            Sram.INPUT: np.zeros(cfg.input_sram, dtype=np.uint8),
+            Sram.WEIGHT: np.zeros(cfg.weight_sram, dtype=np.uint8),
+            Sram.PARAM: np.zeros(cfg.param_records * PARAM_RECORD_BYTES, dtype=np.uint8),
+            Sram.OUTPUT: np.zeros(cfg.output_sram, dtype=np.uint8),
+            Sram.VARIABLE: np.zeros(cfg.variable_sram, dtype=np.uint8),
+            Sram.LUT: np.zeros(cfg.lut_sram, dtype=np.uint8),
+        }
+        self.variable_written = np.zeros(cfg.variable_sram, dtype=bool)
+        # The written flag of each variable slot (VAR command, firmware_model/golden/var_unit.py).
+        self.variable_slots = np.zeros(VAR_SLOTS, dtype=bool)
+
+    def power_on_reset(self) -> None:
+        """Everything back to zero, the persistent variable SRAM included."""
+        # A fresh array of lazily mapped zero pages: writing zeros over a 256 MiB external memory
+        # would map every page (~0.1 s per model). The SRAMs are small and zeroed in place.
+        self.ext = np.zeros(self.cfg.ext_size, dtype=np.uint8)
+        for mem in self.sram.values():
+            mem[:] = 0
+        self.variable_written[:] = False
+        self.variable_slots[:] = False
+
+    def start_invocation(self) -> None:
+        """The per-invocation start: nothing on chip is cleared (variables persist)."""
+
+    def check_range(self, sram: Sram | str, start: int, stop: int, what: str) -> None:
+        """Raise the NPU's ADDRESS_RANGE error unless bytes [start, stop) lie inside the memory."""
+        size = len(self.ext) if sram == "ext" else len(self.sram[sram])
+        name = "external memory" if sram == "ext" else f"{Sram(sram).name.lower()} SRAM"
+        if start < 0 or stop > size or start > stop:
+            raise GoldenModelError(f"{what}: bytes [{start}, {stop}) fall outside the {name} "
+                                   f"({size} bytes)", Status.ADDRESS_RANGE)

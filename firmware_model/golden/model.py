@@ -1,0 +1,297 @@
+"""The NPU golden model: executes a compiled program's command stream on modelled memories.
+
+One `GoldenModel` is one NPU with its external memory, powered on once. `invoke()` is one run of
+the graph: the host writes the inputs into external memory, starts the command processor, and
+reads the outputs when it reports completion. The variable SRAM keeps its contents between
+invocations; `save_state()`/`load_state()` carry it across processes.
+
+The model counts what an architect needs (cycles per unit from firmware_model/arch/cycle_model.py, MACs,
+bytes moved per memory, commands per unit) and exposes every MAC command as a tile event to a
+hook, which the RTL bench uses to run the same tile on the RTL and substitute its result.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from firmware_model.golden.dma import dma_transfer, fill
+from firmware_model.errors import GoldenModelError
+from firmware_model.arch.isa import Command, Opcode, Reg, Sram, Status, VarOp
+from firmware_model.golden.eltwise_unit import EltResult, execute_eltwise
+from firmware_model.golden.mac_unit import MacResult, execute_mac
+from firmware_model.golden.memories import Memories
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.cycle_model import COMMAND_OVERHEAD
+from firmware_model.golden.pool_unit import PoolResult, execute_pool
+from firmware_model.arch.program import Placement, Program
+from firmware_model.golden.var_unit import execute_var, load_state, program_layout, save_state
+
+# Register numbers a SET may write (the ISA's register file).
+REGISTER_NUMBERS = frozenset(int(r) for r in Reg)
+
+
+@dataclass
+class TileEvent:
+    """A MAC command as the bench sees it: where it sits, what it read, what golden wrote."""
+    tile_id: int                      # value of the last MARK command
+    command_index: int
+    regs: dict[int, int]              # register file when the command ran
+    mode: int
+    result: MacResult
+    memories: Memories                # golden memories after the command
+    output_before: np.ndarray         # the output SRAM just before the command
+
+
+# A tile hook may return replacement bytes for result.region.output (e.g. the RTL's result).
+TileHook = Callable[[TileEvent], "np.ndarray | None"]
+
+
+@dataclass
+class VectorTileEvent:
+    """An ELTWISE or POOL command (one tile of those units), for a bench that runs it elsewhere."""
+    tile_id: int                      # value of the last MARK command
+    command_index: int
+    opcode: Opcode
+    sub: int
+    regs: dict[int, int]              # register file when the command ran
+    result: "EltResult | PoolResult"  # cycles and the byte ranges read and written (regions)
+    memories: Memories                # golden memories after the command
+    output_before: np.ndarray         # the output SRAM just before the command
+
+
+# A vector-tile hook may return replacement bytes for result.regions["output"].
+VectorTileHook = Callable[[VectorTileEvent], "np.ndarray | None"]
+
+
+@dataclass
+class Counters:
+    cycles: int = 0
+    unit_cycles: Counter = field(default_factory=Counter)   # "command", "mac", "eltwise", "pool", "dma", "fill", "host"
+    opcodes: Counter = field(default_factory=Counter)       # commands run, by Opcode
+    macs: int = 0
+    bytes_read: Counter = field(default_factory=Counter)    # by memory name
+    bytes_written: Counter = field(default_factory=Counter)
+    tiles: int = 0
+    var: Counter = field(default_factory=Counter)           # VAR commands: "INIT loaded", "INIT kept", "READ", "WRITE"
+
+    @property
+    def commands(self) -> dict[str, int]:
+        """Commands run, by opcode name."""
+        return {Opcode(op).name: n for op, n in self.opcodes.items()}
+
+    def as_dict(self) -> dict:
+        return {"cycles": self.cycles, "unit_cycles": dict(self.unit_cycles), "commands": self.commands,
+                "macs": self.macs, "bytes_read": dict(self.bytes_read),
+                "bytes_written": dict(self.bytes_written), "tiles": self.tiles, "var": dict(self.var)}
+
+
+class GoldenModel:
+    def __init__(self, program: Program, cfg: NpuConfig, host=None):
+        self.program = program
+        self.cfg = cfg
+        self.mem = Memories(cfg)
+        if host is None and program.manifest.get("host_ops"):
+            from firmware_model.golden.host_cpu import HostCpu
+            host = HostCpu(program)
+        self.host = host
+        self.regs: dict[int, int] = {}
+        self.counters = Counters()
+        self.tile_hook: TileHook | None = None
+        self.vector_tile_hook: VectorTileHook | None = None
+        self.mark = 0
+        self._var_names = {v.slot: v.name for v in program_layout(program.manifest)}
+        self._power_on()
+
+    def _power_on(self) -> None:
+        self.mem.power_on_reset()
+        addr = self.program.constants_addr
+        const = np.frombuffer(self.program.constants, dtype=np.uint8)
+        self.mem.check_range("ext", addr, addr + len(const), "constants image")
+        self.mem.ext[addr:addr + len(const)] = const
+
+    # --- host side ---------------------------------------------------------------------
+    def write_tensor(self, place: Placement, value: np.ndarray) -> None:
+        data = np.ascontiguousarray(value, dtype=place.dtype.storage.newbyteorder("<")).view(np.uint8).reshape(-1)
+        self.mem.check_range("ext", place.addr, place.addr + len(data), f"tensor {place.name}")
+        self.mem.ext[place.addr:place.addr + len(data)] = data
+
+    def read_tensor(self, place: Placement) -> np.ndarray:
+        n = place.nbytes
+        self.mem.check_range("ext", place.addr, place.addr + n, f"tensor {place.name}")
+        raw = self.mem.ext[place.addr:place.addr + n].copy()
+        return raw.view(place.dtype.storage.newbyteorder("<")).astype(place.dtype.storage).reshape(place.shape)
+
+    def begin_invocation(self, inputs: dict[str, np.ndarray]) -> None:
+        """The host's part of starting an invocation: inputs into external memory, start pulse."""
+        for place in self.program.inputs:
+            if place.name not in inputs:
+                raise GoldenModelError(f"input '{place.name}' was not given")
+            value = np.asarray(inputs[place.name])
+            if value.dtype != place.dtype.storage or list(value.shape) != list(place.shape):
+                raise GoldenModelError(f"input '{place.name}' is {value.dtype}{list(value.shape)}, the program "
+                                       f"wants {place.dtype.name} ({place.dtype.storage}) {list(place.shape)}")
+            self.write_tensor(place, value)
+        self.mem.start_invocation()
+
+    def read_outputs(self) -> dict[str, np.ndarray]:
+        return {place.name: self.read_tensor(place) for place in self.program.outputs}
+
+    def invoke(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One invocation. Like the interpreter's, it is a transaction for the variables: when the
+        program faults, the variable SRAM and its flags are put back as they were before it (the
+        host driver's part; the hardware itself does not roll back)."""
+        saved = self._variable_snapshot()
+        try:
+            self.begin_invocation(inputs)
+            self.run()
+        except BaseException:
+            self._variable_restore(saved)
+            raise
+        return self.read_outputs()
+
+    # --- the command processor ---------------------------------------------------------
+    def run(self) -> None:
+        for _ in self.run_steps():
+            pass
+
+    def run_steps(self):
+        """Execute the program from command 0 to END, yielding the index of each command run.
+
+        A caller that must act between commands (the RTL bench, between a tile's golden result
+        and the next command) iterates this instead of calling run().
+        """
+        cmds = self.program.commands
+        counters = self.counters
+        pc = 0
+        while True:
+            if pc >= len(cmds):
+                raise GoldenModelError(f"command {pc}: the program ran past its end without END",
+                                       Status.COMMAND_OVERRUN)
+            cmd = cmds[pc]
+            counters.opcodes[cmd.opcode] += 1
+            counters.unit_cycles["command"] += COMMAND_OVERHEAD
+            counters.cycles += COMMAND_OVERHEAD
+            try:
+                done = self.step(pc, cmd)
+            except GoldenModelError as e:
+                raise GoldenModelError(f"command {pc} ({cmd.disassemble()}): {e}", e.status) from None
+            yield pc
+            if done:
+                return
+            pc += 1
+
+    def _charge(self, unit: str, cycles: int) -> None:
+        self.counters.unit_cycles[unit] += cycles
+        self.counters.cycles += cycles
+
+    def step(self, pc: int, cmd: Command) -> bool:
+        """Execute one command; True at END."""
+        op = cmd.opcode
+        if op == Opcode.SET:
+            if cmd.sub not in REGISTER_NUMBERS:
+                raise GoldenModelError(f"register {cmd.sub:#04x} does not exist", Status.BAD_REGISTER)
+            self.regs[cmd.sub] = cmd.value
+        elif op in (Opcode.NOP, Opcode.BARRIER):
+            pass
+        elif op == Opcode.MARK:
+            self.mark = cmd.value
+        elif op == Opcode.END:
+            return True
+        elif op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
+            sram = self._sram(cmd)
+            r = dma_transfer(self.cfg, self.mem, self.regs, sram, to_sram=op == Opcode.DMA_LOAD)
+            self._charge("dma", r.cycles)
+            src, dst = ("ext", sram.name.lower()) if op == Opcode.DMA_LOAD else (sram.name.lower(), "ext")
+            self.counters.bytes_read[src] += r.bytes
+            self.counters.bytes_written[dst] += r.bytes
+        elif op == Opcode.FILL:
+            r = fill(self.cfg, self.mem, self.regs, self._sram(cmd), cmd.value)
+            self._charge("fill", r.cycles)
+            self.counters.bytes_written[r.sram.name.lower()] += r.bytes
+        elif op == Opcode.MAC:
+            before = self.mem.sram[Sram.OUTPUT].copy() if self.tile_hook else None
+            result = execute_mac(self.cfg, self.mem, self.regs, cmd.sub)
+            self._charge("mac", result.cycles)
+            self.counters.macs += result.macs
+            self.counters.tiles += 1
+            for name, (a, b) in (("input", result.region.input), ("weight", result.region.weight),
+                                 ("param", result.region.param)):
+                self.counters.bytes_read[name] += b - a
+            self.counters.bytes_written["output"] += result.out_bytes
+            if self.tile_hook is not None:
+                event = TileEvent(self.mark, pc, dict(self.regs), cmd.sub, result, self.mem, before)
+                replacement = self.tile_hook(event)
+                if replacement is not None:
+                    a, b = result.region.output
+                    self.mem.sram[Sram.OUTPUT][a:b] = replacement
+        elif op in (Opcode.ELTWISE, Opcode.POOL):
+            self._vector_command(pc, op, cmd.sub)
+        elif op == Opcode.VAR:
+            r = execute_var(self.cfg, self.mem, self.regs, cmd.sub, self._var_names)
+            self._charge("var", r.cycles)
+            self.counters.var[r.op.name if r.op != VarOp.INIT else f"INIT {'loaded' if r.bytes else 'kept'}"] += 1
+            if r.bytes:
+                src, dst = ("variable", "ext") if r.op == VarOp.READ else ("ext", "variable")
+                self.counters.bytes_read[src] += r.bytes
+                self.counters.bytes_written[dst] += r.bytes
+        elif op == Opcode.HOST:
+            if self.host is None:
+                raise GoldenModelError(f"HOST {cmd.value}: this model has no host CPU attached", Status.BAD_OPCODE)
+            cycles = self.host.run(self, cmd.value)
+            self._charge("host", cycles)
+        else:
+            raise GoldenModelError(f"{op.name} is not implemented by this golden model", Status.BAD_OPCODE)
+        return False
+
+    def _vector_command(self, pc: int, op: Opcode, sub: int) -> None:
+        """ELTWISE (firmware_model/golden/eltwise_unit.py) or POOL (pool_unit.py): one tile on SRAM data."""
+        before = self.mem.sram[Sram.OUTPUT].copy() if self.vector_tile_hook else None
+        if op == Opcode.ELTWISE:
+            result = execute_eltwise(self.cfg, self.mem, self.regs, sub)
+        else:
+            result = execute_pool(self.cfg, self.mem, self.regs, sub)
+        unit = op.name.lower()
+        self._charge(unit, result.cycles)
+        self.counters.tiles += 1
+        for name, (a, b) in result.regions.items():
+            (self.counters.bytes_written if name == "output" else self.counters.bytes_read)[name] += b - a
+        if self.vector_tile_hook is not None:
+            event = VectorTileEvent(self.mark, pc, op, sub, dict(self.regs), result, self.mem, before)
+            replacement = self.vector_tile_hook(event)
+            if replacement is not None:
+                a, b = result.regions["output"]
+                self.mem.sram[Sram.OUTPUT][a:b] = replacement
+
+    @staticmethod
+    def _sram(cmd: Command) -> Sram:
+        try:
+            return Sram(cmd.sub)
+        except ValueError:
+            raise GoldenModelError(f"SRAM id {cmd.sub} does not exist", Status.BAD_MODE) from None
+
+    # --- persistent state ----------------------------------------------------------------
+    def variable_sram_image(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_written.copy()
+
+    def _variable_snapshot(self):
+        return self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_written.copy(), self.mem.variable_slots.copy()
+
+    def _variable_restore(self, saved) -> None:
+        self.mem.sram[Sram.VARIABLE][:], self.mem.variable_written[:], self.mem.variable_slots[:] = saved
+
+    def save_state(self) -> dict[str, np.ndarray]:
+        """The variable SRAM (image, slot flags, the program's layout, values by name) as arrays."""
+        return save_state(self.mem, program_layout(self.program.manifest))
+
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Load what `save_state` wrote (or the interpreter's values by name); all or nothing."""
+        saved = self._variable_snapshot()
+        try:
+            load_state(self.mem, program_layout(self.program.manifest), arrays)
+        except BaseException:
+            self._variable_restore(saved)
+            raise

@@ -1,0 +1,134 @@
+"""The pooling unit: what one POOL command computes, bit for bit.
+
+Layouts (docs/isa.md, "The POOL command"): input element (y, x, c) at byte IFM_ADDR +
+y*IFM_ROW_STRIDE + x*IFM_PIX_STRIDE + c*size(IFM_DTYPE) of the input SRAM for y < POOL_IN_H,
+x < POOL_IN_W, c < OFM_C (the real part of the tile's input box: the compiler loads only real
+pixels); output element (oy, ox, c) at OFM_ADDR + oy*OFM_ROW_STRIDE + ox*OFM_PIX_STRIDE +
+c*size(OFM_DTYPE) of the output SRAM.
+
+The window of output (oy, ox) covers box rows oy*STRIDE_H + ky - POOL_PAD_TOP (ky < KERNEL_H) and
+columns ox*STRIDE_W + kx - POOL_PAD_LEFT (kx < KERNEL_W); a tap is real when its row lies in
+[0, POOL_IN_H) and its column in [0, POOL_IN_W), else it is padding and takes no part (TOSA:
+padding is excluded from the maximum, the sum and the divisor). Per output element and channel:
+
+    MAX   max of the real taps                      MIN  min of the real taps      (IFM_ZP unused)
+    SUM   wrap32(sum of (x - IFM_ZP) over the real taps)                          (REDUCE_SUM)
+    AVG   acc = wrap32(sum of (x - IFM_ZP)); (m, s) = reciprocal_scale(count of real taps);
+          clip(apply_add_s(apply_scale_32(acc, m, s), OFM_ZP), OFM_DTYPE)         (AVG_POOL2D)
+
+then the shared output stage (firmware_model/golden/output_stage.py; record PARAM_ADDR + c when it
+rescales — not with AVG, which has its own scaling). A window without a real tap is a BAD_MODE
+error (TOSA's pad < kernel rule makes it impossible in a legal graph).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from firmware_model.errors import GoldenModelError
+from firmware_model.arch.isa import OutMode, PoolMode, Reg, Sram, Status, reg_value
+from firmware_model.golden.memories import Memories
+from firmware_model.arch.config import NpuConfig
+from firmware_model.golden.output_stage import (ELEMENT_BYTES, apply_output_stage, dtype_of, read_records,
+                                         write_elements)
+from firmware_model.arch.cycle_model import pool_command_cycles
+from firmware_model.tosa_ops import numerics
+from firmware_model.tosa_ops.dtypes import DType, wrap
+
+INPUT_DTYPES = (DType.INT8, DType.INT16, DType.INT32)
+
+
+@dataclass
+class PoolResult:
+    cycles: int
+    elements: int                          # output elements
+    taps: int                              # window taps visited (padding included)
+    regions: dict[str, tuple[int, int]]    # memory -> byte range read / written
+    out_values: np.ndarray                 # (OFM_H, OFM_W, OFM_C) int64
+
+
+def _fail(status: Status, message: str):
+    raise GoldenModelError(f"POOL: {message}", status)
+
+
+def _read_box(mem: Memories, addr: int, row: int, pix: int, h: int, w: int, c: int, dtype: DType):
+    """The input box (h, w, c) as int64 and the byte range it spans."""
+    size = ELEMENT_BYTES[dtype]
+    offs = (addr + np.arange(h, dtype=np.int64)[:, None, None] * row
+            + np.arange(w, dtype=np.int64)[None, :, None] * pix + np.arange(c, dtype=np.int64)[None, None, :] * size)
+    if offs.size == 0:
+        return np.zeros((h, w, c), np.int64), (addr, addr)
+    lo, hi = int(offs.min()), int(offs.max()) + size
+    if np.any(offs % size):
+        _fail(Status.ADDRESS_RANGE, f"input addresses are not multiples of the {size}-byte element")
+    mem.check_range(Sram.INPUT, lo, hi, "POOL input")
+    raw = mem.sram[Sram.INPUT]
+    b = np.stack([raw[offs + i] for i in range(size)], axis=-1)
+    return np.ascontiguousarray(b).view(f"<i{size}")[..., 0].astype(np.int64), (lo, hi)
+
+
+def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) -> PoolResult:
+    g = lambda reg: reg_value(reg, regs.get(reg, 0))  # noqa: E731
+    try:
+        mode = PoolMode(sub)
+    except ValueError:
+        _fail(Status.BAD_MODE, f"mode {sub} does not exist")
+    in_dt = dtype_of(g(Reg.IFM_DTYPE), "IFM_DTYPE", "POOL", INPUT_DTYPES)
+    out_dt = dtype_of(g(Reg.OFM_DTYPE), "OFM_DTYPE", "POOL", tuple(ELEMENT_BYTES))
+    rescale_on = OutMode.RESCALE in OutMode(g(Reg.OUT_MODE) & 0xF)
+    if mode == PoolMode.AVG and (in_dt == DType.INT32 or out_dt not in (DType.INT8, DType.INT16) or rescale_on):
+        _fail(Status.BAD_MODE, f"AVG takes int8/int16 to int8/int16 without an output-stage rescale "
+                               f"(IFM_DTYPE {in_dt.name}, OFM_DTYPE {out_dt.name}, OUT_MODE {g(Reg.OUT_MODE)})")
+    oh, ow, oc = g(Reg.OFM_H), g(Reg.OFM_W), g(Reg.OFM_C)
+    kh, kw, sh, sw = g(Reg.KERNEL_H), g(Reg.KERNEL_W), g(Reg.STRIDE_H), g(Reg.STRIDE_W)
+    pt, pl, ih, iw = g(Reg.POOL_PAD_TOP), g(Reg.POOL_PAD_LEFT), g(Reg.POOL_IN_H), g(Reg.POOL_IN_W)
+    if min(kh, kw, sh, sw) < 1:
+        _fail(Status.BAD_MODE, f"kernel {kh}x{kw} and stride {sh}x{sw} must be at least 1")
+
+    regions: dict[str, tuple[int, int]] = {}
+    x, regions["input"] = _read_box(mem, g(Reg.IFM_ADDR), g(Reg.IFM_ROW_STRIDE), g(Reg.IFM_PIX_STRIDE),
+                                    ih, iw, oc, in_dt)
+    rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] - pt        # (oh, kh)
+    cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] - pl        # (ow, kw)
+    real_r, real_c = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
+    count = real_r.sum(axis=1)[:, None] * real_c.sum(axis=1)[None, :]       # (oh, ow)
+    if count.size and count.min() == 0:
+        oy, ox = np.argwhere(count == 0)[0]
+        _fail(Status.BAD_MODE, f"the window of output ({oy}, {ox}) has no real position")
+    if x.size:
+        taps = x[np.clip(rows, 0, ih - 1)[:, :, None, None], np.clip(cols, 0, iw - 1)[None, None, :, :]]
+    else:
+        taps = np.zeros((oh, kh, ow, kw, oc), np.int64)
+    real = (real_r[:, :, None, None] & real_c[None, None, :, :])[..., None]  # (oh, kh, ow, kw, 1)
+    if mode in (PoolMode.MAX, PoolMode.MIN):
+        fill = np.iinfo(np.int64).min if mode == PoolMode.MAX else np.iinfo(np.int64).max
+        reduce_ = np.max if mode == PoolMode.MAX else np.min
+        value = reduce_(np.where(real, taps, fill), axis=(1, 3)) if taps.size else np.zeros((oh, ow, oc), np.int64)
+    else:
+        acc = wrap(np.where(real, taps - g(Reg.IFM_ZP), 0).sum(axis=(1, 3)), 32)
+        if mode == PoolMode.SUM:
+            value = acc
+        else:
+            m, s = numerics.reciprocal_scale(count)
+            scaled = numerics.apply_scale_32(acc, m.astype(np.int64)[:, :, None], s.astype(np.int64)[:, :, None],
+                                             False, require=False)
+            value = numerics.apply_add_s(scaled, g(Reg.OFM_ZP), DType.INT32, require=False)
+            value = numerics.apply_clip_s(value, out_dt.min, out_dt.max)
+
+    multiplier = shift = None
+    if rescale_on:
+        m, s, regions["param"] = read_records(mem, g(Reg.PARAM_ADDR), oc, "POOL parameters")
+        multiplier = np.broadcast_to(m, value.shape)
+        shift = np.broadcast_to(s, value.shape)
+    out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="POOL")
+    if lut_range is not None:
+        regions["lut"] = lut_range
+    esize = ELEMENT_BYTES[out_dt]
+    offsets = (g(Reg.OFM_ADDR) + np.arange(oh, dtype=np.int64)[:, None, None] * g(Reg.OFM_ROW_STRIDE)
+               + np.arange(ow, dtype=np.int64)[None, :, None] * g(Reg.OFM_PIX_STRIDE)
+               + np.arange(oc, dtype=np.int64)[None, None, :] * esize)
+    regions["output"] = write_elements(mem, offsets, out, out_dt, "POOL output")
+    cycles = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw)
+    return PoolResult(cycles, oh * ow * oc, oh * ow * oc * kh * kw, regions, np.asarray(out).reshape(oh, ow, oc))

@@ -1,0 +1,203 @@
+"""The VAR command: TOSA variables in the persistent variable SRAM.
+
+A variable lives in a *slot* the compiler assigns: VAR_BYTES bytes at byte address VAR_ADDR of
+the variable SRAM (word-aligned: words are `mac.cols` bytes) and the written flag number VAR_SLOT
+(`isa.VAR_SLOTS` flags). Contents and flags persist across invocations; only a power-on reset
+clears them (`Memories.power_on_reset`). VAR_EXT_ADDR is the external-memory side:
+
+    VAR INIT   if the slot's flag is clear: slot := VAR_BYTES bytes at VAR_EXT_ADDR (the variable's
+               initial value in the constants image), flag := set. Otherwise nothing: the value
+               written by an earlier invocation stays. (TOSA: the declaration allocates the
+               variable with its initial value on the first invocation only.)
+    VAR READ   external memory at VAR_EXT_ADDR := the slot; a clear flag is VAR_READ_BEFORE_WRITE
+               (TOSA: REQUIRE(is_written)): the program stops, nothing is copied.
+    VAR WRITE  slot := VAR_BYTES bytes at VAR_EXT_ADDR, flag := set.
+
+Faults (the command processor stops with the status): a `sub` that is no VarOp is BAD_MODE; a
+VAR_SLOT >= VAR_SLOTS, a VAR_ADDR that is not word-aligned, or bytes outside the variable SRAM
+or the external memory are ADDRESS_RANGE.
+
+`save_state` / `load_state` carry the variable SRAM across processes (`npu run --backend golden
+--state FILE`): the SRAM image, the slot flags and the program's variable layout, plus each
+written variable's value by name (the interpreter's state-file format, so either backend can read
+what the other wrote).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from firmware_model.errors import GoldenModelError
+from firmware_model.arch.isa import VAR_SLOTS, Reg, Sram, Status, VarOp
+from firmware_model.golden.memories import Memories
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.cycle_model import var_cycles
+from firmware_model.tosa_ops.dtypes import DType
+
+
+@dataclass
+class VarResult:
+    op: VarOp
+    cycles: int
+    bytes: int          # bytes moved between the slot and external memory
+    slot: int
+
+
+def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
+                names: Mapping[int, str] | None = None) -> VarResult:
+    """Execute VAR `sub` with the registers as they are; `names` (slot -> variable name, from the
+    program's manifest) only makes messages name the variable."""
+    try:
+        op = VarOp(sub)
+    except ValueError:
+        raise GoldenModelError(f"VAR mode {sub} does not exist", Status.BAD_MODE) from None
+    g = lambda r: regs.get(r, 0)  # noqa: E731
+    addr, nbytes, slot, ext = g(Reg.VAR_ADDR), g(Reg.VAR_BYTES), g(Reg.VAR_SLOT), g(Reg.VAR_EXT_ADDR)
+    what = f"VAR {op.name} slot {slot}" + (f" (variable '{names[slot]}')" if names and slot in names else "")
+    if slot >= VAR_SLOTS:
+        raise GoldenModelError(f"{what}: there are {VAR_SLOTS} variable slots", Status.ADDRESS_RANGE)
+    if addr % cfg.word_bytes:
+        raise GoldenModelError(f"{what}: VAR_ADDR {addr} is not a multiple of the {cfg.word_bytes}-byte word",
+                               Status.ADDRESS_RANGE)
+    mem.check_range(Sram.VARIABLE, addr, addr + nbytes, what)
+    mem.check_range("ext", ext, ext + nbytes, what)
+    var = mem.sram[Sram.VARIABLE]
+    moved = 0
+    if op == VarOp.INIT:
+        if not mem.variable_slots[slot]:
+            var[addr:addr + nbytes] = mem.ext[ext:ext + nbytes]
+            _mark_written(mem, slot, addr, nbytes)
+            moved = nbytes
+        return VarResult(op, var_cycles(cfg, nbytes=nbytes, transfer=moved > 0), moved, slot)
+    if op == VarOp.READ:
+        if not mem.variable_slots[slot]:
+            raise GoldenModelError(f"{what}: the variable is read before it is written (REQUIRE is_written)",
+                                   Status.VAR_READ_BEFORE_WRITE)
+        mem.ext[ext:ext + nbytes] = var[addr:addr + nbytes]
+    else:
+        var[addr:addr + nbytes] = mem.ext[ext:ext + nbytes]
+        _mark_written(mem, slot, addr, nbytes)
+    return VarResult(op, var_cycles(cfg, nbytes=nbytes, transfer=True), nbytes, slot)
+
+
+def _mark_written(mem: Memories, slot: int, addr: int, nbytes: int) -> None:
+    mem.variable_slots[slot] = True
+    mem.variable_written[addr:addr + nbytes] = True
+
+
+# --- persistent state across processes ---------------------------------------------------------
+
+STATE_PREFIX = "__npu_"
+SRAM_KEY, FLAGS_KEY, LAYOUT_KEY = STATE_PREFIX + "variable_sram", STATE_PREFIX + "slot_written", STATE_PREFIX + "layout"
+
+
+@dataclass(frozen=True)
+class VariableSlot:
+    """One entry of a program's variable layout (manifest["variables"])."""
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    addr: int
+    nbytes: int
+    slot: int
+
+    @staticmethod
+    def from_json(d: dict) -> "VariableSlot":
+        return VariableSlot(d["name"], tuple(int(x) for x in d["shape"]), DType[d["dtype"]], int(d["addr"]),
+                            int(d["bytes"]), int(d["slot"]))
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name, "addr": self.addr,
+                "bytes": self.nbytes, "slot": self.slot}
+
+    def decode(self, raw: np.ndarray) -> np.ndarray:
+        st = self.dtype.storage
+        return raw.view(st.newbyteorder("<")).astype(st).reshape(self.shape)
+
+    def encode(self, value: np.ndarray) -> np.ndarray:
+        st = self.dtype.storage
+        return np.ascontiguousarray(value, dtype=st.newbyteorder("<")).view(np.uint8).reshape(-1)
+
+
+def program_layout(manifest: dict) -> list[VariableSlot]:
+    return [VariableSlot.from_json(d) for d in manifest.get("variables", [])]
+
+
+def save_state(mem: Memories, layout: list[VariableSlot]) -> dict[str, np.ndarray]:
+    """The variable SRAM as arrays for a state file: image, flags, layout, values by name."""
+    var = mem.sram[Sram.VARIABLE]
+    arrays: dict[str, np.ndarray] = {
+        SRAM_KEY: var.copy(),
+        FLAGS_KEY: mem.variable_slots.copy(),
+        LAYOUT_KEY: np.array(json.dumps([v.to_json() for v in layout])),
+    }
+    for v in layout:
+        if mem.variable_slots[v.slot]:
+            arrays[v.name] = v.decode(var[v.addr:v.addr + v.nbytes].copy())
+    return arrays
+
+
+def load_state(mem: Memories, layout: list[VariableSlot], arrays: Mapping[str, np.ndarray]) -> None:
+    """Put a saved state into the variable SRAM of this program's layout.
+
+    With an SRAM image (written by `save_state`), each variable's bytes and written flag move from
+    its slot in the saved layout to its slot in this one; the saved variables must be this
+    program's (names, shapes, types). Without one (the interpreter's format: values by name), the
+    values are written into their slots and marked written. A mismatch changes nothing and is a
+    GoldenModelError naming the variable.
+    """
+    by_name = {v.name: v for v in layout}
+    known = ", ".join(sorted(by_name)) or "none"
+    var = mem.sram[Sram.VARIABLE]
+    if LAYOUT_KEY in arrays:
+        try:
+            saved = [VariableSlot.from_json(d) for d in json.loads(str(arrays[LAYOUT_KEY]))]
+            image, flags = np.asarray(arrays[SRAM_KEY], np.uint8), np.asarray(arrays[FLAGS_KEY], bool)
+        except (KeyError, ValueError, TypeError) as e:
+            raise GoldenModelError(f"the variable-SRAM state is damaged ({type(e).__name__}: {e})") from None
+        names = {s.name for s in saved}
+        for s in saved:
+            v = by_name.get(s.name)
+            if v is None:
+                raise GoldenModelError(f"the state holds variable '{s.name}', which the program does not have "
+                                       f"(variables: {known})")
+            if (s.shape, s.dtype) != (v.shape, v.dtype):
+                raise GoldenModelError(f"the state's variable '{s.name}' is {s.dtype.name}{list(s.shape)}, the "
+                                       f"program's is {v.dtype.name}{list(v.shape)}")
+            if s.addr + s.nbytes > len(image) or s.slot >= len(flags) or s.nbytes != v.nbytes:
+                raise GoldenModelError(f"the state's slot of variable '{s.name}' lies outside its SRAM image")
+        missing = [v.name for v in layout if v.name not in names]
+        if missing:
+            raise GoldenModelError(f"the state has no slot for variable '{missing[0]}' of the program "
+                                   f"(saved variables: {', '.join(sorted(names)) or 'none'})")
+        for s in saved:
+            v = by_name[s.name]
+            var[v.addr:v.addr + v.nbytes] = image[s.addr:s.addr + s.nbytes]
+            mem.variable_slots[v.slot] = bool(flags[s.slot])
+            mem.variable_written[v.addr:v.addr + v.nbytes] = bool(flags[s.slot])
+        return
+    encoded = {}
+    for name, value in arrays.items():
+        v = by_name.get(name)
+        if v is None:
+            raise GoldenModelError(f"the state has a value for '{name}', which is not a variable of the program "
+                                   f"(variables: {known})")
+        arr = np.asarray(value)
+        if arr.dtype != v.dtype.storage:
+            raise GoldenModelError(f"the state of variable '{name}' is {arr.dtype}, the variable is "
+                                   f"{v.dtype.name} (stored as {v.dtype.storage})")
+        if tuple(arr.shape) != v.shape:
+            raise GoldenModelError(f"the state of variable '{name}' has shape {list(arr.shape)}, the variable "
+                                   f"has shape {list(v.shape)}")
+        if v.dtype.is_integer and v.dtype.bits < 64 and arr.size and (
+                int(arr.min()) < v.dtype.min or int(arr.max()) > v.dtype.max):
+            raise GoldenModelError(f"the state of variable '{name}' has values outside the range of {v.dtype.name}")
+        encoded[name] = v.encode(arr)
+    for name, raw in encoded.items():
+        v = by_name[name]
+        var[v.addr:v.addr + v.nbytes] = raw
+        _mark_written(mem, v.slot, v.addr, v.nbytes)

