@@ -11,7 +11,8 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import MacMode, Opcode, Reg, Status
+from firmware_model.arch.isa import Opcode, Reg, Status
+from hw.layouts import COMMAND_WORD_LAYOUT
 from hw.register_file import REGISTER_FILE
 
 
@@ -27,9 +28,10 @@ class CommandProcessor(wiring.Component):
             "mark": Out(32),           # value of the last MARK command
             "pc": Out(range(cmd_depth + 1)),
             "cmd_addr": Out(range(cmd_depth)),
-            "cmd_data": In(64),
+            "cmd_data": In(COMMAND_WORD_LAYOUT),
             "regs": Out(REGISTER_FILE),
             "mac_start": Out(1),
+            "mac_mode": Out(8),
             "mac_done": In(1),
             "mac_status": In(8),
         })
@@ -38,9 +40,9 @@ class CommandProcessor(wiring.Component):
         m = Module()
         pc = self.pc
         word = self.cmd_data
-        opcode, sub, value = word[56:64], word[48:56], word[0:32]
+        opcode, sub, value = word.opcode, word.sub, word.value
 
-        m.d.comb += [self.cmd_addr.eq(pc), self.mac_start.eq(0)]
+        m.d.comb += [self.cmd_addr.eq(pc), self.mac_start.eq(0), self.mac_mode.eq(sub)]
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
 
@@ -75,11 +77,9 @@ class CommandProcessor(wiring.Component):
                     with m.Case(Opcode.MARK):
                         m.d.sync += self.mark.eq(value)
                     with m.Case(Opcode.MAC):
-                        with m.If((sub == MacMode.CONV2D) | (sub == MacMode.MATMUL)):
-                            m.d.comb += self.mac_start.eq(1)
-                            m.next = "WAIT_MAC"
-                        with m.Else():
-                            finish(Status.BAD_MODE)
+                        # the MAC sequencer checks the mode with the rest of the command
+                        m.d.comb += self.mac_start.eq(1)
+                        m.next = "WAIT_MAC"
                     with m.Case(Opcode.END):
                         finish(Status.OK)
                     with m.Default():

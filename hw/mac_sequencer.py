@@ -23,11 +23,14 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import LutMode, OutMode, Status
+from firmware_model.arch.isa import OutMode, Status
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
+from firmware_model.arch.checks import MAC_RTL_GAPS, MAC_RULES
+from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.mac_array import MacArray
 from hw.register_file import REGISTER_FILE
+from hw.register_map import elaborate_rules
 from hw.rescale_unit import LATENCY as RESCALE_LATENCY
 from hw.rescale_unit import RescaleUnit
 
@@ -53,6 +56,7 @@ class MacSequencer(wiring.Component):
         self.lg_r = R.bit_length() - 1
         super().__init__({
             "start": In(1),
+            "mode": In(8),                # the command's sub (MacMode), read with start
             "busy": Out(1),
             "done": Out(1),               # one-clock pulse when the command has finished
             "status": Out(8),             # valid with done
@@ -63,7 +67,7 @@ class MacSequencer(wiring.Component):
             "wgt_addr": Out(_bits(cfg.weight_words)),
             "wgt_data": In(8 * L),
             "prm_addr": Out(_bits(cfg.param_records)),
-            "prm_data": In(88),
+            "prm_data": In(PARAM_RECORD_LAYOUT),
             "ofm_addr": Out(_bits(cfg.output_words)),
             "ofm_data": Out(8 * L),
             "ofm_en": Out(L),             # byte enables; all zero = no write
@@ -115,6 +119,7 @@ class MacSequencer(wiring.Component):
         drain = Signal(range(OUTPUT_DRAIN + 1))
         first_step = Signal()
         status = Signal(8)
+        mode = Signal(8)
 
         m.d.comb += [
             mac.w.payload.data.eq(self.wgt_data),
@@ -142,8 +147,7 @@ class MacSequencer(wiring.Component):
         bias = Signal(signed(48))
         mult = Signal(signed(32))
         shamt = Signal(8)
-        m.d.comb += [bias.eq(self.prm_data[0:48].as_signed()), mult.eq(self.prm_data[48:80].as_signed()),
-                     shamt.eq(self.prm_data[80:88])]
+        m.d.comb += [bias.eq(self.prm_data.bias), mult.eq(self.prm_data.multiplier), shamt.eq(self.prm_data.shift)]
         # int8 x int8 accumulates in int32: the sum and the bias add wrap at 32 bits. int16 x int8
         # accumulates in int48: the bias add is exact and saturates to int48 once
         # (firmware_model.golden.mac_unit.finish_accumulator).
@@ -197,6 +201,7 @@ class MacSequencer(wiring.Component):
         with m.FSM(name="seq"):
             with m.State("IDLE"):
                 with m.If(self.start):
+                    m.d.sync += mode.eq(self.mode)
                     m.next = "SETUP"
             with m.State("SETUP"):
                 m.d.comb += self.busy.eq(1)
@@ -227,21 +232,14 @@ class MacSequencer(wiring.Component):
                     wblk.eq(op.wgt_addr >> lg_l),
                     first_step.eq(1),
                 ]
-                # int16 inputs: no input zero point, and only rescaled outputs here (a raw int48
-                # result takes 8 bytes, which this output stage does not store).
-                bad_int16 = int16 & ((op.ifm_zp != 0) | ~rescale_on)
-                bad_mode = (~op.ifm_dtype.matches(DType.INT8, DType.INT16) | bad_int16 | (op.lut_mode != LutMode.OFF)
-                            | ~op.ofm_dtype.matches(DType.INT8, DType.INT16, DType.INT32)
-                            | (~rescale_on & (op.ofm_dtype != DType.INT32)))
-                empty = ((op.ofm_h == 0) | (op.ofm_w == 0) | (op.ofm_c == 0) | (op.kernel_h == 0)
-                         | (op.kernel_w == 0) | (op.ifm_cblocks == 0))
-                too_big = (op.ofm_h * op.ofm_w > cfg.acc_depth) | empty
-                with m.If(bad_mode):
-                    m.d.sync += status.eq(Status.BAD_MODE)
-                    m.next = "DONE"
-                with m.Elif(too_big):
-                    m.d.sync += status.eq(Status.ADDRESS_RANGE)
-                    m.next = "DONE"
+                # The ISA's MAC rules and this RTL's gaps (firmware_model/arch/checks.py): the first
+                # rule broken decides the status, as in the golden model.
+                with m.If(0):
+                    pass
+                for rule, violated in elaborate_rules(MAC_RULES + MAC_RTL_GAPS, regs, mode, cfg):
+                    with m.Elif(violated):
+                        m.d.sync += status.eq(rule.status)
+                        m.next = "DONE"
                 with m.Else():
                     m.next = "W_LOAD"
             with m.State("W_LOAD"):

@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
 from hw.command_processor import CommandProcessor
+from hw.layouts import COMMAND_WORD_LAYOUT, PARAM_RECORD_LAYOUT
 from hw.mac_sequencer import MacSequencer
 
 # Faults a bench self-check can build into the core (see docs/verification.md).
@@ -38,10 +39,10 @@ class NpuCore(wiring.Component):
         cfg = self.cfg
         L = cfg.mac_cols
 
-        m.submodules.cmd_mem = cmd_mem = memory.Memory(shape=64, depth=cfg.cmd_depth, init=[])
+        m.submodules.cmd_mem = cmd_mem = memory.Memory(shape=COMMAND_WORD_LAYOUT.size, depth=cfg.cmd_depth, init=[])
         m.submodules.input_sram = input_sram = memory.Memory(shape=8 * L, depth=cfg.input_words, init=[])
         m.submodules.weight_sram = weight_sram = memory.Memory(shape=8 * L, depth=cfg.weight_words, init=[])
-        m.submodules.param_sram = param_sram = memory.Memory(shape=88, depth=cfg.param_records, init=[])
+        m.submodules.param_sram = param_sram = memory.Memory(shape=PARAM_RECORD_LAYOUT.size, depth=cfg.param_records, init=[])
         m.submodules.output_sram = output_sram = memory.Memory(shape=8 * L, depth=cfg.output_words, init=[])
 
         m.submodules.cp = cp = CommandProcessor(cfg.cmd_depth)
@@ -58,7 +59,7 @@ class NpuCore(wiring.Component):
             cp.start.eq(self.start),
             self.busy.eq(cp.busy), self.done.eq(cp.done), self.status.eq(cp.status),
             self.cycles.eq(cp.cycles), self.mark.eq(cp.mark),
-            mac.regs.eq(cp.regs), mac.start.eq(cp.mac_start),
+            mac.regs.eq(cp.regs), mac.start.eq(cp.mac_start), mac.mode.eq(cp.mac_mode),
             cp.mac_done.eq(mac.done), cp.mac_status.eq(mac.status),
             in_rd.addr.eq(mac.ifm_addr), mac.ifm_data.eq(in_rd.data),
             w_rd.addr.eq(mac.wgt_addr), mac.wgt_data.eq(w_rd.data),

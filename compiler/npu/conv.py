@@ -33,8 +33,10 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
                                round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, load_table, only_consumer, table_fits
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
-from firmware_model.golden.mac_unit import encode_params, lanes_per_word
-from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.golden.mac_unit import lanes_per_word
+from firmware_model.arch.isa import encode_param_records
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
 
 
@@ -356,7 +358,7 @@ def param_records(bias: np.ndarray, stage: StageSpec, c0: int, tc: int) -> bytes
         shift = np.broadcast_to(stage.shift.reshape(-1), bias.shape)[c0:c0 + tc]
     else:
         mult, shift = np.zeros(tc, np.int64), np.zeros(tc, np.int64)
-    return encode_params(bias[c0:c0 + tc], mult, shift)
+    return encode_param_records(bias[c0:c0 + tc], mult, shift)
 
 
 def _real_range(start: int, length: int, size: int, step: int) -> tuple[int, int]:

@@ -24,7 +24,8 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
 from compiler.npu.conv import mac_output_stage, param_records
 from compiler.npu.stage import StageSpec, load_table, table_fits
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
-from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
 
 

@@ -17,8 +17,9 @@ from compiler.npu.base import CommandWriter, EmitContext
 from compiler.npu.base import const_value, scalar
 from firmware_model.errors import NpuBenchError
 from firmware_model.arch.isa import LutMode, Opcode, OutMode, Reg, Sram
-from firmware_model.golden.mac_unit import encode_params
-from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.arch.isa import encode_param_records
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.op_utils import attr_value
@@ -199,7 +200,7 @@ class StageSpec:
     def blobs(self) -> dict[str, bytes]:
         out = {}
         if self.rescale:
-            out["params"] = encode_params(np.zeros(self.channels, np.int64), self.multiplier, self.shift)
+            out["params"] = encode_param_records(np.zeros(self.channels, np.int64), self.multiplier, self.shift)
         if self.table is not None:
             out["lut"] = np.ascontiguousarray(self.table, dtype="<i2").tobytes()
         return out

@@ -19,12 +19,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
 ACC_LANE_BYTES = 6        # int48 accumulator lanes
-PARAM_RECORD_BYTES = 11   # bias int48 (6) + multiplier int32 (4) + shift int8 (1)
 LUT_ENTRY_BYTES = 2       # 16-bit table entries
 INT16_TABLE_ENTRIES = 513
 INT8_TABLE_ENTRIES = 256

@@ -24,10 +24,40 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable
 
+import numpy as np
+
+from firmware_model.arch.fields import FieldTable
 from firmware_model.errors import IsaError
+from firmware_model.tosa_ops.dtypes import DType
 
 ISA_VERSION = 1
 WORD_BYTES = 8
+
+# The command word (the diagram above), from bit 0 up. The encoder below and the command
+# processor's view of a fetched word (hw/command_processor.py) both read this table.
+COMMAND_WORD = FieldTable("command word", [("value", 32, False), ("imm", 16, False), ("sub", 8, False),
+                                           ("opcode", 8, False)])
+assert COMMAND_WORD.nbytes == WORD_BYTES
+
+# The element types the SRAMs and external memory hold, and their sizes: int48 travels in 8 bytes.
+ELEMENT_BYTES = {dt: dt.size_bytes for dt in (DType.INT8, DType.INT16, DType.INT32, DType.INT48)}
+
+# A parameter record of the parameter SRAM, one per output channel, from bit 0 (byte 0) up: the
+# bias (int48), the output stage's multiplier (int32) and shift (int8). The compiler encodes
+# records with it, the golden model decodes them, the RTL's parameter SRAM words are its layout.
+PARAM_RECORD = FieldTable("parameter record", [("bias", 48, True), ("multiplier", 32, True), ("shift", 8, True)])
+PARAM_RECORD_BYTES = PARAM_RECORD.nbytes     # 11
+
+
+def encode_param_records(bias, multiplier, shift) -> bytes:
+    """Parameter records for output channels (bias int48, multiplier int32, shift int8), as bytes."""
+    return PARAM_RECORD.encode(bias=bias, multiplier=multiplier, shift=shift).tobytes()
+
+
+def decode_param_records(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-channel (bias, multiplier, shift) as int64 from records held as bytes (uint8)."""
+    f = PARAM_RECORD.decode(raw)
+    return f["bias"], f["multiplier"], f["shift"]
 
 
 class Opcode(enum.IntEnum):
@@ -241,16 +271,16 @@ class Command:
             raise IsaError(f"{self.opcode.name}: imm field {self.imm} does not fit 16 bits")
         if not -(1 << 31) <= self.value < (1 << 32):
             raise IsaError(f"{self.opcode.name}: value {self.value} does not fit 32 bits")
-        return (int(self.opcode) << 56) | (self.sub << 48) | (self.imm << 32) | (self.value & 0xFFFFFFFF)
+        return COMMAND_WORD.pack(opcode=int(self.opcode), sub=self.sub, imm=self.imm, value=self.value & 0xFFFFFFFF)
 
     @staticmethod
     def decode(word: int) -> "Command":
-        op = (word >> 56) & 0xFF
+        f = COMMAND_WORD.unpack(word)
         try:
-            opcode = Opcode(op)
+            opcode = Opcode(f["opcode"])
         except ValueError:
-            raise IsaError(f"unknown opcode 0x{op:02x} in command word 0x{word:016x}") from None
-        return Command(opcode, (word >> 48) & 0xFF, (word >> 32) & 0xFFFF, word & 0xFFFFFFFF)
+            raise IsaError(f"unknown opcode 0x{f['opcode']:02x} in command word 0x{word:016x}") from None
+        return Command(opcode, f["sub"], f["imm"], f["value"])
 
     def disassemble(self) -> str:
         if self.opcode == Opcode.SET:
@@ -286,14 +316,6 @@ def set_reg(reg: Reg, value: int) -> Command:
     elif not 0 <= value < (1 << 32):
         raise IsaError(f"SET {reg.name}: {value} does not fit an unsigned 32-bit register")
     return Command(Opcode.SET, int(reg), 0, value & 0xFFFFFFFF)
-
-
-def reg_value(reg: int, raw: int) -> int:
-    """The value of register `reg` from its 32-bit contents, signed where the register is."""
-    raw &= 0xFFFFFFFF
-    if reg in SIGNED_REGS and raw >= (1 << 31):
-        return raw - (1 << 32)
-    return raw
 
 
 def pack(commands: Iterable[Command]) -> bytes:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_model.arch.isa import Reg, Sram
+from firmware_model.arch.isa import Sram
+from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import dma_cycles, fill_cycles
@@ -39,19 +40,14 @@ def _span(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int
     return base, base + (len2 - 1) * stride2 + (len1 - 1) * stride1 + len0
 
 
-def _geometry(regs: dict[int, int]):
-    g = lambda r: regs.get(r, 0)  # noqa: E731
-    return g(Reg.DMA_LEN0), g(Reg.DMA_LEN1), g(Reg.DMA_LEN2)
-
-
 def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, to_sram: bool) -> DmaResult:
-    g = regs.get
-    len0, len1, len2 = _geometry(regs)
+    r = Registers(regs)
+    len0, len1, len2 = r.dma_len0, r.dma_len1, r.dma_len2
     n = len0 * len1 * len2
     if not n:
         return DmaResult(dma_cycles(cfg, len0=len0, len1=len1, len2=len2), 0, sram, (0, 0))
-    ext = (g(Reg.DMA_EXT_ADDR, 0), len0, len1, len2, g(Reg.DMA_EXT_STRIDE1, 0), g(Reg.DMA_EXT_STRIDE2, 0))
-    on_chip = (g(Reg.DMA_SRAM_ADDR, 0), len0, len1, len2, g(Reg.DMA_SRAM_STRIDE1, 0), g(Reg.DMA_SRAM_STRIDE2, 0))
+    ext = (r.dma_ext_addr, len0, len1, len2, r.dma_ext_stride1, r.dma_ext_stride2)
+    on_chip = (r.dma_sram_addr, len0, len1, len2, r.dma_sram_stride1, r.dma_sram_stride2)
     what = f"DMA_{'LOAD' if to_sram else 'STORE'} {sram.name}"
     mem.check_range("ext", *_span(*ext), what)
     rng = _span(*on_chip)
@@ -64,12 +60,12 @@ def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram
 
 
 def fill(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, value: int) -> DmaResult:
-    g = regs.get
-    len0, len1, len2 = _geometry(regs)
+    r = Registers(regs)
+    len0, len1, len2 = r.dma_len0, r.dma_len1, r.dma_len2
     n = len0 * len1 * len2
     rng = (0, 0)
     if n:
-        on_chip = (g(Reg.DMA_SRAM_ADDR, 0), len0, len1, len2, g(Reg.DMA_SRAM_STRIDE1, 0), g(Reg.DMA_SRAM_STRIDE2, 0))
+        on_chip = (r.dma_sram_addr, len0, len1, len2, r.dma_sram_stride1, r.dma_sram_stride2)
         rng = _span(*on_chip)
         mem.check_range(sram, *rng, f"FILL {sram.name}")
         _box(mem.sram[sram], *on_chip)[...] = value & 0xFF

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import EltMode, EltOp, OutMode, Reg, Sram, Status, reg_value
+from firmware_model.arch.isa import ELEMENT_BYTES, EltMode, EltOp, OutMode, Sram, Status
+from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
-from firmware_model.golden.output_stage import (ELEMENT_BYTES, apply_output_stage, dtype_of, read_elements,
+from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, read_elements,
                                          read_records, write_run)
 from firmware_model.arch.cycle_model import eltwise_command_cycles
 from firmware_model.tosa_ops import numerics
@@ -106,17 +107,17 @@ def eltwise_op(op: EltOp, a: np.ndarray, b: np.ndarray | None, *, width: int, mu
 
 
 def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) -> EltResult:
-    g = lambda reg: reg_value(reg, regs.get(reg, 0))  # noqa: E731
+    r = Registers(regs)
     try:
         op = EltOp(sub)
     except ValueError:
         _fail(Status.BAD_MODE, f"operation {sub} does not exist")
-    mode = EltMode(g(Reg.ELT_MODE) & 0x1FF)
-    count = g(Reg.ELT_COUNT)
-    a_dt = dtype_of(g(Reg.ELT_A_DTYPE), "ELT_A_DTYPE", "ELTWISE", OPERAND_DTYPES)
-    ofm_dt = dtype_of(g(Reg.OFM_DTYPE), "OFM_DTYPE", "ELTWISE", tuple(ELEMENT_BYTES))
+    mode = EltMode(r.elt_mode & 0x1FF)
+    count = r.elt_count
+    a_dt = dtype_of(r.elt_a_dtype, "ELT_A_DTYPE", "ELTWISE", OPERAND_DTYPES)
+    ofm_dt = dtype_of(r.ofm_dtype, "OFM_DTYPE", "ELTWISE", tuple(ELEMENT_BYTES))
     binary = op != EltOp.COPY
-    b_dt = dtype_of(g(Reg.ELT_B_DTYPE), "ELT_B_DTYPE", "ELTWISE", OPERAND_DTYPES) if binary else None
+    b_dt = dtype_of(r.elt_b_dtype, "ELT_B_DTYPE", "ELTWISE", OPERAND_DTYPES) if binary else None
     for flag, dt, name in ((EltMode.A_UNSIGNED, a_dt, "A"), (EltMode.B_UNSIGNED, b_dt, "B")):
         if flag in mode and dt not in (DType.INT8, DType.INT16):
             _fail(Status.BAD_MODE, f"{name}_UNSIGNED with {name}'s type {dt.name if dt else '-'}: only int8 and "
@@ -126,33 +127,33 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
 
     regions: dict[str, tuple[int, int]] = {}
     a_n = 1 if EltMode.A_SCALAR in mode else count
-    a_raw, regions["input"] = read_elements(mem, Sram.INPUT, g(Reg.ELT_A_ADDR), a_n, a_dt,
+    a_raw, regions["input"] = read_elements(mem, Sram.INPUT, r.elt_a_addr, a_n, a_dt,
                                             EltMode.A_UNSIGNED in mode, "ELTWISE operand A")
-    a = input_stage(a_raw, zp=g(Reg.ELT_A_ZP), lshift=g(Reg.ELT_A_LSHIFT), rescale=EltMode.A_RESCALE in mode,
-                    multiplier=g(Reg.ELT_A_MULT), shift=g(Reg.ELT_A_SHIFT),
+    a = input_stage(a_raw, zp=r.elt_a_zp, lshift=r.elt_a_lshift, rescale=EltMode.A_RESCALE in mode,
+                    multiplier=r.elt_a_mult, shift=r.elt_a_shift,
                     double_round=EltMode.A_DOUBLE_ROUND in mode)
     a = np.broadcast_to(a, (count,))
     b = None
     if binary:
         b_n = 1 if EltMode.B_SCALAR in mode else count
-        b_raw, regions["weight"] = read_elements(mem, Sram.WEIGHT, g(Reg.ELT_B_ADDR), b_n, b_dt,
+        b_raw, regions["weight"] = read_elements(mem, Sram.WEIGHT, r.elt_b_addr, b_n, b_dt,
                                                  EltMode.B_UNSIGNED in mode, "ELTWISE operand B")
-        b = input_stage(b_raw, zp=g(Reg.ELT_B_ZP), lshift=g(Reg.ELT_B_LSHIFT), rescale=EltMode.B_RESCALE in mode,
-                        multiplier=g(Reg.ELT_B_MULT), shift=g(Reg.ELT_B_SHIFT),
+        b = input_stage(b_raw, zp=r.elt_b_zp, lshift=r.elt_b_lshift, rescale=EltMode.B_RESCALE in mode,
+                        multiplier=r.elt_b_mult, shift=r.elt_b_shift,
                         double_round=EltMode.B_DOUBLE_ROUND in mode)
         b = np.broadcast_to(b, (count,))
     width = a_dt.bits if op in SHIFT_OPS else 32
-    value = eltwise_op(op, a, b, width=width, mul_shift=g(Reg.ELT_SHIFT) & 63, round_=EltMode.ROUND in mode)
+    value = eltwise_op(op, a, b, width=width, mul_shift=r.elt_shift & 63, round_=EltMode.ROUND in mode)
 
     multiplier = shift = None
-    if OutMode.RESCALE in OutMode(g(Reg.OUT_MODE) & 0xF):
-        channels = max(1, g(Reg.ELT_CHANNELS))
+    if OutMode.RESCALE in OutMode(r.out_mode & 0xF):
+        channels = max(1, r.elt_channels)
         used = min(channels, count)
-        m, s, regions["param"] = read_records(mem, g(Reg.PARAM_ADDR), used, "ELTWISE parameters")
+        m, s, regions["param"] = read_records(mem, r.param_addr, used, "ELTWISE parameters")
         idx = np.arange(count) % channels
         multiplier, shift = m[idx], s[idx]
     out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="ELTWISE")
     if lut_range is not None:
         regions["lut"] = lut_range
-    regions["output"] = write_run(mem, g(Reg.ELT_OUT_ADDR), out, ofm_dt, "ELTWISE output")
+    regions["output"] = write_run(mem, r.elt_out_addr, out, ofm_dt, "ELTWISE output")
     return EltResult(eltwise_command_cycles(count), count, regions, out)

@@ -32,20 +32,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import MAC_REGS, SIGNED_REGS, MacMode, OutMode, Reg, Sram, Status
-from firmware_model.golden.memories import Memories
-from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.arch.checks import MAC_RULES, first_violation
+from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import mac_command_cycles
+from firmware_model.arch.isa import ELEMENT_BYTES, PARAM_RECORD_BYTES, Sram, decode_param_records
+from firmware_model.arch.registers import Registers
+from firmware_model.errors import GoldenModelError
+from firmware_model.golden.memories import Memories
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
-OUTPUT_ELEMENT_BYTES = {DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DType.INT48: 8}
-
-# The MAC array (hw/mac_array.py): its input types, accumulator lane width and, per input type, the
-# type of the raw (not rescaled) result.
-MAC_INPUT_DTYPES = (DType.INT8, DType.INT16)
+# The MAC array's accumulator lanes (hw/mac_array.py); the input and result types it takes are
+# firmware_model.arch.checks.MAC_RULES.
 ACC_BITS = 48
-RAW_OUTPUT_DTYPE = {DType.INT8: DType.INT32, DType.INT16: DType.INT48}
 
 
 def lanes_per_word(cols: int, ifm_dtype: DType) -> int:
@@ -140,78 +138,25 @@ def exact_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (x.astype(np.float64, copy=False) @ w.astype(np.float64, copy=False)).astype(np.int64)
 
 
-def _fail(status: Status, message: str):
-    raise GoldenModelError(f"MAC: {message}", status)
-
-
-# A parameter record's fields (11 bytes, little-endian): bias int48 as its low 32 bits and its
-# signed high 16 bits, multiplier int32, shift int8.
-PARAM_RECORD = np.dtype([("bias_lo", "<u4"), ("bias_hi", "<i2"), ("multiplier", "<i4"), ("shift", "i1")])
-assert PARAM_RECORD.itemsize == PARAM_RECORD_BYTES
-
-
-def decode_params(cfg: NpuConfig, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-channel (bias, multiplier, shift) from parameter records (uint8, n x 11)."""
-    rec = np.ascontiguousarray(words, dtype=np.uint8).reshape(-1).view(PARAM_RECORD)
-    bias = (rec["bias_hi"].astype(np.int64) << 32) | rec["bias_lo"]
-    return bias, rec["multiplier"].astype(np.int64), rec["shift"].astype(np.int64)
-
-
-def encode_params(bias, multiplier, shift) -> bytes:
-    """Parameter records for output channels: bias int48, multiplier int32, shift int8 (LE)."""
-    bias = np.asarray(bias, dtype=np.int64)
-    n = len(bias)
-    rec = np.zeros((n, PARAM_RECORD_BYTES), dtype=np.uint8)
-    bu = bias.astype(np.uint64)
-    for i in range(6):
-        rec[:, i] = ((bu >> np.uint64(8 * i)) & np.uint64(0xFF)).astype(np.uint8)
-    rec[:, 6:10] = np.asarray(multiplier, dtype="<i4").reshape(n, 1).view(np.uint8)
-    rec[:, 10] = np.asarray(shift, dtype=np.int64).astype(np.int8).view(np.uint8)
-    return rec.tobytes()
-
-
 def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) -> MacResult:
-    from firmware_model.arch.isa import reg_value
-
     R, L = cfg.mac_rows, cfg.mac_cols
-    values = {r: regs.get(r, 0) for r in MAC_REGS}
-    for r in SIGNED_REGS & values.keys():
-        values[r] = reg_value(r, values[r])
-    g = values.__getitem__
-
-    if mode not in (MacMode.CONV2D, MacMode.MATMUL):
-        _fail(Status.BAD_MODE, f"mode {mode} is not implemented")
-    ifm_dtype, ofm_dtype = g(Reg.IFM_DTYPE), g(Reg.OFM_DTYPE)
-    out_mode = OutMode(g(Reg.OUT_MODE) & 0xF)
-    rescale_on = OutMode.RESCALE in out_mode
-    if ifm_dtype not in MAC_INPUT_DTYPES:
-        _fail(Status.BAD_MODE, f"input type {ifm_dtype} is not implemented (int8, int16)")
-    ifm_dtype = DType(ifm_dtype)
-    if ifm_dtype == DType.INT16 and g(Reg.IFM_ZP) != 0:
-        _fail(Status.BAD_MODE, f"IFM_ZP = {g(Reg.IFM_ZP)}: int16 inputs take no zero point")
-    if (ofm_dtype not in OUTPUT_ELEMENT_BYTES or (rescale_on and ofm_dtype == DType.INT48)
-            or (not rescale_on and ofm_dtype != RAW_OUTPUT_DTYPE[ifm_dtype])):
-        _fail(Status.BAD_MODE, f"output type {ofm_dtype} with OUT_MODE {int(out_mode)} is not implemented "
-                               f"for {ifm_dtype.name} inputs")
-
-    oh, ow, oc = g(Reg.OFM_H), g(Reg.OFM_W), g(Reg.OFM_C)
-    kh, kw, cb = g(Reg.KERNEL_H), g(Reg.KERNEL_W), g(Reg.IFM_CBLOCKS)
-    if oh * ow > cfg.acc_depth or min(oc, oh, ow, kh, kw, cb) == 0:
-        _fail(Status.ADDRESS_RANGE, f"{oh}x{ow}x{oc} outputs with a {kh}x{kw} kernel over {cb} input blocks: more "
-                                    f"pixels than the {cfg.acc_depth} accumulators, or an empty tile")
-    for reg in (Reg.IFM_ADDR, Reg.IFM_ROW_STRIDE, Reg.IFM_PIX_STRIDE, Reg.WGT_ADDR):
-        if g(reg) % L:
-            _fail(Status.ADDRESS_RANGE, f"{reg.name} = {g(reg)} is not a multiple of the {L}-byte word")
+    r = Registers(regs)
+    broken = first_violation(MAC_RULES, r, mode, cfg)
+    if broken is not None:
+        raise GoldenModelError(broken.message("MAC", r, mode), broken.status)
+    ifm_dtype, ofm_dtype = DType(r.ifm_dtype), DType(r.ofm_dtype)
+    oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
+    kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
     n_ocb = -(-oc // R)
-    esize = OUTPUT_ELEMENT_BYTES[DType(ofm_dtype)]
+    esize = ELEMENT_BYTES[DType(ofm_dtype)]
 
     # Input vectors: the input word of (oy, ox, ky, kx, b) is
     #   IFM_ADDR/L + (oy*STRIDE_H + ky*DILATION_H)*row + (ox*STRIDE_W + kx*DILATION_W)*pix + b,
     # every stride non-negative, so the first and last words bound the range the tile reads; the
     # vectors are a strided view of the SRAM (the im2col matrix without an index array).
-    word0 = g(Reg.IFM_ADDR) // L
-    row_w, pix_w = g(Reg.IFM_ROW_STRIDE) // L, g(Reg.IFM_PIX_STRIDE) // L
-    sh, sw, dh, dw = g(Reg.STRIDE_H), g(Reg.STRIDE_W), g(Reg.DILATION_H), g(Reg.DILATION_W)
+    word0 = r.ifm_addr // L
+    row_w, pix_w = r.ifm_row_stride // L, r.ifm_pix_stride // L
+    sh, sw, dh, dw = r.stride_h, r.stride_w, r.dilation_h, r.dilation_w
     lo = word0
     hi = word0 + ((oh - 1) * sh + (kh - 1) * dh) * row_w + ((ow - 1) * sw + (kw - 1) * dw) * pix_w + cb
     mem.check_range(Sram.INPUT, lo * L, hi * L, "MAC input")
@@ -223,23 +168,23 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
                          strides=(sh * row_b, sw * pix_b, dh * row_b, dw * pix_b, esz))
     # Float64 holds every operand and partial sum exactly (see exact_dot).
     x = vectors.astype(np.float64).reshape(oh * ow, kh * kw * cb * lanes)
-    x -= g(Reg.IFM_ZP)
+    x -= r.ifm_zp
 
-    wword0 = g(Reg.WGT_ADDR) // L
+    wword0 = r.wgt_addr // L
     n_wwords = n_ocb * kh * kw * cb * R
     mem.check_range(Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
     w_rows = mem.sram[Sram.WEIGHT][wword0 * L:(wword0 + n_wwords) * L].reshape(n_ocb, kh * kw * cb, R, L)
     w = w_rows[..., :lanes].view(np.int8).astype(np.float64)                  # weight_elements' lanes
     w = w.transpose(1, 3, 0, 2).reshape(kh * kw * cb * lanes, n_ocb * R)
-    w -= g(Reg.WGT_ZP)
+    w -= r.wgt_zp
 
     # Products are exact; the accumulator lanes hold 48 bits.
     acc = accumulate(0, exact_dot(x, w))[:, :oc]                               # (P, oc)
 
-    p0 = g(Reg.PARAM_ADDR)
+    p0 = r.param_addr
     mem.check_range(Sram.PARAM, p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES, "MAC parameters")
-    bias, multiplier, shift = decode_params(
-        cfg, mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:(p0 + oc) * PARAM_RECORD_BYTES])
+    bias, multiplier, shift = decode_param_records(
+        mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:(p0 + oc) * PARAM_RECORD_BYTES])
     value = finish_accumulator(acc, bias, ifm_dtype)
     lut_range = None
     if ofm_dtype == DType.INT48:
@@ -253,8 +198,8 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
 
     # Store the elements into the output SRAM, little-endian: element (oy, ox, c) at
     # OFM_ADDR + oy*OFM_ROW_STRIDE + ox*OFM_PIX_STRIDE + c*size.
-    first = g(Reg.OFM_ADDR)
-    row, pix = g(Reg.OFM_ROW_STRIDE), g(Reg.OFM_PIX_STRIDE)
+    first = r.ofm_addr
+    row, pix = r.ofm_row_stride, r.ofm_pix_stride
     last = first + (oh - 1) * row + (ow - 1) * pix + oc * esize
     mem.check_range(Sram.OUTPUT, first, last, "MAC output")
     raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(f"<i{esize}")).view(np.uint8)

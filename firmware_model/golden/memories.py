@@ -14,7 +14,8 @@ import numpy as np
 
 from firmware_model.arch.isa import VAR_SLOTS, Sram, Status
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import PARAM_RECORD_BYTES
 
 
 class Memories:

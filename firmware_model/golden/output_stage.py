@@ -27,14 +27,13 @@ import numpy as np
 
 from firmware_model.golden import mac_unit
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import LutMode, OutMode, Reg, Sram, Status, reg_value
+from firmware_model.arch.isa import ELEMENT_BYTES, LutMode, OutMode, Sram, Status, decode_param_records
+from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
-from firmware_model.arch.config import PARAM_RECORD_BYTES
+from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
-# Element sizes in the SRAMs (and in external memory): int48 travels in 8 bytes.
-ELEMENT_BYTES = {DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DType.INT48: 8}
 LUT_SIZES = {LutMode.INT8: 256, LutMode.INT16: 513}
 RESCALE_DTYPES = (DType.INT8, DType.INT16, DType.INT32)
 
@@ -109,7 +108,7 @@ def read_records(mem: Memories, first: int, count: int, what: str):
     """(multiplier, shift) of parameter records first .. first+count-1, and the byte range read."""
     a, b = first * PARAM_RECORD_BYTES, (first + count) * PARAM_RECORD_BYTES
     mem.check_range(Sram.PARAM, a, b, what)
-    _, multiplier, shift = mac_unit.decode_params(None, mem.sram[Sram.PARAM][a:b])
+    _, multiplier, shift = decode_param_records(mem.sram[Sram.PARAM][a:b])
     return multiplier, shift, (a, b)
 
 
@@ -118,26 +117,26 @@ def apply_output_stage(mem: Memories, regs: dict[int, int], value: np.ndarray, m
     """The stage on int64 values (any shape) with per-element multiplier/shift arrays that broadcast
     against them (e.g. per channel along the last axis; only read when RESCALE is set). Returns the
     values to store (int64) and the LUT SRAM byte range read (or None)."""
-    g = lambda r: reg_value(r, regs.get(r, 0))  # noqa: E731
-    out_mode = OutMode(g(Reg.OUT_MODE) & 0xF)
+    r = Registers(regs)
+    out_mode = OutMode(r.out_mode & 0xF)
     value = np.asarray(value, dtype=np.int64)
     if OutMode.RESCALE in out_mode:
         scale32 = OutMode.SCALE32 in out_mode
-        rdt = dtype_of(g(Reg.RESCALE_DTYPE), "RESCALE_DTYPE", unit, RESCALE_DTYPES)
+        rdt = dtype_of(r.rescale_dtype, "RESCALE_DTYPE", unit, RESCALE_DTYPES)
         v, m = mac_unit.rescale_operands(value, multiplier, scale32)
         value = numerics.rescale_values(
             v, multiplier=m, shift=np.asarray(shift, dtype=np.int64) & 63, input_zp=0,
-            output_zp=g(Reg.OFM_ZP), out_dtype=rdt, scale32=scale32,
+            output_zp=r.ofm_zp, out_dtype=rdt, scale32=scale32,
             double_round=OutMode.DOUBLE_ROUND in out_mode,
             output_unsigned=OutMode.UNSIGNED_OUT in out_mode, require=False)
-    value = numerics.apply_clip_s(value, g(Reg.CLAMP_MIN), g(Reg.CLAMP_MAX))
+    value = numerics.apply_clip_s(value, r.clamp_min, r.clamp_max)
     lut_range = None
-    lut_mode = g(Reg.LUT_MODE)
+    lut_mode = r.lut_mode
     if lut_mode != LutMode.OFF:
         if lut_mode not in LUT_SIZES:
             raise GoldenModelError(f"{unit}: LUT_MODE = {lut_mode} does not exist", Status.BAD_MODE)
         n = LUT_SIZES[LutMode(lut_mode)]
-        first = g(Reg.LUT_ADDR)
+        first = r.lut_addr
         lut_range = (2 * first, 2 * (first + n))
         mem.check_range(Sram.LUT, *lut_range, f"{unit} table")
         table = mem.sram[Sram.LUT][lut_range[0]:lut_range[1]].view("<i2").astype(np.int64)

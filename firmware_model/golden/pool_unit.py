@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import OutMode, PoolMode, Reg, Sram, Status, reg_value
+from firmware_model.arch.isa import ELEMENT_BYTES, OutMode, PoolMode, Sram, Status
+from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
-from firmware_model.golden.output_stage import (ELEMENT_BYTES, apply_output_stage, dtype_of, read_records,
+from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, read_records,
                                          write_elements)
 from firmware_model.arch.cycle_model import pool_command_cycles
 from firmware_model.tosa_ops import numerics
@@ -70,25 +71,25 @@ def _read_box(mem: Memories, addr: int, row: int, pix: int, h: int, w: int, c: i
 
 
 def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) -> PoolResult:
-    g = lambda reg: reg_value(reg, regs.get(reg, 0))  # noqa: E731
+    r = Registers(regs)
     try:
         mode = PoolMode(sub)
     except ValueError:
         _fail(Status.BAD_MODE, f"mode {sub} does not exist")
-    in_dt = dtype_of(g(Reg.IFM_DTYPE), "IFM_DTYPE", "POOL", INPUT_DTYPES)
-    out_dt = dtype_of(g(Reg.OFM_DTYPE), "OFM_DTYPE", "POOL", tuple(ELEMENT_BYTES))
-    rescale_on = OutMode.RESCALE in OutMode(g(Reg.OUT_MODE) & 0xF)
+    in_dt = dtype_of(r.ifm_dtype, "IFM_DTYPE", "POOL", INPUT_DTYPES)
+    out_dt = dtype_of(r.ofm_dtype, "OFM_DTYPE", "POOL", tuple(ELEMENT_BYTES))
+    rescale_on = OutMode.RESCALE in OutMode(r.out_mode & 0xF)
     if mode == PoolMode.AVG and (in_dt == DType.INT32 or out_dt not in (DType.INT8, DType.INT16) or rescale_on):
         _fail(Status.BAD_MODE, f"AVG takes int8/int16 to int8/int16 without an output-stage rescale "
-                               f"(IFM_DTYPE {in_dt.name}, OFM_DTYPE {out_dt.name}, OUT_MODE {g(Reg.OUT_MODE)})")
-    oh, ow, oc = g(Reg.OFM_H), g(Reg.OFM_W), g(Reg.OFM_C)
-    kh, kw, sh, sw = g(Reg.KERNEL_H), g(Reg.KERNEL_W), g(Reg.STRIDE_H), g(Reg.STRIDE_W)
-    pt, pl, ih, iw = g(Reg.POOL_PAD_TOP), g(Reg.POOL_PAD_LEFT), g(Reg.POOL_IN_H), g(Reg.POOL_IN_W)
+                               f"(IFM_DTYPE {in_dt.name}, OFM_DTYPE {out_dt.name}, OUT_MODE {r.out_mode})")
+    oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
+    kh, kw, sh, sw = r.kernel_h, r.kernel_w, r.stride_h, r.stride_w
+    pt, pl, ih, iw = r.pool_pad_top, r.pool_pad_left, r.pool_in_h, r.pool_in_w
     if min(kh, kw, sh, sw) < 1:
         _fail(Status.BAD_MODE, f"kernel {kh}x{kw} and stride {sh}x{sw} must be at least 1")
 
     regions: dict[str, tuple[int, int]] = {}
-    x, regions["input"] = _read_box(mem, g(Reg.IFM_ADDR), g(Reg.IFM_ROW_STRIDE), g(Reg.IFM_PIX_STRIDE),
+    x, regions["input"] = _read_box(mem, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride,
                                     ih, iw, oc, in_dt)
     rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] - pt        # (oh, kh)
     cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] - pl        # (ow, kw)
@@ -107,27 +108,27 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) 
         reduce_ = np.max if mode == PoolMode.MAX else np.min
         value = reduce_(np.where(real, taps, fill), axis=(1, 3)) if taps.size else np.zeros((oh, ow, oc), np.int64)
     else:
-        acc = wrap(np.where(real, taps - g(Reg.IFM_ZP), 0).sum(axis=(1, 3)), 32)
+        acc = wrap(np.where(real, taps - r.ifm_zp, 0).sum(axis=(1, 3)), 32)
         if mode == PoolMode.SUM:
             value = acc
         else:
             m, s = numerics.reciprocal_scale(count)
             scaled = numerics.apply_scale_32(acc, m.astype(np.int64)[:, :, None], s.astype(np.int64)[:, :, None],
                                              False, require=False)
-            value = numerics.apply_add_s(scaled, g(Reg.OFM_ZP), DType.INT32, require=False)
+            value = numerics.apply_add_s(scaled, r.ofm_zp, DType.INT32, require=False)
             value = numerics.apply_clip_s(value, out_dt.min, out_dt.max)
 
     multiplier = shift = None
     if rescale_on:
-        m, s, regions["param"] = read_records(mem, g(Reg.PARAM_ADDR), oc, "POOL parameters")
+        m, s, regions["param"] = read_records(mem, r.param_addr, oc, "POOL parameters")
         multiplier = np.broadcast_to(m, value.shape)
         shift = np.broadcast_to(s, value.shape)
     out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="POOL")
     if lut_range is not None:
         regions["lut"] = lut_range
     esize = ELEMENT_BYTES[out_dt]
-    offsets = (g(Reg.OFM_ADDR) + np.arange(oh, dtype=np.int64)[:, None, None] * g(Reg.OFM_ROW_STRIDE)
-               + np.arange(ow, dtype=np.int64)[None, :, None] * g(Reg.OFM_PIX_STRIDE)
+    offsets = (r.ofm_addr + np.arange(oh, dtype=np.int64)[:, None, None] * r.ofm_row_stride
+               + np.arange(ow, dtype=np.int64)[None, :, None] * r.ofm_pix_stride
                + np.arange(oc, dtype=np.int64)[None, None, :] * esize)
     regions["output"] = write_elements(mem, offsets, out, out_dt, "POOL output")
     cycles = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw)

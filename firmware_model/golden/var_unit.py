@@ -32,7 +32,8 @@ from typing import Mapping
 import numpy as np
 
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import VAR_SLOTS, Reg, Sram, Status, VarOp
+from firmware_model.arch.isa import VAR_SLOTS, Sram, Status, VarOp
+from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import var_cycles
@@ -55,8 +56,8 @@ def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
         op = VarOp(sub)
     except ValueError:
         raise GoldenModelError(f"VAR mode {sub} does not exist", Status.BAD_MODE) from None
-    g = lambda r: regs.get(r, 0)  # noqa: E731
-    addr, nbytes, slot, ext = g(Reg.VAR_ADDR), g(Reg.VAR_BYTES), g(Reg.VAR_SLOT), g(Reg.VAR_EXT_ADDR)
+    r = Registers(regs)
+    addr, nbytes, slot, ext = r.var_addr, r.var_bytes, r.var_slot, r.var_ext_addr
     what = f"VAR {op.name} slot {slot}" + (f" (variable '{names[slot]}')" if names and slot in names else "")
     if slot >= VAR_SLOTS:
         raise GoldenModelError(f"{what}: there are {VAR_SLOTS} variable slots", Status.ADDRESS_RANGE)

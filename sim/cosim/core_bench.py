@@ -94,7 +94,7 @@ async def cosim_program(dut):
         for _ in model.run_steps():
             while pending:
                 ev = pending.pop()
-                lacking = rtl_supports_mac(ev.regs)
+                lacking = rtl_supports_mac(ev.regs, ev.mode, cfg)
                 if lacking is not None:
                     skipped.append({"tile": ev.tile_id, "command_index": ev.command_index, "reason": lacking})
                     continue

@@ -20,8 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from firmware_model.errors import NpuBenchError
-from firmware_model.arch.isa import Reg, Status, reg_value
+from firmware_model.arch.isa import ELEMENT_BYTES, Status
+from firmware_model.arch.registers import Registers
+from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.config import NpuConfig, load_config
+from sim import seeds
 from sim.paths import BUILD_ROOT, MODELS_DIR
 
 DEFAULT_MODEL = MODELS_DIR / "demo_conv" / "model.tosa"
@@ -67,36 +70,33 @@ class SimReport:
         return bool(self.tiles) and self.passed == len(self.tiles) and all(self.output_checks.values())
 
 
-def _element(regs: dict[int, int], offset_in_sram: int, esize: int) -> tuple[int, int, int]:
-    """(oy, ox, c) within the tile of the element whose bytes start at `offset_in_sram`."""
-    g = lambda r: reg_value(r, regs.get(int(r), 0))  # noqa: E731
-    rel = offset_in_sram - g(Reg.OFM_ADDR)
-    oy, rem = divmod(rel, g(Reg.OFM_ROW_STRIDE))
-    ox, rem = divmod(rem, g(Reg.OFM_PIX_STRIDE))
-    return oy, ox, rem // esize
-
-
-def describe_mismatches(rec: dict, tile_meta: dict, limit: int = 4) -> list[dict]:
-    """Turn differing byte offsets into elements with global coordinates, expected and actual."""
-    from firmware_model.tosa_ops.dtypes import DType
-
-    regs = rec["regs"]
-    esize = DType(reg_value(Reg.OFM_DTYPE, regs[int(Reg.OFM_DTYPE)])).size_bytes
+def mismatched_elements(rec: dict) -> list[tuple[int, int, int, int]]:
+    """The distinct output elements (oy, ox, c within the tile, and the byte offset of the element
+    in the compared range) that hold a differing byte, in address order."""
+    r = Registers(rec["regs"])
+    esize = ELEMENT_BYTES[DType(r.ofm_dtype)]
     a, _ = rec["output_range"]
-    seen, out = set(), []
+    seen: dict[tuple[int, int, int], int] = {}
     for off in rec["mismatch_offsets"]:
-        oy, ox, c = _element(regs, a + off, esize)
-        if (oy, ox, c) in seen:
-            continue
-        seen.add((oy, ox, c))
-        start = a + off - ((a + off - reg_value(Reg.OFM_ADDR, regs[int(Reg.OFM_ADDR)])) % esize) - a
+        oy, rem = divmod(a + off - r.ofm_addr, r.ofm_row_stride)
+        ox, rem = divmod(rem, r.ofm_pix_stride)
+        c = rem // esize
+        seen.setdefault((oy, ox, c), r.ofm_addr + oy * r.ofm_row_stride + ox * r.ofm_pix_stride + c * esize - a)
+    return [(oy, ox, c, start) for (oy, ox, c), start in seen.items()]
+
+
+def describe_mismatches(rec: dict, tile_meta: dict, limit: int = 4) -> tuple[list[dict], int]:
+    """The first `limit` differing elements with global coordinates, expected and actual values,
+    and how many elements differ."""
+    esize = ELEMENT_BYTES[DType(Registers(rec["regs"]).ofm_dtype)]
+    elements = mismatched_elements(rec)
+    out = []
+    for oy, ox, c, start in elements[:limit]:
         exp = int.from_bytes(rec["expected"][start:start + esize].tobytes(), "little", signed=True)
         act = int.from_bytes(rec["actual"][start:start + esize].tobytes(), "little", signed=True)
         out.append({"n": tile_meta.get("n", 0), "y": tile_meta.get("y0", 0) + oy, "x": tile_meta.get("x0", 0) + ox,
                     "c": tile_meta.get("c0", 0) + c, "expected": exp, "actual": act})
-        if len(out) >= limit:
-            break
-    return out
+    return out, len(elements)
 
 
 def load_inputs(model: Path, specs: list[str], placements) -> list[dict[str, np.ndarray]]:
@@ -116,7 +116,7 @@ def load_inputs(model: Path, specs: list[str], placements) -> list[dict[str, np.
             # models/*/io.json: one file per invocation (stateful networks run several)
             n = min(len(i["files"]) for i in inputs)
             return [{i["name"]: np.load(model.parent / i["files"][k]) for i in inputs} for k in range(n)]
-    rng = np.random.default_rng(0)
+    rng = seeds.rng(0, "network inputs")
     out = {}
     for p in placements:
         info = np.iinfo(p.dtype.storage)
@@ -185,8 +185,7 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
         box = (f"rows {m['y0']}..{m['y0'] + m['th'] - 1} cols {m['x0']}..{m['x0'] + m['tw'] - 1} "
                f"ch {m['c0']}..{m['c0'] + m['tc'] - 1}") if m else ""
         status = Status(rec["status"]).name
-        mism = describe_mismatches(rec, m) if rec["mismatch_offsets"] else []
-        n_elem = len({o // 1 for o in rec["mismatch_offsets"]})
+        mism, n_elem = describe_mismatches(rec, m) if rec["mismatch_offsets"] else ([], 0)
         tiles.append(TileReport(rec["tile"], layer["index"], layer["name"], box, rec["ok"], status, rec["cycles"],
                                 rec["expected_cycles"], mism, n_elem, tuple(rec["sim_ns"])))
 

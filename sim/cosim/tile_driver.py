@@ -17,7 +17,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
 
 from firmware_model.arch.isa import MAC_REGS, Command, Opcode, Sram
-from firmware_model.arch.config import PARAM_RECORD_BYTES, NpuConfig
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.arch.cycle_model import COMMAND_OVERHEAD
 from sim.rtl.build import CLOCK_PERIOD_NS
 

@@ -25,6 +25,7 @@ from typing import Callable
 from amaranth.back import verilog
 
 from firmware_model.errors import NpuBenchError
+from sim import seeds
 from sim.paths import BUILD_ROOT, REPO_ROOT
 from sim.rtl.toolchain import ensure_simulator_env, simulator_version
 
@@ -126,8 +127,9 @@ class BenchResult:
 
 def run_bench(built: BuiltRtl, test_module: str, *, testcase: str | None = None,
               extra_env: dict[str, str] | None = None, test_dir: Path | None = None,
-              waves: bool = False, seed: int = 1) -> BenchResult:
-    """Run cocotb test(s) from `test_module` on a built design; returns the parsed results."""
+              waves: bool = False, seed: int | None = None) -> BenchResult:
+    """Run cocotb test(s) from `test_module` on a built design; returns the parsed results. cocotb's
+    own random seed is `seed`, else the run's (sim.seeds)."""
     ensure_simulator_env(built.simulator)
     from cocotb_tools.runner import get_runner
 
@@ -144,7 +146,7 @@ def run_bench(built: BuiltRtl, test_module: str, *, testcase: str | None = None,
     try:
         runner.test(test_module=test_module, hdl_toplevel=built.design_name, build_dir=built.build_dir,
                     test_dir=test_dir, testcase=testcase, extra_env=env, waves=waves and built.waves,
-                    results_xml=str(xml), seed=seed, timescale=TIMESCALE,
+                    results_xml=str(xml), seed=seed if seed is not None else seeds.seed_for("cocotb", 1), timescale=TIMESCALE,
                     log_file=test_dir / "sim.log")
     except SystemExit as e:
         # The runner exits when a cocotb test fails; that is a result, not a failure to run.

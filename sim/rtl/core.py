@@ -19,21 +19,16 @@ from sim.rtl.build import BuiltRtl, RtlDesign, build, run_bench
 TOP = "npu_core"
 
 
-def rtl_supports_mac(regs: dict[int, int]) -> str | None:
-    """None if the core RTL runs this MAC command, else what it lacks (mirrors the sequencer's
-    CHECK state in hw/mac_sequencer.py, which would end the command with BAD_MODE)."""
-    from firmware_model.arch.isa import LutMode, OutMode, Reg
-    from firmware_model.tosa_ops.dtypes import DType
+def rtl_supports_mac(regs: dict[int, int], mode: int, cfg: NpuConfig) -> str | None:
+    """None if the core RTL runs this (golden-valid) MAC command, else what it lacks: the RTL's gaps
+    are rules of firmware_model/arch/checks.py, the same table its CHECK state elaborates."""
+    from firmware_model.arch.checks import MAC_RTL_GAPS, first_violation
+    from firmware_model.arch.registers import Registers
 
-    g = lambda r: regs.get(int(r), 0)  # noqa: E731
-    if g(Reg.IFM_DTYPE) not in (DType.INT8, DType.INT16):
-        return f"{DType(g(Reg.IFM_DTYPE)).name} inputs"
-    if g(Reg.LUT_MODE) != LutMode.OFF:
-        return "a fused table lookup"
-    rescale = g(Reg.OUT_MODE) & OutMode.RESCALE
-    if g(Reg.OFM_DTYPE) not in (DType.INT8, DType.INT16, DType.INT32) or (not rescale and g(Reg.OFM_DTYPE) != DType.INT32):
-        return f"{DType(g(Reg.OFM_DTYPE)).name} outputs"
-    return None
+    broken = first_violation(MAC_RTL_GAPS, Registers(regs), mode, cfg)
+    return None if broken is None else broken.text
+
+
 BENCH_MODULE = "sim.cosim.core_bench"
 
 

@@ -32,12 +32,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim import seeds
 from firmware_model.golden.eltwise_unit import SHIFT_OPS, eltwise_op, execute_eltwise, input_stage
-from firmware_model.arch.isa import EltMode, EltOp, LutMode, OutMode, Reg, Sram, reg_value
+from firmware_model.arch.isa import ELEMENT_BYTES, EltMode, EltOp, LutMode, OutMode, Reg, Sram
+from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
-from firmware_model.golden.mac_unit import encode_params
+from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import load_config
-from firmware_model.golden.output_stage import ELEMENT_BYTES, apply_output_stage
+from firmware_model.golden.output_stage import apply_output_stage
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
 from sim.verification.gateware.vector_harness import PayloadCodec
@@ -94,17 +96,17 @@ def unit_config(regs: dict[int, int], op: int) -> int:
     """The `cfg` port's bits for an ELTWISE command: the registers as the unit's fields."""
     if not _CODEC:
         _CODEC.append(config_codec())
-    g = lambda r: reg_value(r, regs.get(r, 0))  # noqa: E731
-    mode = EltMode(g(Reg.ELT_MODE) & 0x1FF)
-    f = {"op": op, "mul_shift": g(Reg.ELT_SHIFT) & 63, "round": int(EltMode.ROUND in mode)}
+    r = Registers(regs)
+    mode = EltMode(r.elt_mode & 0x1FF)
+    f = {"op": op, "mul_shift": r.elt_shift & 63, "round": int(EltMode.ROUND in mode)}
     for x, regs_x in (("a", (Reg.ELT_A_DTYPE, Reg.ELT_A_ZP, Reg.ELT_A_LSHIFT, Reg.ELT_A_MULT, Reg.ELT_A_SHIFT)),
                       ("b", (Reg.ELT_B_DTYPE, Reg.ELT_B_ZP, Reg.ELT_B_LSHIFT, Reg.ELT_B_MULT, Reg.ELT_B_SHIFT))):
         flags = {"a": (EltMode.A_UNSIGNED, EltMode.A_RESCALE, EltMode.A_DOUBLE_ROUND),
                  "b": (EltMode.B_UNSIGNED, EltMode.B_RESCALE, EltMode.B_DOUBLE_ROUND)}[x]
         dt, zp, lsh, mult, sh = regs_x
-        f.update({f"{x}.dtype": g(dt), f"{x}.read_unsigned": int(flags[0] in mode), f"{x}.zp": g(zp),
-                  f"{x}.lshift": g(lsh), f"{x}.rescale": int(flags[1] in mode), f"{x}.multiplier": g(mult),
-                  f"{x}.shift": g(sh) & 63, f"{x}.double_round": int(flags[2] in mode)})
+        f.update({f"{x}.dtype": r[dt], f"{x}.read_unsigned": int(flags[0] in mode), f"{x}.zp": r[zp],
+                  f"{x}.lshift": r[lsh], f"{x}.rescale": int(flags[1] in mode), f"{x}.multiplier": r[mult],
+                  f"{x}.shift": r[sh] & 63, f"{x}.double_round": int(flags[2] in mode)})
     f.update(output_config(regs))
     return _CODEC[0].pack(f, n=1)[0]
 
@@ -174,10 +176,10 @@ def output_registers(o: OutStage) -> dict[int, int]:
 
 def output_config(regs: dict[int, int]) -> dict[str, int]:
     """The output stage's `cfg` fields (prefix "out.") from the registers."""
-    g = lambda r: reg_value(r, regs.get(r, 0))  # noqa: E731
-    return {"out.out_mode": g(Reg.OUT_MODE) & 0xF, "out.rescale_dtype": g(Reg.RESCALE_DTYPE),
-            "out.output_zp": g(Reg.OFM_ZP), "out.clamp_min": g(Reg.CLAMP_MIN), "out.clamp_max": g(Reg.CLAMP_MAX),
-            "out.lut_mode": g(Reg.LUT_MODE), "out.lut_base": g(Reg.LUT_ADDR)}
+    r = Registers(regs)
+    return {"out.out_mode": r.out_mode & 0xF, "out.rescale_dtype": r.rescale_dtype,
+            "out.output_zp": r.ofm_zp, "out.clamp_min": r.clamp_min, "out.clamp_max": r.clamp_max,
+            "out.lut_mode": r.lut_mode, "out.lut_base": r.lut_addr}
 
 
 def _operand_mode(x: Operand, side: str) -> EltMode:
@@ -239,7 +241,7 @@ def finish(c: EltCommand, mem: Memories, rng) -> EltCommand:
     nrec = max(1, c.out.channels)
     mult = np.resize(c.out.multipliers, nrec)
     shift = np.resize(c.out.shifts, nrec)
-    rec = encode_params(np.zeros(nrec, np.int64), mult, shift)
+    rec = encode_param_records(np.zeros(nrec, np.int64), mult, shift)
     mem.sram[Sram.PARAM][:len(rec)] = np.frombuffer(rec, dtype=np.uint8)
     res = execute_eltwise(NPU, mem, c.regs, int(c.op))
     c.expected = res.out_values.astype(np.int64)
@@ -585,7 +587,7 @@ def closure_commands(rng, mem: Memories, earlier: list[EltCommand], max_draws: i
 
 
 def suites(seed: int, n_random: int = 160) -> list[Suite]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     random_suite = _suite("random", rng, lambda mem: [random_command(rng, mem, "random") for _ in range(n_random)])
     corner_suite = _suite("corners", rng, lambda mem: corner_commands(rng, mem))
     earlier = random_suite.commands + corner_suite.commands
@@ -596,7 +598,7 @@ def suites(seed: int, n_random: int = 160) -> list[Suite]:
         _suite("long", rng, lambda mem: [random_command(rng, mem, "long", op=op, count=1024)
                                          for op in (EltOp.ADD, EltOp.MUL, EltOp.COPY)]),
     ]
-    rng_bp = np.random.default_rng(seed + 1)
+    rng_bp = seeds.rng(seed + 1)
     out.append(_suite("backpressure", rng_bp,
                       lambda mem: [random_command(rng_bp, mem, "backpressure") for _ in range(max(8, n_random // 4))],
                       valid_pattern=0x9D2C5681, ready_pattern=0xB6E3D1A5))
@@ -615,11 +617,11 @@ def coverage_sample(c: EltCommand) -> dict:
     """Per element: classifications computed with the golden functions."""
     n = c.count
     op = EltOp(c.op)
-    g = lambda r: reg_value(r, c.regs.get(r, 0))  # noqa: E731
+    r = Registers(c.regs)
 
     def stage(x: Operand):
         vals = np.broadcast_to(x.values[:1], (n,)) if x.scalar else x.values[:n]
-        return input_stage(vals, zp=g(Reg.ELT_A_ZP) if x is c.a else g(Reg.ELT_B_ZP), lshift=x.lshift & ALL_ONES,
+        return input_stage(vals, zp=r.elt_a_zp if x is c.a else r.elt_b_zp, lshift=x.lshift & ALL_ONES,
                            rescale=x.rescale, multiplier=x.multiplier & ALL_ONES, shift=x.shift,
                            double_round=x.double_round)
 
@@ -788,7 +790,7 @@ BENCHMARK_SIZES = {"verilator": DEPTH, "icarus": 4096, "amaranth": 512}
 
 def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
     """A table run, then one long quantised ADD (both inputs rescaled, output rescaled to int8)."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     mem = Memories(NPU)
     tables = table_run(rng, mem, "setup")
     n = BENCHMARK_SIZES[simulator]
@@ -805,6 +807,6 @@ def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
 
 def mutation_suites(seed: int) -> list[Suite]:
     """A smaller set for the mutants (run on Icarus): random commands and every fifth corner command."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     return [_suite("random", rng, lambda mem: [random_command(rng, mem, "random") for _ in range(40)]),
             _suite("corners", rng, lambda mem: corner_commands(rng, mem)[::5])]

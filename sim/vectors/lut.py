@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim import seeds
 from firmware_model.arch.isa import LutMode
 from firmware_model.arch.config import INT8_TABLE_ENTRIES, INT16_TABLE_ENTRIES, load_config
 from firmware_model.tosa_ops import numerics
@@ -159,7 +160,7 @@ BASE_INT8 = 1792               # 1792..2047
 
 def suites(seed: int, int16_stride: int = 1) -> list[LutRun]:
     """The runs of a full check, in order (the SRAM keeps its contents from run to run)."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     image = LutImage()
     out = []
     I8, I16, OFF = int(LutMode.INT8), int(LutMode.INT16), int(LutMode.OFF)
@@ -307,7 +308,7 @@ BENCHMARK_SIZES = {"verilator": 65536, "icarus": 16384, "amaranth": 512}
 
 
 def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     n = BENCHMARK_SIZES[simulator]
     image = LutImage()
     table = random_table(rng, LutMode.INT16, "random")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim import seeds
 from firmware_model.golden.mac_unit import ACC_BITS, accumulate, mac_block_sums
 from firmware_model.arch.config import load_config
 from firmware_model.tosa_ops.dtypes import DType
@@ -298,7 +299,7 @@ THROUGHPUT = (200, 40)      # vectors, reads
 
 
 def suites(seed: int, geometry=GEOMETRY, scale: float = 1.0) -> list[MacRun]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     st = lambda n: max(2, int(n * scale))  # noqa: E731
     return [
         make_run("random", random_program(geometry, rng, steps=st(80))),
@@ -433,7 +434,7 @@ BENCHMARK_STEPS = {"verilator": 500, "icarus": 60, "amaranth": 6}
 
 
 def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     p = random_program(GEOMETRY, rng, steps=BENCHMARK_STEPS[simulator], preload=0)
     p.read_addrs = np.arange(GEOMETRY[2])
     return [make_run("benchmark", p).run]

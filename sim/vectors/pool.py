@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from firmware_model.arch.isa import LutMode, OutMode, PoolMode, Reg, Sram, reg_value
-from firmware_model.golden.mac_unit import encode_params
+from sim import seeds
+from firmware_model.arch.isa import ELEMENT_BYTES, LutMode, OutMode, PoolMode, Reg, Sram
+from firmware_model.arch.registers import Registers
+from firmware_model.arch.isa import encode_param_records
 from firmware_model.golden.memories import Memories
-from firmware_model.golden.output_stage import ELEMENT_BYTES, apply_output_stage
+from firmware_model.golden.output_stage import apply_output_stage
 from firmware_model.golden.pool_unit import execute_pool
 from firmware_model.errors import GoldenModelError
 from firmware_model.tosa_ops import numerics
@@ -63,8 +65,8 @@ def unit_config(regs: dict[int, int], mode: int) -> int:
         from hw.pool_unit import config_layout
 
         _CODEC.append(PayloadCodec(config_layout(ENTRIES)))
-    g = lambda r: reg_value(r, regs.get(r, 0))  # noqa: E731
-    f = {"mode": mode, "in_dtype": g(Reg.IFM_DTYPE), "zp": g(Reg.IFM_ZP), "out_dtype": g(Reg.OFM_DTYPE),
+    r = Registers(regs)
+    f = {"mode": mode, "in_dtype": r.ifm_dtype, "zp": r.ifm_zp, "out_dtype": r.ofm_dtype,
          **output_config(regs)}
     return _CODEC[0].pack(f, n=1)[0]
 
@@ -139,7 +141,7 @@ def finish(c: PoolCommand, mem: Memories, rng) -> PoolCommand:
     size = ELEMENT_BYTES[c.in_dtype]
     raw = np.asarray(c.box, dtype=np.int64).reshape(-1).astype(f"<i{size}").view(np.uint8)
     mem.sram[Sram.INPUT][:raw.size] = raw
-    rec = encode_params(np.zeros(g.oc, np.int64), np.resize(c.out.multipliers, g.oc), np.resize(c.out.shifts, g.oc))
+    rec = encode_param_records(np.zeros(g.oc, np.int64), np.resize(c.out.multipliers, g.oc), np.resize(c.out.shifts, g.oc))
     mem.sram[Sram.PARAM][:len(rec)] = np.frombuffer(rec, dtype=np.uint8)
     res = execute_pool(NPU, mem, c.regs, c.mode)
     c.expected = res.out_values.reshape(-1).astype(np.int64)
@@ -396,13 +398,13 @@ def _suite(name: str, rng, commands_fn, **kw) -> Suite:
 
 
 def suites(seed: int, simulator: str = "verilator", n_random: int = 120) -> list[Suite]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     out = [
         _suite("random", rng, lambda mem: [random_command(rng, mem, "random") for _ in range(n_random)]),
         _suite("corners", rng, lambda mem: corner_commands(rng, mem)),
         _suite("reciprocal", rng, lambda mem: reciprocal_commands(rng, mem, RECIPROCAL_COUNTS[simulator])),
     ]
-    rng_bp = np.random.default_rng(seed + 1)
+    rng_bp = seeds.rng(seed + 1)
     out.append(_suite("backpressure", rng_bp,
                       lambda mem: [random_command(rng_bp, mem, "backpressure") for _ in range(max(8, n_random // 4))],
                       valid_pattern=0x9D2C5681, ready_pattern=0xB6E3D1A5))
@@ -412,7 +414,7 @@ def suites(seed: int, simulator: str = "verilator", n_random: int = 120) -> list
 def mutation_suites(seed: int) -> list[Suite]:
     """A smaller set for the mutants (run on Icarus): random commands, every other corner
     command without the long windows, AVG windows of 2..24 and a few larger counts."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     return [_suite("random", rng, lambda mem: [random_command(rng, mem, "random") for _ in range(24)]),
             _suite("corners", rng, lambda mem: [c for c in corner_commands(rng, mem) if c.geo.kh < 100][::2]),
             _suite("reciprocal", rng, lambda mem: reciprocal_commands(rng, mem, list(range(2, 25)) + [100, 129]))]
@@ -429,7 +431,7 @@ COUNT_BINS = {"1": (1, 1), "2": (2, 2), "3": (3, 3), "4..8": (4, 8), "9..63": (9
 def coverage_sample(c: PoolCommand) -> dict:
     """Per window: classifications computed with the golden functions."""
     n = c.windows
-    g = lambda r: reg_value(r, c.regs.get(r, 0))  # noqa: E731
+    r = Registers(c.regs)
     sat = np.zeros(n, np.int64)
     sensitive = np.zeros(n, np.int64)
     if not _SCRATCH:
@@ -440,7 +442,7 @@ def coverage_sample(c: PoolCommand) -> dict:
         m, s = numerics.reciprocal_scale(c.count)
         m = m.astype(np.int64)
         base = numerics.apply_scale_32(c.raw, m, s, require=False)
-        unclipped = numerics.apply_add_s(base, g(Reg.OFM_ZP), DType.INT32, require=False)
+        unclipped = numerics.apply_add_s(base, r.ofm_zp, DType.INT32, require=False)
         sat = np.where(unclipped < c.out_dtype.min, 1, np.where(unclipped > c.out_dtype.max, 2, 0))
         up = numerics.apply_scale_32(c.raw, m + 1, s, require=False)
         down = numerics.apply_scale_32(c.raw, m - 1, s, require=False)
@@ -529,7 +531,7 @@ BENCHMARK_SIZES = {"verilator": DEPTH, "icarus": 4096, "amaranth": 512}     # ta
 
 def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
     """A table run, then one AVG_POOL2D command: 3x3 windows, stride 1, padding 1, int8."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     mem = Memories(NPU)
     tables = table_run(rng, mem, "setup")
     side = int(np.sqrt(BENCHMARK_SIZES[simulator] // (8 * 9)))     # 8 channels, 9 taps a window

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim import seeds
 from firmware_model.errors import GoldenModelError
 from firmware_model.arch.isa import LutMode, MacMode, OutMode, Reg, Sram, Status
-from firmware_model.golden.mac_unit import encode_params, execute_mac
+from firmware_model.golden.mac_unit import execute_mac
+from firmware_model.arch.isa import encode_param_records
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
@@ -71,7 +73,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     else:
         mult = rng.integers(1 << 13, 1 << 15, oc)
         shift = rng.integers(8, 40, oc)
-    rec = np.frombuffer(encode_params(bias, mult, shift), dtype=np.uint8)
+    rec = np.frombuffer(encode_param_records(bias, mult, shift), dtype=np.uint8)
     mem.sram[Sram.PARAM][p_addr * 11:p_addr * 11 + len(rec)] = rec
 
     rdtype = out_dtype if rescale else DType.INT32
@@ -108,7 +110,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
 
 
 def random_tiles(cfg: NpuConfig, n: int, seed: int, ifm_dtype: DType = DType.INT8) -> list[dict]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     return [random_tile(cfg, rng, i, ifm_dtype) for i in range(n)]
 
 
@@ -133,7 +135,7 @@ def faulty_tiles(cfg: NpuConfig, seed: int) -> list[dict]:
     """One tile per FAULTS entry: a random valid tile with the registers changed, its expected
     status the golden model's (`expected_status`); `expected` is the valid tile's output range as it
     was before the command (nothing may be written)."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     out = []
     for i, (what, change) in enumerate(FAULTS):
         t = random_tile(cfg, rng, i)

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim import seeds
 from firmware_model.golden.mac_unit import rescale_operands
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross
-from sim.verification.unit_bench import LintWaiver, Mutation, UnitBench, UnitSpec, VectorRun
+from sim.verification.unit_bench import Mutation, UnitBench, UnitSpec, VectorRun
 
 # (label, dtype, unsigned)
 IN_KINDS = (("int8", DType.INT8, False), ("uint8", DType.INT8, True), ("int16", DType.INT16, False),
@@ -366,7 +367,7 @@ def make_run(label: str, e: Elements, exp: np.ndarray | None = None, **kw) -> Ve
 
 def suites(seed: int, n_random: int = 4096) -> list[tuple[VectorRun, Elements]]:
     """The runs of a full check, with the elements each one played (for coverage)."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     runs = []
     rand = random_elements(rng, n_random)
     runs.append((make_run("random", rand), rand))
@@ -469,5 +470,5 @@ BENCHMARK_SIZES = {"verilator": 32768, "icarus": 8192, "amaranth": 512}
 
 
 def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     return [make_run("benchmark", random_elements(rng, BENCHMARK_SIZES[simulator]))]

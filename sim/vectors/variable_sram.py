@@ -27,6 +27,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from sim import seeds
 from firmware_model.arch.isa import VAR_SLOTS, Status
 from firmware_model.arch.config import load_config
 from firmware_model.golden.variable_sram import VariableSramModel
@@ -273,7 +274,7 @@ THROUGHPUT = 256
 
 def suites(seed: int, geometry=GEOMETRY, n: int = 2000) -> list[VarRun]:
     """The suites in run order, expected values from one golden model carried through them."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     words, W, slots = geometry
     regions = slot_regions(words, slots, rng)
     model = GoldenState(new_model(geometry))
@@ -375,7 +376,7 @@ BENCHMARK_SIZES = {"verilator": 16000, "icarus": 4000, "amaranth": 300}
 
 
 def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     model = GoldenState(new_model(GEOMETRY))
     setup = VarProgram(*GEOMETRY)       # one write: it waits for the reset walk to finish
     setup.op(OP_WRITE, 0, 0, np.zeros(GEOMETRY[1], np.uint8))

@@ -4,7 +4,6 @@ variable state before every invocation and after the last compared too."""
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest

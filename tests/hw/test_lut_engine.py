@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sim import seeds
 from firmware_model.arch.isa import LutMode
 from hw.lut_engine import LATENCY
 from sim.vectors import lut as lv
@@ -103,7 +104,7 @@ def test_lut_coverage(rtl):
 
 def test_lut_amaranth_sim():
     """The Python design: the int8 table over all inputs, then int16 lookups with stalls."""
-    rng = np.random.default_rng(SEED)
+    rng = seeds.rng(SEED)
     image = lv.LutImage()
     t8 = lv.random_table(rng, LutMode.INT8, "sext")
     t16 = lv.random_table(rng, LutMode.INT16, "random")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sim import seeds
 from hw.rescale_unit import LATENCY
 from sim.vectors import rescale as rv
 from sim.verification.unit_bench import assert_mutant_caught, assert_results_match, assert_runs_match, lint_unit
@@ -106,7 +107,7 @@ def test_rescale_coverage(rtl, suites):
 
 def test_rescale_amaranth_sim():
     """The Python design on amaranth.sim: a short mixed vector, with and without stalls."""
-    rng = np.random.default_rng(SEED)
+    rng = seeds.rng(SEED)
     e = rv.Elements.concat([rv.random_elements(rng, 160), rv.corner_elements(rng)[::97]])
     runs = [rv.make_run("random", e), rv.make_run("stalls", e, valid_pattern=0x6DB6DB6D, ready_pattern=0xA5A5F00F)]
     results = rv.bench().run_amaranth(runs)

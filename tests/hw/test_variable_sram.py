@@ -20,6 +20,7 @@ from amaranth import Signal
 from amaranth.hdl import ResetInserter
 from amaranth.sim import Simulator
 
+from sim import seeds
 from firmware_model.arch.isa import VAR_SLOTS, Sram, Status
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import load_config
@@ -202,7 +203,7 @@ def check_records(got: list[dict], want: dict[str, np.ndarray], label: str) -> N
 @pytest.mark.parametrize("geometry", [vv.SMALL, (16, 8, 3), (8, 1, 1)], ids=["64x4-8slots", "16x8-3slots", "8x1-1slot"])
 def test_variable_sram_amaranth_sim(geometry):
     runs = vv.suites(sum(geometry), geometry=geometry, n=300)
-    got = simulate(geometry, runs, np.random.default_rng(sum(geometry)))
+    got = simulate(geometry, runs, seeds.rng(sum(geometry)))
     for r, g in zip(runs, got):
         check_records(g, r.records, r.run.label)
 

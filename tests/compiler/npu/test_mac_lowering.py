@@ -5,11 +5,11 @@ tiny and default configurations."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from sim import seeds
 from sim.paths import MODELS_DIR, TEST_DATA
 from compiler.pipeline import compile_file
 from firmware_model.golden.model import GoldenModel
@@ -49,7 +49,7 @@ def check_on_configs(tmp_path, mlir: str, in_shape, rng, expect_npu: bool = True
 
 @pytest.mark.parametrize("seed", range(6))
 def test_depthwise_conv2d_on_the_mac_array(tmp_path, seed):
-    rng = np.random.default_rng(100 + seed)
+    rng = seeds.rng(100 + seed)
     (H, W), kernel, stride, dilation, pad = random_geometry(rng)
     C = int(rng.integers(1, 37))
     mlir = conv_layer_mlir(rng, "depthwise_conv2d", (H, W, C), kernel, stride, dilation, pad, clamp=bool(seed % 2))
@@ -58,7 +58,7 @@ def test_depthwise_conv2d_on_the_mac_array(tmp_path, seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_conv2d_on_the_mac_array(tmp_path, seed):
-    rng = np.random.default_rng(200 + seed)
+    rng = seeds.rng(200 + seed)
     (H, W), kernel, stride, dilation, pad = random_geometry(rng)
     C, OC = int(rng.integers(1, 21)), int(rng.integers(1, 21))
     mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), kernel, stride, dilation, pad, cout=OC, clamp=bool(seed % 2))
@@ -83,7 +83,7 @@ def transpose_conv_mlir(rng, shape, kernel, stride, out_pad, cout):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_transpose_conv2d_on_the_mac_array(tmp_path, seed):
-    rng = np.random.default_rng(300 + seed)
+    rng = seeds.rng(300 + seed)
     H, W = (int(v) for v in rng.integers(1, 9, 2))
     kernel = tuple(int(v) for v in rng.integers(1, 4, 2))
     stride = tuple(int(v) for v in rng.integers(1, 4, 2))
@@ -106,7 +106,7 @@ def test_transpose_conv2d_on_the_mac_array(tmp_path, seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_matmul_with_runtime_weights_on_the_mac_array(tmp_path, seed):
-    rng = np.random.default_rng(400 + seed)
+    rng = seeds.rng(400 + seed)
     N, H, C, W = int(rng.integers(1, 3)), int(rng.integers(1, 24)), int(rng.integers(1, 24)), int(rng.integers(1, 24))
     ta, tb, to = tensor_type((N, H, C), "i8"), tensor_type((N, C, W), "i8"), tensor_type((N, H, W), "i32")
     body = [const("azp", [int(rng.integers(-128, 128))], "i8"), const("bzp", [int(rng.integers(-128, 128))], "i8"),
@@ -128,8 +128,7 @@ def test_matmul_with_runtime_weights_on_the_mac_array(tmp_path, seed):
 def test_cnn32_puts_every_mac_on_the_npu(config):
     """The converter reshapes depthwise and dense weights from constants: constant folding must
     turn them back into constants so every convolution lowers to the MAC array."""
-    from pathlib import Path
-
+    
     model = MODELS_DIR / "cnn32"
     cfg = load_config(config)
     ctx = compile_file(model / "model.tosa", cfg)
@@ -143,7 +142,7 @@ def test_cnn32_puts_every_mac_on_the_npu(config):
 def test_a_conv_too_big_for_the_sram_runs_on_the_host(tmp_path):
     """On 'tiny' (1 KiB weight SRAM) a 5x5x64 kernel cannot fit one weight block set: the compile
     report says why, and the program still equals the reference model."""
-    rng = np.random.default_rng(7)
+    rng = seeds.rng(7)
     mlir = conv_layer_mlir(rng, "conv2d", (6, 6, 64), (5, 5), (1, 1), (1, 1), [2, 2, 2, 2], cout=4)
     model = serialize(mlir, tmp_path)
     x = rng.integers(-128, 128, (1, 6, 6, 64)).astype(np.int8)
@@ -186,7 +185,7 @@ def int16_conv_mlir(rng, op: str, shape, kernel, pad, cout, rescale: bool):
 @pytest.mark.parametrize("op", ["conv2d", "depthwise_conv2d"])
 @pytest.mark.parametrize("rescale", [False, True])
 def test_int16_convolutions_on_the_mac_array(tmp_path, op, rescale):
-    rng = np.random.default_rng(500 + rescale + 2 * (op == "conv2d"))
+    rng = seeds.rng(500 + rescale + 2 * (op == "conv2d"))
     H, W, C = 7, 9, int(rng.integers(3, 13))
     mlir = int16_conv_mlir(rng, op, (H, W, C), (3, 3), [1, 1, 0, 2], int(rng.integers(2, 11)), rescale)
     model = serialize(mlir, tmp_path)

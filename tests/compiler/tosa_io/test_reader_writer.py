@@ -30,6 +30,7 @@ with warnings.catch_warnings():
     from serializer import tosa_serializer as ts  # noqa: E402
 from tosa.TosaGraph import TosaGraph  # noqa: E402
 
+from sim import seeds
 from compiler.errors import TosaFormatError  # noqa: E402
 from compiler.ir import Block, Graph, Operator, Region, Tensor  # noqa: E402
 from compiler.tosa_io import read_tosa, read_tosa_bytes, tosa_bytes, write_tosa  # noqa: E402
@@ -65,7 +66,7 @@ def _dense(values) -> str:
     return "[" + ", ".join(_dense(v) if isinstance(v, list) else str(int(v)) for v in values) + "]"
 
 
-_rng = np.random.default_rng(2024)
+_rng = seeds.rng(2024)
 _W = _rng.integers(-128, 128, size=(4, 3, 3, 2)).tolist()
 _TABLE8 = _rng.integers(-128, 128, size=256).tolist()
 _TABLE16 = np.sort(_rng.integers(-32768, 32768, size=513)).tolist()
@@ -234,7 +235,7 @@ def mlir_files(tmp_path_factory) -> dict[str, Path]:
 # Helpers
 
 def random_inputs(graph: Graph, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     arrays = []
     for name in graph.main.inputs:
         t = graph.main.tensors[name]
@@ -445,7 +446,7 @@ def _serializer(tmp_path) -> "ts.TosaSerializer":
 def test_constant_data_of_every_integer_type(tmp_path):
     """Constants written by Arm's serializer read back as exactly the values it was given, in the
     storage type of each DType; our writer's bytes parse to the same bytes with Arm's generated code."""
-    rng = np.random.default_rng(7)
+    rng = seeds.rng(7)
     cases = {
         TS.INT4: (DType.INT4, np.array([-8, 7, 0, -1, 5], np.int8)),  # odd count: a half-filled byte
         TS.INT8: (DType.INT8, rng.integers(-128, 128, size=(3, 5)).astype(np.int8)),
@@ -736,7 +737,7 @@ def test_writer_needs_every_attribute_field():
 
 def _big_graph(n_blocks: int = 150) -> Graph:
     """A graph shaped like the LSTM (CONST/RESCALE-heavy, ~600 ops, ~160 KB)."""
-    rng = np.random.default_rng(3)
+    rng = seeds.rng(3)
     t: dict[str, Tensor] = {"x": Tensor("x", [1, 32], DType.INT32)}
     ops: list[Operator] = []
     prev = "x"

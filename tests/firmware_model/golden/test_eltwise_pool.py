@@ -12,13 +12,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sim import seeds
 from sim.paths import MODELS_DIR, TEST_DATA
 from firmware_model.golden.eltwise_unit import execute_eltwise
 from firmware_model.errors import GoldenModelError, TosaUnpredictable
 from firmware_model.arch.isa import EltMode, EltOp, LutMode, OutMode, PoolMode, Reg, Sram, Status
-from firmware_model.golden.mac_unit import encode_params
+from firmware_model.arch.isa import encode_param_records
 from firmware_model.golden.memories import Memories
-from firmware_model.arch.config import PARAM_RECORD_BYTES, load_config
+from firmware_model.arch.config import load_config
+from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.arch.cycle_model import eltwise_command_cycles, pool_command_cycles
 from firmware_model.golden.pool_unit import execute_pool
 from firmware_model.tosa_ops.dtypes import DType
@@ -51,7 +53,7 @@ def load(mem: Memories, sram: Sram, addr: int, count: int, dtype: DType) -> np.n
 
 def put_params(mem: Memories, first: int, multiplier, shift) -> None:
     multiplier = np.asarray(multiplier).reshape(-1)
-    rec = encode_params(np.zeros(multiplier.size, np.int64), multiplier, np.asarray(shift).reshape(-1))
+    rec = encode_param_records(np.zeros(multiplier.size, np.int64), multiplier, np.asarray(shift).reshape(-1))
     mem.sram[Sram.PARAM][first * PARAM_RECORD_BYTES:first * PARAM_RECORD_BYTES + len(rec)] = np.frombuffer(rec, np.uint8)
 
 
@@ -127,7 +129,7 @@ def int32_values(rng, n, lo=-(1 << 30), hi=1 << 30):
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("op", ["ADD", "SUB", "MINIMUM", "MAXIMUM"])
 def test_int32_binary_ops_match_the_kernels(op, seed):
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     n = int(rng.integers(1, 300))
     a, b = int32_values(rng, n), int32_values(rng, n)
     if op in ("MINIMUM", "MAXIMUM"):
@@ -150,7 +152,7 @@ def test_add_sub_wrap_where_tosa_requires_no_overflow():
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("dtype", [I8, I16, I32])
 def test_mul_matches_the_kernel(dtype, seed):
-    rng = np.random.default_rng(10 + seed)
+    rng = seeds.rng(10 + seed)
     n = int(rng.integers(1, 200))
     if dtype == I32:
         shift = int(rng.integers(0, 40)) if seed else 0
@@ -171,7 +173,7 @@ def test_mul_matches_the_kernel(dtype, seed):
 @pytest.mark.parametrize("dtype", [I8, I16, I32])
 @pytest.mark.parametrize("op", ["LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT", "ARITHMETIC_RIGHT_SHIFT"])
 def test_shifts_match_the_kernels(op, dtype, seed):
-    rng = np.random.default_rng(20 + seed)
+    rng = seeds.rng(20 + seed)
     n = int(rng.integers(1, 200))
     a = rng.integers(dtype.min, dtype.max + 1, n).astype(dtype.storage)
     a[0] = dtype.min
@@ -230,7 +232,7 @@ def _random_rescale(rng):
 def test_copy_with_output_rescale_is_the_rescale_kernel(seed):
     """Stand-alone RESCALE as ELTWISE COPY: every input/output type, scale32/scale16, single and
     double rounding, unsigned input or output, per-channel parameters, zero points."""
-    rng = np.random.default_rng(30 + seed)
+    rng = seeds.rng(30 + seed)
     ran = 0
     for _ in range(40):
         case = _random_rescale(rng)
@@ -252,7 +254,7 @@ def test_copy_with_output_rescale_is_the_rescale_kernel(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_tables_int8_and_int16(seed):
-    rng = np.random.default_rng(40 + seed)
+    rng = seeds.rng(40 + seed)
     n = int(rng.integers(1, 300))
     t8 = rng.integers(-128, 128, 256).astype(np.int8)
     x8 = rng.integers(-128, 128, n).astype(np.int8)
@@ -282,7 +284,7 @@ def test_tables_int8_and_int16(seed):
 
 @pytest.mark.parametrize("dtype", [I8, I16])
 def test_clamp_as_copy(dtype):
-    rng = np.random.default_rng(5)
+    rng = seeds.rng(5)
     x = rng.integers(dtype.min, dtype.max + 1, 77).astype(dtype.storage)
     lo, hi = -50, 70
     got, _ = eltwise(EltOp.COPY, x, dtype, out_dt=dtype, stage=stage_regs(dtype, clamp=(lo, hi)))
@@ -300,7 +302,7 @@ def _rescale(x, in_t, out_t, m, s, izp=0, ozp=0, double=True, in_u=False):
 def test_tflite_quantised_add_in_one_command(seed):
     """(a - zpa) << la, scaled; (b - zpb) << lb, scaled; ADD; output rescale; CLAMP; TABLE:
     the chain of kernels RESCALE, RESCALE, ADD, RESCALE, CLAMP, TABLE in one ELTWISE."""
-    rng = np.random.default_rng(50 + seed)
+    rng = seeds.rng(50 + seed)
     n = int(rng.integers(1, 256))
     a = rng.integers(-128, 128, n).astype(np.int8)
     b = rng.integers(-128, 128, n).astype(np.int8)
@@ -326,7 +328,7 @@ def test_tflite_quantised_add_in_one_command(seed):
 
 
 def test_scalars_unsigned_reading_and_channel_records():
-    rng = np.random.default_rng(6)
+    rng = seeds.rng(6)
     n = 24
     # A_SCALAR: const - x (mlp's softmax does 2^29 - x)
     b = int32_values(rng, n, -1000, 1000)
@@ -395,7 +397,7 @@ def _pool_geometry(rng):
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("dtype", [I8, I16])
 def test_avg_and_max_pool_match_the_kernels(dtype, seed):
-    rng = np.random.default_rng(60 + seed)
+    rng = seeds.rng(60 + seed)
     h, w, k, s, pad, (oh, ow) = _pool_geometry(rng)
     c = int(rng.integers(1, 9))
     x = rng.integers(dtype.min, dtype.max + 1, (1, h, w, c)).astype(dtype.storage)
@@ -418,7 +420,7 @@ def test_avg_and_max_pool_match_the_kernels(dtype, seed):
                                            ("REDUCE_MIN", PoolMode.MIN, I32)])
 def test_reductions_as_windows(op, mode, dtype):
     """REDUCE_* over axis 1 of (outer, R, inner): a POOL window R x 1 over the view H=R, W=outer."""
-    rng = np.random.default_rng(7)
+    rng = seeds.rng(7)
     outer, r, inner = 3, 9, 5
     hi = 1 << 26 if dtype == I32 else dtype.max
     x = rng.integers(-hi, hi, (outer, r, inner)).astype(dtype.storage)
@@ -439,7 +441,7 @@ def test_reductions_as_windows(op, mode, dtype):
 
 def test_sum_pool_wraps_and_rescales_with_zero_point():
     """SUM of (x - zp) over int8, then the output stage's rescale: REDUCE_SUM of RESCALE, then RESCALE."""
-    rng = np.random.default_rng(8)
+    rng = seeds.rng(8)
     x = rng.integers(-128, 128, (4, 4, 6)).astype(np.int8)
     zp = -128
     shifted = _rescale(x, I8, I32, 1 << 30, 30, izp=zp)
@@ -454,7 +456,7 @@ def test_sum_pool_wraps_and_rescales_with_zero_point():
 
 def test_pool_only_reads_the_real_box():
     """A tile's box holds only real pixels: POOL_PAD_TOP / POOL_IN_H place it in the virtual window."""
-    rng = np.random.default_rng(9)
+    rng = seeds.rng(9)
     x = rng.integers(-128, 128, (1, 5, 5, 2)).astype(np.int8)
     want = kernel("MAX_POOL2D", [x], [I8], (1, 5, 5, 2), I8, kernel=[3, 3], stride=[1, 1], pad=[1, 1, 1, 1])
     # output rows 0..1 need image rows -1..2: the box holds rows 0..2, one padding row above it
@@ -663,7 +665,7 @@ def rand(rng, shape, elem, lo=None, hi=None):
 def test_compiled_quantised_add_is_one_eltwise_command_per_tile(tmp_path, seed):
     """TFLite's int8 ADD as the converter writes it (RESCALE<<20 then RESCALE per operand, ADD,
     RESCALE, CLAMP) with broadcasting, plus a TABLE: one ELTWISE layer."""
-    rng = np.random.default_rng(100 + seed)
+    rng = seeds.rng(100 + seed)
     h, w, c = (int(v) for v in rng.integers(1, 13, 3))
     bshape = [(1, h, w, c), (1, 1, 1, c), (1, h, 1, 1), (1, 1, 1, 1)][seed]
     g = Mlir()
@@ -682,7 +684,7 @@ def test_compiled_quantised_add_is_one_eltwise_command_per_tile(tmp_path, seed):
 
 @pytest.mark.parametrize("seed", range(2))
 def test_compiled_mul_sub_min_max_and_shifts(tmp_path, seed):
-    rng = np.random.default_rng(110 + seed)
+    rng = seeds.rng(110 + seed)
     n = int(rng.integers(3, 40))
     g = Mlir()
     x8, y8 = g.input((2, n), "i8"), g.input((2, n), "i8")
@@ -711,7 +713,7 @@ def test_compiled_mul_sub_min_max_and_shifts(tmp_path, seed):
 def test_compiled_stand_alone_rescale_table_clamp(tmp_path, seed):
     """RESCALE as COPY: per-channel (more channels than tiny's parameter SRAM half holds), int32 ->
     int16, uint8 output, uint8 input; TABLE int8 / int16; CLAMP int16."""
-    rng = np.random.default_rng(120 + seed)
+    rng = seeds.rng(120 + seed)
     c = int(rng.integers(17, 45))
     g = Mlir()
     x8 = g.input((1, 3, c), "i8")
@@ -737,7 +739,7 @@ def test_compiled_stand_alone_rescale_table_clamp(tmp_path, seed):
 
 def test_compiled_int48_rescale(tmp_path):
     """int48 input (a MAC's raw int16 result type) rescaled with apply_scale_16."""
-    rng = np.random.default_rng(130)
+    rng = seeds.rng(130)
     g = Mlir()
     x = g.input((3, 7), "i48")
     r = g.rescale(x, [12345], [40], 0, 0, "i16", scale32=False, double=False)
@@ -749,7 +751,7 @@ def test_compiled_int48_rescale(tmp_path):
 def test_compiled_pooling(tmp_path, elem, seed):
     """AVG_POOL2D / MAX_POOL2D with padding, strides and zero points, tiled with halos on tiny,
     a CLAMP fused after each."""
-    rng = np.random.default_rng(140 + seed)
+    rng = seeds.rng(140 + seed)
     _, _, k, s, pad, _ = _pool_geometry(rng)
     while True:
         h, w = (int(v) for v in rng.integers(k[0] + 6, 26, 2))
@@ -771,7 +773,7 @@ def test_compiled_pooling(tmp_path, elem, seed):
 def test_compiled_reductions(tmp_path):
     """cnn32's global average pool (RESCALE x - zp, REDUCE_SUM over two axes, RESCALE) in one POOL
     command per tile; REDUCE_MAX / REDUCE_MIN over one axis."""
-    rng = np.random.default_rng(150)
+    rng = seeds.rng(150)
     g = Mlir()
     x = g.input((1, 6, 5, 40), "i8")
     y = g.input((3, 9, 4), "i32")
@@ -790,7 +792,7 @@ def test_compiled_reductions(tmp_path):
 def test_compiled_data_movement(tmp_path, seed):
     """TRANSPOSE, SLICE, TILE, CONCAT (with a constant input), PAD (a pad value whose bytes differ:
     DMA_LOAD with stride 0; and a FILL), RESHAPE (an alias, no command)."""
-    rng = np.random.default_rng(160 + seed)
+    rng = seeds.rng(160 + seed)
     n, h, w, c = 1, int(rng.integers(2, 9)), int(rng.integers(2, 9)), int(rng.integers(1, 6))
     g = Mlir()
     x = g.input((n, h, w, c), "i8")
@@ -812,7 +814,7 @@ def test_compiled_data_movement(tmp_path, seed):
 def test_reshape_is_absorbed_into_operand_chains_and_large_tensors_tile(tmp_path):
     """A RESHAPE between an input RESCALE and an ADD (lstm) is absorbed; a large broadcast ADD on
     tiny needs many tiles, each a MARK, loads, one ELTWISE and one DMA_STORE."""
-    rng = np.random.default_rng(170)
+    rng = seeds.rng(170)
     g = Mlir()
     x = g.input((1, 24, 24, 20), "i32")
     bias = g.input((1, 1, 1, 20), "i32")
@@ -841,7 +843,7 @@ def test_ops_the_npu_cannot_run_stay_on_the_host_with_a_reason(tmp_path):
     CPU, the compile report says why; an int16 TABLE with slopes beyond int16 runs on the NPU (the
     REQUIRE concerns the entries used: a condition on the data) and agrees wherever the kernel
     returns a value."""
-    rng = np.random.default_rng(180)
+    rng = seeds.rng(180)
     g = Mlir()
     x = g.input((1, 9), "i32")
     y = g.input((1, 9), "i16")
@@ -863,7 +865,7 @@ def test_ops_the_npu_cannot_run_stay_on_the_host_with_a_reason(tmp_path):
 def test_slices_feeding_elementwise_operands_become_load_views(tmp_path):
     """lstm's gates: a [1, 128] tensor sliced in four, each slice through a TABLE, two through an
     input RESCALE into a MUL: no DMA tile, every slice is an offset in an operand's load."""
-    rng = np.random.default_rng(190)
+    rng = seeds.rng(190)
     g = Mlir()
     x = g.input((2, 128), "i8")
     gates = [g.slice(x, (0, 32 * k), (2, 32)) for k in range(4)]
@@ -880,7 +882,6 @@ def test_slices_feeding_elementwise_operands_become_load_views(tmp_path):
 # Arm's generated tests (the committed conformance slice) for the ops these units run
 
 import json  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 SLICE = TEST_DATA / "conformance"
 UNIT_OPS = ("add", "sub", "mul", "minimum", "maximum", "logical_left_shift", "logical_right_shift",
@@ -914,7 +915,7 @@ def test_conformance_slice_on_the_npu_units_tiny(op):
 def test_avg_pool_whose_window_sum_may_leave_int32_stays_on_the_host(tmp_path):
     """The POOL unit accumulates in int32 like TOSA's acc_t; the kernel sums a huge int16 window in
     int64, so such a window stays with the kernel (on the host)."""
-    rng = np.random.default_rng(200)
+    rng = seeds.rng(200)
     g = Mlir()
     x = g.input((1, 182, 182, 1), "i16")
     avg = g.pool("avg_pool2d", x, (182, 182), (1, 1), (0, 0, 0, 0))
@@ -926,7 +927,6 @@ def test_avg_pool_whose_window_sum_may_leave_int32_stays_on_the_host(tmp_path):
 def test_vector_tile_hook_sees_every_eltwise_and_pool_tile_and_can_substitute():
     """The hook a bench uses to run ELTWISE/POOL tiles elsewhere: one event per command with its
     tile id and registers; bytes it returns replace golden's (a corrupted tile changes the output)."""
-    from pathlib import Path
     model = MODELS_DIR / "resnet_pool"
     cfg = load_config("default")
     ctx = compile_graph(read_tosa(model / "model.tosa"), cfg)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sim import seeds
 from firmware_model.errors import TosaUnpredictable
 from firmware_model.tosa_ops import numerics as nm
 from firmware_model.tosa_ops.dtypes import DType
@@ -106,7 +107,7 @@ def test_apply_scale_32_corner_cases(shift, double_round):
 
 
 def test_apply_scale_32_random():
-    rng = np.random.default_rng(32)
+    rng = seeds.rng(32)
     shifts = rng.integers(2, 63, 5000)
     mults = rng.integers(0, 1 << 31, 5000)
     lo = np.maximum(-(np.int64(1) << (shifts - 1)), INT32_MIN)
@@ -161,7 +162,7 @@ def test_apply_scale_32_require_bounds_are_inclusive_exclusive():
 # apply_scale_16
 
 def test_apply_scale_16_random_and_corners():
-    rng = np.random.default_rng(16)
+    rng = seeds.rng(16)
     cases = []
     for _ in range(3000):
         s = int(rng.integers(2, 63))
@@ -192,7 +193,7 @@ def test_apply_scale_16_require():
 def test_count_leading_zeros():
     vals = [0, 1, 2, 3, -1, -2, INT32_MIN, INT32_MAX, 0x00800000, 0x007FFFFF]
     vals += [1 << p for p in range(31)] + [(1 << p) - 1 for p in range(32)]
-    vals += np.random.default_rng(5).integers(INT32_MIN, INT32_MAX, 2000).tolist()
+    vals += seeds.rng(5).integers(INT32_MIN, INT32_MAX, 2000).tolist()
     got = nm.count_leading_zeros(np.array(vals, np.int64))
     assert got.dtype == np.int32
     assert got.tolist() == [py_count_leading_zeros(v) for v in vals]
@@ -203,7 +204,7 @@ def test_reciprocal_scale():
     (From 2^30 + 1 on it reaches 2^31; pooling counts stay far below, at most MAX_KERNEL^2.)"""
     vals = list(range(1, 4097)) + [(1 << p) + d for p in range(12, 31) for d in (-1, 0, 1)]
     vals = [v for v in vals if v <= 1 << 30]
-    vals += np.random.default_rng(6).integers(1, (1 << 30) + 1, 2000).tolist() + [1 << 30]
+    vals += seeds.rng(6).integers(1, (1 << 30) + 1, 2000).tolist() + [1 << 30]
     mult, shift = nm.reciprocal_scale(np.array(vals, np.int64))
     assert mult.dtype == np.int32 and shift.dtype == np.int8
     want = [py_reciprocal_scale(v) for v in vals]
@@ -219,7 +220,7 @@ def test_reciprocal_scale_require():
 def test_avg_pool_divisor_is_a_rounded_division():
     """apply_scale_32(sum, reciprocal_scale(count)) is round-half-up sum / count for the sums a
     pooling window can produce (int16 inputs, counts up to 64)."""
-    rng = np.random.default_rng(7)
+    rng = seeds.rng(7)
     for count in range(1, 65):
         sums = rng.integers(-32768 * count, 32767 * count + 1, 300)
         m, s = nm.reciprocal_scale(np.full(sums.shape, count))
@@ -231,7 +232,7 @@ def test_avg_pool_divisor_is_a_rounded_division():
 # apply_lookup_s, apply_lookup_8
 
 def test_apply_lookup_s_all_inputs():
-    rng = np.random.default_rng(9)
+    rng = seeds.rng(9)
     steps = rng.integers(-2000, 2001, 512)
     table = np.clip(np.concatenate([[-1234], -1234 + np.cumsum(steps)]), -32768, 32767).astype(np.int16)
     x = np.arange(-40000, 40000, 7, dtype=np.int64)           # int32 values beyond int16 clip
@@ -321,7 +322,7 @@ def test_apply_scale_32_small_shifts_match_reference_model():
 
 def test_apply_scale_16_matches_reference_model():
     """RESCALE int48 -> int32 with scale32 false (the command-line model carries int48)."""
-    rng = np.random.default_rng(48)
+    rng = seeds.rng(48)
     m, s = (1 << 15) - 1, 40
     x = rng.integers(-(1 << 47), 1 << 47, 64, dtype=np.int64)
     x[:2] = [-(1 << 47), (1 << 47) - 1]
@@ -334,7 +335,7 @@ def test_apply_scale_16_matches_reference_model():
 
 
 def test_apply_lookup_s_matches_reference_model():
-    rng = np.random.default_rng(10)
+    rng = seeds.rng(10)
     steps = rng.integers(-3000, 3001, 512)
     table = np.clip(np.concatenate([[500], 500 + np.cumsum(steps)]), -32768, 32767).astype(np.int16)
     x = np.arange(-32768, 32768, dtype=np.int64).astype(np.int16)

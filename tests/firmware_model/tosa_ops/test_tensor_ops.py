@@ -14,6 +14,7 @@ import zlib
 import numpy as np
 import pytest
 
+from sim import seeds
 from firmware_model.errors import TosaError, TosaUnpredictable, TosaUnsupported
 from firmware_model.tosa_ops import tensor_ops
 from firmware_model.tosa_ops.dtypes import DType
@@ -153,21 +154,21 @@ def pool_case(rng, op: str, t: DType) -> OpCase:
 
 @pytest.mark.parametrize("op", ["CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"])
 def test_conv_int8_matches_reference(op):
-    rng = np.random.default_rng(zlib.crc32(op.encode()))
+    rng = seeds.rng(zlib.crc32(op.encode()))
     for _ in range(40):
         assert assert_same_as_reference(conv_case(rng, op, wide=False)) == VALID
 
 
 @pytest.mark.parametrize("op", ["CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"])
 def test_conv_int16_matches_reference(op):
-    rng = np.random.default_rng(7 + zlib.crc32(op.encode()))
+    rng = seeds.rng(7 + zlib.crc32(op.encode()))
     for _ in range(10):  # int48 results: the reference model runs from its command line
         assert assert_same_as_reference(conv_case(rng, op, wide=True)) == VALID
 
 
 @pytest.mark.parametrize("wide", [False, True])
 def test_matmul_matches_reference(wide):
-    rng = np.random.default_rng(11 + wide)
+    rng = seeds.rng(11 + wide)
     for _ in range(30 if not wide else 8):
         assert assert_same_as_reference(matmul_case(rng, wide)) == VALID
 
@@ -175,14 +176,14 @@ def test_matmul_matches_reference(wide):
 @pytest.mark.parametrize("op", ["AVG_POOL2D", "MAX_POOL2D"])
 @pytest.mark.parametrize("t", [I8, I16])
 def test_pool_matches_reference(op, t):
-    rng = np.random.default_rng(5 + int(t) + (op == "MAX_POOL2D"))
+    rng = seeds.rng(5 + int(t) + (op == "MAX_POOL2D"))
     for _ in range(30):
         assert assert_same_as_reference(pool_case(rng, op, t)) == VALID
 
 
 def test_avg_pool_large_window_uses_reciprocal_scale():
     """One output over a big window: the divisor goes through reciprocal_scale (count up to 64)."""
-    rng = np.random.default_rng(3)
+    rng = seeds.rng(3)
     for count_h, count_w in [(8, 8), (7, 9), (5, 1)]:
         for t in (I8, I16):
             x = rand(rng, t, (1, count_h, count_w, 4))
@@ -205,7 +206,7 @@ def test_matrix_product_paths(monkeypatch, path):
         monkeypatch.setattr(tensor_ops, "FLOAT64_EXACT", 0)
     if path == "blocked":
         monkeypatch.setattr(tensor_ops, "IM2COL_BLOCK_ELEMENTS", 64)
-    rng = np.random.default_rng(99)
+    rng = seeds.rng(99)
     for op in ("CONV2D", "TRANSPOSE_CONV2D"):
         for _ in range(6):
             assert assert_same_as_reference(conv_case(rng, op, wide=False)) == VALID
@@ -219,7 +220,7 @@ def test_avg_pool_paths(monkeypatch, path):
         monkeypatch.setattr(tensor_ops, "POOL_SCALE_BLOCK", 5)
     else:
         monkeypatch.setattr(tensor_ops, "AVG_INT32_SUM_BOUND", 0)
-    rng = np.random.default_rng(31)
+    rng = seeds.rng(31)
     for t in (I8, I16):
         for _ in range(8):
             assert assert_same_as_reference(pool_case(rng, "AVG_POOL2D", t)) == VALID
@@ -325,7 +326,7 @@ def test_int32_matmul_accumulator_wraps():
 # ERROR_IF: the reference model reports ERROR and we raise TosaError
 
 def _base_conv(op="CONV2D", wide=False):
-    return conv_case(np.random.default_rng(1234), op, wide)
+    return conv_case(seeds.rng(1234), op, wide)
 
 
 def _mutate(case: OpCase, **changes) -> OpCase:
@@ -340,7 +341,7 @@ def _mutate(case: OpCase, **changes) -> OpCase:
 def _conv_fixed(op="CONV2D", in_t=I8, w_t=I8, out_t=I32, izp=0, wzp=0, pad=(1, 1, 1, 1),
                 stride=(1, 1), dilation=(1, 1), out_shape=None, bias_len=4, x_shape=(1, 5, 5, 3),
                 w_shape=None, acc=None):
-    rng = np.random.default_rng(0)
+    rng = seeds.rng(0)
     if w_shape is None:
         w_shape = (4, 3, 3, 3) if op != "DEPTHWISE_CONV2D" else (3, 3, 3, 1)
     x = rand(rng, in_t, x_shape)
@@ -437,7 +438,7 @@ MATMUL_ERRORS = {
 @pytest.mark.parametrize("name", sorted(MATMUL_ERRORS))
 def test_matmul_error_if(name):
     (t, out_t), kw = MATMUL_ERRORS[name]
-    rng = np.random.default_rng(2)
+    rng = seeds.rng(2)
     a = rand(rng, t, kw.get("a_shape", (2, 3, 4)))
     b = rand(rng, t, kw.get("b_shape", (2, 4, 5)))
     case = OpCase("MATMUL", [Operand(a, t), Operand(b, t), zp(kw.get("azp", 0), t), zp(kw.get("bzp", 0), t)],
@@ -462,7 +463,7 @@ POOL_ERRORS = {
 @pytest.mark.parametrize("name", sorted(POOL_ERRORS))
 def test_pool_error_if(op, name):
     kw = POOL_ERRORS[name]
-    rng = np.random.default_rng(4)
+    rng = seeds.rng(4)
     x = rand(rng, I8, kw.get("shape", (1, 6, 6, 2)))
     attrs = dict(kernel=kw.get("kernel", [2, 2]), stride=kw.get("stride", [1, 1]),
                  pad=kw.get("pad", [0, 0, 0, 0]))
@@ -478,7 +479,7 @@ def test_pool_error_if(op, name):
 
 @pytest.mark.parametrize("which", ["input_zp", "output_zp"])
 def test_avg_pool_int16_zero_point_error(which):
-    x = rand(np.random.default_rng(0), I16, (1, 4, 4, 1))
+    x = rand(seeds.rng(0), I16, (1, 4, 4, 1))
     zps = [zp(0, I16), zp(0, I16)]
     zps[which == "output_zp"] = zp(-3, I16)
     case = OpCase("AVG_POOL2D", [Operand(x, I16), *zps], [TensorSpec((1, 3, 3, 1), I16)],
@@ -487,7 +488,7 @@ def test_avg_pool_int16_zero_point_error(which):
 
 
 def test_avg_pool_acc_type_must_be_int32():
-    x = rand(np.random.default_rng(0), I8, (1, 4, 4, 1))
+    x = rand(seeds.rng(0), I8, (1, 4, 4, 1))
     case = OpCase("AVG_POOL2D", [Operand(x, I8), zp(0, I8), zp(0, I8)], [TensorSpec((1, 3, 3, 1), I8)],
                   dict(kernel=[2, 2], stride=[1, 1], pad=[0, 0, 0, 0], acc_type=int(I16)))
     assert assert_same_as_reference(case) == ERROR

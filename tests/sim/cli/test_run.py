@@ -4,7 +4,6 @@ invocations; a failed run leaves the state file as it was)."""
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest

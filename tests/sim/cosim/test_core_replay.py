@@ -8,6 +8,7 @@ import pytest
 
 from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import Status
+from sim import seeds
 from sim.rtl.core import cached_core, run_core_job
 from sim.vectors.random_tiles import faulty_tiles, random_tiles
 
@@ -19,7 +20,7 @@ CASES = [("tiny", "verilator", 150), ("tiny", "icarus", 60), ("default", "verila
 @pytest.mark.parametrize("config,simulator,n", CASES, ids=[f"{c}-{s}" for c, s, _ in CASES])
 def test_core_random_tiles_match_golden(config, simulator, n):
     cfg = load_config(config)
-    tiles = random_tiles(cfg, n, seed=hash((config, simulator)) & 0xFFFF)
+    tiles = random_tiles(cfg, n, seed=seeds.seed_for(f"core random tiles {config} {simulator}", n))
     results, bench = run_core_job(cached_core(config, simulator), "replay_tiles", {"config": config, "tiles": tiles})
     records = results["tiles"]
     assert len(records) == n
@@ -35,7 +36,7 @@ def test_rescale_rounding_fault_is_caught():
     """A core built with the rescale stage's rounding dropped must fail the same comparison."""
     # The default configuration: the same faulty build as the `npu sim` fault test uses.
     cfg = load_config("default")
-    tiles = random_tiles(cfg, 30, seed=5)
+    tiles = random_tiles(cfg, 30, seed=seeds.seed_for("rescale fault tiles", 5))
     results, bench = run_core_job(cached_core("default", "verilator", fault="rescale_rounding"), "replay_tiles",
                                   {"config": "default", "tiles": tiles})
     bad = [r for r in results["tiles"] if not r["ok"]]
@@ -49,7 +50,7 @@ def test_rescale_rounding_fault_is_caught():
 def test_core_reports_the_golden_status_for_faulty_tiles(simulator):
     """Tiles the golden model refuses (empty, too many pixels, unimplemented types) end with the
     same completion code on the core, which writes nothing where the valid tile would have."""
-    tiles = faulty_tiles(load_config("tiny"), seed=11)
+    tiles = faulty_tiles(load_config("tiny"), seed=seeds.seed_for("faulty tiles", 11))
     results, bench = run_core_job(cached_core("tiny", simulator), "replay_tiles", {"config": "tiny", "tiles": tiles})
     got = {t["what"]: (Status(r["status"]).name, Status(r["expected_status"]).name)
            for t, r in zip(tiles, results["tiles"])}

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from sim import seeds
 from compiler.pipeline import compile_file
 from firmware_model.golden.model import GoldenModel
 from firmware_model.arch.config import load_config
@@ -119,7 +120,7 @@ def test_npu_sim_writes_a_waveform(tmp_path, capsys):
 
     from sim.models.mlir_graphs import conv_layer_mlir, serialize
 
-    rng = np.random.default_rng(3)
+    rng = seeds.rng(3)
     model = serialize(conv_layer_mlir(rng, "conv2d", (6, 6, 4), (3, 3), (1, 1), (1, 1), [1, 1, 1, 1], cout=4),
                       tmp_path)
     status = cli.main(["sim", str(model), "--sim", "icarus", "--config", "tiny", "--waves",

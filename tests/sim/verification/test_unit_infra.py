@@ -8,6 +8,7 @@ from amaranth import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from sim import seeds
 from sim.verification.gateware.vector_harness import PayloadCodec, VectorHarness
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross, close_coverage
 from sim.verification.unit_bench import Mutation, MutationError, UnitBench, UnitSpec, VectorRun, alias_waivers
@@ -29,7 +30,7 @@ def test_codec_round_trip_wide_nested_signed():
     codec = PayloadCodec(Wide)
     assert codec.width == 60 + 8 + 64 + 21
     assert codec.names == ["x", "inner.a", "inner.b", "y", "lanes.0", "lanes.1", "lanes.2"]
-    rng = np.random.default_rng(1)
+    rng = seeds.rng(1)
     n = 100
     vals = {"x": rng.integers(0, 1 << 60, n), "inner.a": rng.integers(-16, 16, n), "inner.b": rng.integers(0, 8, n),
             "y": rng.integers(-(1 << 63), (1 << 63) - 1, n), "lanes.0": rng.integers(-64, 64, n),
@@ -164,7 +165,7 @@ def test_close_coverage_keeps_only_items_that_hit_missing_bins():
     def model():
         return CoverageModel("toy", [CoverPoint.values("v", "v", {str(i): i for i in range(6)})])
 
-    rng = np.random.default_rng(0)
+    rng = seeds.rng(0)
     cov = model()
     cov.sample({"v": np.array([0, 1])})
     draws = []
