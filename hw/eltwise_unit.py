@@ -43,10 +43,12 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import EltOp
+from firmware_model.arch.isa import EltMode, EltOp, Reg
 from firmware_model.tosa_ops.dtypes import DType
 from hw.output_stage import LATENCY as OUTPUT_LATENCY
 from hw.output_stage import OUT_LAYOUT, OutputStage, OutputStageIn, lut_write_layout, out_config_layout
+from hw.output_stage import REGISTER_MAP as OUTPUT_STAGE_MAP
+from hw.register_map import FromFlag, FromReg, FromSub, prefixed
 from hw.rescale_unit import DTYPE_BITS, RescaleUnit
 from hw.rescale_unit import LATENCY as RESCALE_LATENCY
 
@@ -78,6 +80,28 @@ def config_layout(lut_entries: int) -> data.StructLayout:
         "round": unsigned(1),             # EltMode.ROUND (ARITHMETIC_RIGHT_SHIFT)
         "out": out_config_layout(lut_entries),
     })
+
+
+def _operand_map(x: str) -> dict:
+    regs = {f: Reg[f"ELT_{x.upper()}_{name}"] for f, name in (("dtype", "DTYPE"), ("zp", "ZP"), ("lshift", "LSHIFT"),
+                                                               ("multiplier", "MULT"), ("shift", "SHIFT"))}
+    flags = {f: EltMode[f"{x.upper()}_{name}"] for f, name in (("read_unsigned", "UNSIGNED"), ("rescale", "RESCALE"),
+                                                               ("double_round", "DOUBLE_ROUND"))}
+    return {**{f"{x}.{f}": FromReg(r) for f, r in regs.items()},
+            **{f"{x}.{f}": FromFlag(Reg.ELT_MODE, flag) for f, flag in flags.items()}}
+
+
+# Where each `cfg` field comes from (hw/register_map.py): the ELTWISE registers of docs/isa.md.
+# The broadcast (A_SCALAR, B_SCALAR), the addresses and the per-channel records are the
+# sequencer's business, not the unit's.
+REGISTER_MAP = {
+    "op": FromSub(),
+    "mul_shift": FromReg(Reg.ELT_SHIFT),
+    "round": FromFlag(Reg.ELT_MODE, EltMode.ROUND),
+    **_operand_map("a"),
+    **_operand_map("b"),
+    **prefixed("out", OUTPUT_STAGE_MAP),
+}
 
 
 class EltIn(data.Struct):

@@ -32,11 +32,12 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import OutMode
+from firmware_model.arch.isa import OutMode, Reg
 from firmware_model.tosa_ops.dtypes import DType
 from hw.lut_engine import LATENCY as LUT_LATENCY
 from hw.lut_engine import LutEngine, address_bits
 from hw.rescale_unit import DTYPE_BITS, ZP_BITS, RescaleUnit
+from hw.register_map import FromReg
 from hw.rescale_unit import LATENCY as RESCALE_LATENCY
 
 CLAMP_LATENCY = 1
@@ -67,6 +68,18 @@ def lut_write_layout(lut_entries: int) -> data.StructLayout:
     """A LUT SRAM write: entry address, 16-bit entry (the LUT engine's `w` payload; wiring.connect
     refuses the two if they ever differ)."""
     return data.StructLayout({"addr": unsigned(address_bits(lut_entries)), "data": unsigned(16)})
+
+
+# Where each `cfg` field comes from (hw/register_map.py): the output-stage registers of docs/isa.md.
+REGISTER_MAP = {
+    "out_mode": FromReg(Reg.OUT_MODE),
+    "rescale_dtype": FromReg(Reg.RESCALE_DTYPE),
+    "output_zp": FromReg(Reg.OFM_ZP),
+    "clamp_min": FromReg(Reg.CLAMP_MIN),
+    "clamp_max": FromReg(Reg.CLAMP_MAX),
+    "lut_mode": FromReg(Reg.LUT_MODE),
+    "lut_base": FromReg(Reg.LUT_ADDR),
+}
 
 
 # A result: the value to store (its low OFM_DTYPE bytes) and the tag (the LUT engine's `o` payload).

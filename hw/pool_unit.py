@@ -43,10 +43,12 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import OutMode, PoolMode
+from firmware_model.arch.isa import OutMode, PoolMode, Reg
 from firmware_model.tosa_ops.dtypes import DType
 from hw.output_stage import LATENCY as OUTPUT_LATENCY
 from hw.output_stage import OUT_LAYOUT, OutputStage, lut_write_layout, out_config_layout
+from hw.output_stage import REGISTER_MAP as OUTPUT_STAGE_MAP
+from hw.register_map import FromReg, FromSub, prefixed
 from hw.rescale_unit import DTYPE_BITS
 
 QUOTIENT_BITS = 31        # reciprocal_scale's multiplier: < 2^31 for every count below 2^30
@@ -73,6 +75,17 @@ def config_layout(lut_entries: int) -> data.StructLayout:
         "out_dtype": unsigned(DTYPE_BITS),  # OFM_DTYPE (AVG's saturation: INT8, INT16)
         "out": out_config_layout(lut_entries),
     })
+
+
+# Where each `cfg` field comes from (hw/register_map.py): the POOL registers of docs/isa.md (the
+# window geometry, padding and addresses are the sequencer's, which plays the taps).
+REGISTER_MAP = {
+    "mode": FromSub(),
+    "in_dtype": FromReg(Reg.IFM_DTYPE),
+    "zp": FromReg(Reg.IFM_ZP),
+    "out_dtype": FromReg(Reg.OFM_DTYPE),
+    **prefixed("out", OUTPUT_STAGE_MAP),
+}
 
 
 class PoolUnit(wiring.Component):

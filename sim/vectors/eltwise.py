@@ -42,6 +42,7 @@ from firmware_model.arch.config import load_config
 from firmware_model.golden.output_stage import apply_output_stage
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
+from hw.register_map import map_values
 from sim.verification.gateware.vector_harness import PayloadCodec
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross, close_coverage
 from sim.vectors.lut import random_table
@@ -93,22 +94,13 @@ _CODEC: list = []
 
 
 def unit_config(regs: dict[int, int], op: int) -> int:
-    """The `cfg` port's bits for an ELTWISE command: the registers as the unit's fields."""
+    """The `cfg` port's bits for an ELTWISE command: the unit's register map (hw/eltwise_unit.py)
+    evaluated on the registers, packed as the port's layout."""
+    from hw.eltwise_unit import REGISTER_MAP
+
     if not _CODEC:
         _CODEC.append(config_codec())
-    r = Registers(regs)
-    mode = EltMode(r.elt_mode & 0x1FF)
-    f = {"op": op, "mul_shift": r.elt_shift & 63, "round": int(EltMode.ROUND in mode)}
-    for x, regs_x in (("a", (Reg.ELT_A_DTYPE, Reg.ELT_A_ZP, Reg.ELT_A_LSHIFT, Reg.ELT_A_MULT, Reg.ELT_A_SHIFT)),
-                      ("b", (Reg.ELT_B_DTYPE, Reg.ELT_B_ZP, Reg.ELT_B_LSHIFT, Reg.ELT_B_MULT, Reg.ELT_B_SHIFT))):
-        flags = {"a": (EltMode.A_UNSIGNED, EltMode.A_RESCALE, EltMode.A_DOUBLE_ROUND),
-                 "b": (EltMode.B_UNSIGNED, EltMode.B_RESCALE, EltMode.B_DOUBLE_ROUND)}[x]
-        dt, zp, lsh, mult, sh = regs_x
-        f.update({f"{x}.dtype": r[dt], f"{x}.read_unsigned": int(flags[0] in mode), f"{x}.zp": r[zp],
-                  f"{x}.lshift": r[lsh], f"{x}.rescale": int(flags[1] in mode), f"{x}.multiplier": r[mult],
-                  f"{x}.shift": r[sh] & 63, f"{x}.double_round": int(flags[2] in mode)})
-    f.update(output_config(regs))
-    return _CODEC[0].pack(f, n=1)[0]
+    return _CODEC[0].pack(map_values(REGISTER_MAP, regs, op), n=1)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,14 +164,6 @@ def output_registers(o: OutStage) -> dict[int, int]:
             Reg.OUT_MODE: int(out_mode), Reg.CLAMP_MIN: o.clamp[0] & ALL_ONES, Reg.CLAMP_MAX: o.clamp[1] & ALL_ONES,
             Reg.LUT_MODE: o.lut_mode, Reg.RESCALE_DTYPE: int(OUT_KINDS[o.kind][1]),
             Reg.LUT_ADDR: LUT_INT8_BASE if o.lut_mode == LutMode.INT8 else LUT_INT16_BASE}
-
-
-def output_config(regs: dict[int, int]) -> dict[str, int]:
-    """The output stage's `cfg` fields (prefix "out.") from the registers."""
-    r = Registers(regs)
-    return {"out.out_mode": r.out_mode & 0xF, "out.rescale_dtype": r.rescale_dtype,
-            "out.output_zp": r.ofm_zp, "out.clamp_min": r.clamp_min, "out.clamp_max": r.clamp_max,
-            "out.lut_mode": r.lut_mode, "out.lut_base": r.lut_addr}
 
 
 def _operand_mode(x: Operand, side: str) -> EltMode:

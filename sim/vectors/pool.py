@@ -39,10 +39,11 @@ from firmware_model.golden.pool_unit import execute_pool
 from firmware_model.errors import GoldenModelError
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
+from hw.register_map import map_values
 from sim.verification.gateware.vector_harness import PayloadCodec
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross
 from sim.vectors.eltwise import (ALL_ONES, ENTRIES, I32, NPU, OUT_KINDS, OUTPUT_STAGE_WAIVERS, OutStage,
-                                 output_config, output_registers, random_out_stage, table_run)
+                                 output_registers, random_out_stage, table_run)
 from sim.verification.unit_bench import LintWaiver, Mutation, UnitBench, UnitSpec, VectorRun
 
 DEPTH = 16384
@@ -60,15 +61,12 @@ _CODEC: list = []
 
 
 def unit_config(regs: dict[int, int], mode: int) -> int:
-    """The `cfg` port's bits for a POOL command (the sequencer's mapping of the registers)."""
-    if not _CODEC:
-        from hw.pool_unit import config_layout
+    """The `cfg` port's bits for a POOL command: the unit's register map (hw/pool_unit.py)."""
+    from hw.pool_unit import REGISTER_MAP, config_layout
 
+    if not _CODEC:
         _CODEC.append(PayloadCodec(config_layout(ENTRIES)))
-    r = Registers(regs)
-    f = {"mode": mode, "in_dtype": r.ifm_dtype, "zp": r.ifm_zp, "out_dtype": r.ofm_dtype,
-         **output_config(regs)}
-    return _CODEC[0].pack(f, n=1)[0]
+    return _CODEC[0].pack(map_values(REGISTER_MAP, regs, mode), n=1)[0]
 
 
 @dataclass
