@@ -16,26 +16,21 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from sim.models.model_data import ModelData
 from sim.paths import MODELS_DIR
 
 MODELS = MODELS_DIR
 
 
-def invocations(model_dir: Path) -> tuple[list[dict], list[np.ndarray]]:
+def invocations(model_dir: Path) -> tuple[list[dict], list[dict]]:
     """The committed inputs and reference outputs of every invocation."""
-    io_meta = json.loads((model_dir / "io.json").read_text())
-    n = int(io_meta.get("invocations", 1))
-    name = io_meta.get("tosa_input", "TosaInput_0") if isinstance(io_meta.get("tosa_input"), str) else "TosaInput_0"
-    if n == 1:
-        return [{name: np.load(model_dir / "input_0.npy")}], [np.load(model_dir / "ref_output_0.npy")]
-    return ([{name: np.load(model_dir / f"input_0_inv{k}.npy")} for k in range(n)],
-            [np.load(model_dir / f"ref_output_0_inv{k}.npy") for k in range(n)])
+    data = ModelData.of(model_dir)
+    return data.all_inputs(), data.all_reference_outputs()
 
 
 def best_of(fn, repeat: int) -> tuple[float, object]:
@@ -84,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 return outs, model.counters.cycles
 
             t_golden, (golden_out, cycles) = best_of(run_golden, args.repeat)
-            exact = all(np.array_equal(g, r) and np.array_equal(i, r) for g, i, r in zip(golden_out, interp_out, refs))
+            exact = all(np.array_equal(g, r[out_name]) and np.array_equal(i, r[out_name])
+                        for g, i, r in zip(golden_out, interp_out, refs))
             stats = program.manifest["stats"]
             share = 100.0 * stats["npu_macs"] / max(1, stats["npu_macs"] + stats["host_macs"])
             ratio = t_golden / t_interp

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from firmware_model.errors import NpuBenchError
-from firmware_model.golden.var_unit import STATE_PREFIX
 
 
 class RunError(NpuBenchError):
@@ -60,31 +59,27 @@ def load_input(name: str, path: Path) -> np.ndarray:
 
 
 def run_model_cli(args) -> int:
-    from compiler.interpreter import Interpreter
+    from compiler.pipeline import parse_binds
     from compiler.tosa_io import read_tosa
     from sim.cli.state_file import load_state, save_state
+    from sim.oracles.backends import BackendError, open_session
 
-    if args.backend not in ("interp", "golden"):
-        raise RunError(f"backend '{args.backend}' does not exist (backends: interp, golden)")
-    if getattr(args, "bind", None) and args.backend == "interp":
-        raise RunError("--bind is for the compiler (--backend golden); the interpreter takes dimensions "
-                       "from the inputs")
     graph = read_tosa(args.model)
     block = graph.main
     bound = parse_bindings(args.input, list(block.inputs))
     inputs = {name: load_input(name, path) for name, path in bound.items()}
     state = load_state(args.state) if args.state else None
-    if args.backend == "golden":
-        outputs, new_state, note = run_golden(graph, inputs, args, state)
-    else:
-        interp = Interpreter(graph)
-        if state is not None:
-            try:
-                interp.load_state({k: v for k, v in state.items() if not k.startswith(STATE_PREFIX)})
-            except NpuBenchError as e:
-                raise RunError(f"state file {args.state}: {e}") from None
-        outputs = interp.run(inputs)
-        new_state, note = interp.state, ""
+    try:
+        session = open_session(graph, args.backend, config=args.config, binds=parse_binds(getattr(args, "bind", None) or []),
+                               input_shapes={n: a.shape for n, a in inputs.items()})
+    except BackendError as e:
+        raise RunError(str(e)) from None
+    if state is not None:
+        try:
+            session.load_state(state)
+        except NpuBenchError as e:
+            raise RunError(f"state file {args.state}: {e}") from None
+    outputs = session.run(inputs)
     out_dir = Path(args.output_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -93,28 +88,7 @@ def run_model_cli(args) -> int:
     for name in block.outputs:
         np.save(out_dir / f"{name}.npy", np.asarray(outputs[name]), allow_pickle=False)
     if args.state:
-        save_state(args.state, new_state)
+        save_state(args.state, session.state)
     print(f"npu run: {len(outputs)} output(s) written to {out_dir}"
-          + (f"; state saved to {args.state}" if args.state else "") + note)
+          + (f"; state saved to {args.state}" if args.state else "") + (f"; {session.note}" if session.note else ""))
     return 0
-
-
-def run_golden(graph, inputs: dict[str, np.ndarray], args, state: dict[str, np.ndarray] | None):
-    """Compile for --config and run one invocation on the golden model: (outputs, state, note)."""
-    from compiler.pipeline import compile_graph, parse_binds
-    from firmware_model.golden.model import GoldenModel
-    from firmware_model.arch.config import load_config
-
-    cfg = load_config(args.config)
-    ctx = compile_graph(graph, cfg, binds=parse_binds(getattr(args, "bind", None) or []),
-                        input_shapes={n: a.shape for n, a in inputs.items()})
-    model = GoldenModel(ctx.program, cfg)
-    if state is not None:
-        try:
-            model.load_state(state)
-        except NpuBenchError as e:
-            raise RunError(f"state file {args.state}: {e}") from None
-    outputs = model.invoke(inputs)
-    c = model.counters
-    return outputs, model.save_state(), (f"; golden model on '{cfg.name}': {c.cycles} cycles, "
-                                         f"{c.tiles} NPU tiles, {c.commands.get('HOST', 0)} host ops")

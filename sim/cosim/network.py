@@ -25,6 +25,7 @@ from firmware_model.arch.registers import Registers
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.config import NpuConfig, load_config
 from sim import seeds
+from sim.models.model_data import ModelData
 from sim.paths import BUILD_ROOT, MODELS_DIR
 
 DEFAULT_MODEL = MODELS_DIR / "demo_conv" / "model.tosa"
@@ -106,16 +107,9 @@ def load_inputs(model: Path, specs: list[str], placements) -> list[dict[str, np.
     if specs:
         files = parse_bindings(specs, [p.name for p in placements])
         return [{name: load_input(name, path) for name, path in files.items()}]
-    io = model.parent / "io.json"
-    if io.exists():
-        meta = json.loads(io.read_text())
-        inputs = meta.get("inputs")
-        if isinstance(inputs, dict):            # {name: file}
-            return [{name: np.load(model.parent / f) for name, f in inputs.items()}]
-        if isinstance(inputs, list) and inputs and all("files" in i for i in inputs):
-            # models/*/io.json: one file per invocation (stateful networks run several)
-            n = min(len(i["files"]) for i in inputs)
-            return [{i["name"]: np.load(model.parent / i["files"][k]) for i in inputs} for k in range(n)]
+    data = ModelData.of(model)
+    if data is not None:
+        return data.all_inputs()
     rng = seeds.rng(0, "network inputs")
     out = {}
     for p in placements:
@@ -127,18 +121,10 @@ def load_inputs(model: Path, specs: list[str], placements) -> list[dict[str, np.
 def committed_references(model: Path, input_specs: list[str], count: int) -> list[dict] | None:
     """The reference model's outputs committed beside the model (models/*/io.json), when the run
     uses the committed inputs; one dict per invocation."""
-    io = model.parent / "io.json"
-    if input_specs or not io.exists():
+    data = ModelData.of(model)
+    if input_specs or data is None or data.invocations < count:
         return None
-    meta = json.loads(io.read_text())
-    outs = meta.get("outputs")
-    if isinstance(meta.get("reference_outputs"), dict):      # {name: file}: one invocation
-        return [{n: np.load(model.parent / f) for n, f in meta["reference_outputs"].items()}]
-    if isinstance(outs, list) and outs and all("files" in o for o in outs):
-        if min(len(o["files"]) for o in outs) < count:
-            return None
-        return [{o["name"]: np.load(model.parent / o["files"][k]) for o in outs} for k in range(count)]
-    return None
+    return data.all_reference_outputs()[:count]
 
 
 def reference_outputs(model: Path, inputs: dict[str, np.ndarray], out_names: list[str]) -> dict | None:
@@ -150,23 +136,21 @@ def reference_outputs(model: Path, inputs: dict[str, np.ndarray], out_names: lis
 
 def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[str] = (), waves: bool = False,
             fault: str | None = None, workdir: Path | None = None) -> SimReport:
-    from compiler.pipeline import compile_graph
     from compiler.tosa_io import read_tosa
-    from firmware_model.golden.model import GoldenModel
+    from sim.oracles.backends import GoldenSession, open_session
     from sim.rtl.core import cached_core, run_core_job
 
     t_start = time.monotonic()
     graph = read_tosa(model)
-    ctx = compile_graph(graph, cfg)
-    program = ctx.program
+    golden = GoldenSession(graph, cfg)
+    program = golden.program
     workdir = Path(workdir or BUILD_ROOT / "sim" / f"{model.stem}-{cfg.name}-{simulator}")
     prog_dir = workdir / "program"
     program.save(prog_dir)
     invocations = load_inputs(model, list(input_specs), program.inputs)
 
-    golden = GoldenModel(program, cfg)
-    golden_out = [golden.invoke(inp) for inp in invocations]
-    golden_cycles = golden.counters.cycles
+    golden_out = [golden.run(inp) for inp in invocations]
+    golden_cycles = golden.model.counters.cycles
 
     built = cached_core(cfg, simulator, fault=fault, waves=waves)
     results, bench = run_core_job(built, "cosim_program",
@@ -199,9 +183,7 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     names = [p.name for p in program.outputs]
     checks["rtl == golden"] = all(np.array_equal(r[n], g[n]) for r, g in zip(rtl_out, golden_out) for n in names)
     try:
-        from compiler.interpreter import Interpreter
-
-        interp = Interpreter(graph)
+        interp = open_session(graph, "interp")
         interp_out = [interp.run(inp) for inp in invocations]
         checks["rtl == interpreter"] = all(np.array_equal(r[n], i[n]) for r, i in zip(rtl_out, interp_out) for n in names)
     except NpuBenchError as e:

@@ -63,10 +63,17 @@ def make_demo(outdir: Path = DEMO_DIR) -> None:
     subprocess.run([tool("tosa_reference_model"), "--tosa_file", "model.tosa", "--ifm_name", "TosaInput_0",
                     "--ifm_file", "input_0.npy", "--ofm_name", "TosaOutput_0", "--ofm_file", "ref_output_0.npy"],
                    cwd=outdir, check=True, env=env, stdout=subprocess.DEVNULL)
+    y = np.load(outdir / "ref_output_0.npy")
+    # The same io.json form as the real networks' (sim/models/model_data.py reads both)
     (outdir / "io.json").write_text(json.dumps({
+        "model": "demo_conv",
         "description": "demo: CONV2D 3x3 8->16 (zero points, int32 bias) + per-channel RESCALE to int8",
-        "inputs": {"TosaInput_0": "input_0.npy"}, "reference_outputs": {"TosaOutput_0": "ref_output_0.npy"},
-        "reference": "tosa_reference_model (tosa-tools 2026.8.0)"}, indent=1) + "\n")
+        "invocations": 1, "stateful": False,
+        "inputs": [{"name": "TosaInput_0", "shape": list(x.shape), "dtype": str(x.dtype), "tosa_dtype": "INT8",
+                    "files": ["input_0.npy"]}],
+        "outputs": [{"name": "TosaOutput_0", "shape": list(y.shape), "dtype": str(y.dtype), "tosa_dtype": "INT8",
+                     "files": ["ref_output_0.npy"]}],
+        "variables": [], "reference": "tosa_reference_model (tosa-tools 2026.8.0)"}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ built with tosa-tools' serializer, because MLIR's verifier rejects them.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
@@ -437,31 +436,12 @@ def run_runner(tests: Path, backend: str = "interp", jobs: int = 2, xunit: Path 
             "returncode": r.returncode}
 
 
-class _GoldenSession:
-    """A compiled program on one golden model: the interpreter's session interface (run, state)."""
-
-    def __init__(self, graph, config: str):
-        from compiler.pipeline import compile_graph
-        from firmware_model.golden.model import GoldenModel
-        from firmware_model.arch.config import load_config
-
-        cfg = load_config(config)
-        self.model = GoldenModel(compile_graph(graph, cfg, out=io.StringIO()).program, cfg)
-
-    def run(self, inputs):
-        return self.model.invoke(inputs)
-
-    @property
-    def state(self):
-        return self.model.save_state()
-
-
 def check_sequences(root: Path, backend: str = "interp", config: str | None = None) -> tuple[int, list[str]]:
     """Replay every sequence.json under root with one session per test: an interpreter, or (backend
     golden) the compiled program on one golden model, so the variable SRAM carries the state."""
-    from compiler.interpreter import Interpreter
     from compiler.tosa_io import read_tosa
     from firmware_model.errors import NpuBenchError
+    from sim.oracles.backends import open_session
 
     checked, problems = 0, []
     for seq_p in sorted(root.rglob("sequence.json")):
@@ -470,7 +450,7 @@ def check_sequences(root: Path, backend: str = "interp", config: str | None = No
         desc = json.loads((d / "desc.json").read_text())
         try:
             graph = read_tosa(d / desc["tosa_file"])
-            interp = _GoldenSession(graph, config or "default") if backend == "golden" else Interpreter(graph)
+            interp = open_session(graph, backend, config=config or "default")
         except NpuBenchError as e:
             problems.append(f"{d.name}: cannot load: {e}")
             continue

@@ -38,9 +38,9 @@ import numpy as np
 from compiler.errors import TosaFormatError, TosaRuleError
 from firmware_model.errors import GoldenModelError, NpuBenchError, TosaError, TosaUnpredictable
 from firmware_model.arch.isa import Status
+from sim.oracles.backends import BACKENDS
 
 VALID, UNPREDICTABLE, ERROR, OTHER = "TOSA_VALID", "TOSA_UNPREDICTABLE", "TOSA_ERROR", "OTHER_ERROR"
-BACKENDS = ("interp", "golden")
 
 
 def parse_sut_args(runner_args: list[str]) -> dict[str, str]:
@@ -69,8 +69,8 @@ def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend:
     if backend not in BACKENDS:
         return OTHER, f"unknown backend '{backend}' (available: {', '.join(BACKENDS)})", {}
 
-    from compiler.interpreter import Interpreter
     from compiler.tosa_io import read_tosa
+    from sim.oracles.backends import open_session
 
     try:
         graph = read_tosa(test_dir / desc["tosa_file"])
@@ -87,10 +87,8 @@ def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend:
         return OTHER, f"cannot load the test's inputs: {e}", {}
 
     try:
-        if backend == "golden":
-            outputs = run_golden(graph, inputs, config)
-        else:
-            outputs = Interpreter(graph).run(inputs)
+        outputs = open_session(graph, backend, config=_config(config),
+                               input_shapes={n: np.shape(a) for n, a in inputs.items()}).run(inputs)
     except TosaRuleError as e:
         return (ERROR if e.is_error_if else UNPREDICTABLE), str(e), {}
     except GoldenModelError as e:
@@ -119,16 +117,6 @@ def _config(name: str):
     from firmware_model.arch.config import load_config
 
     return load_config(name)
-
-
-def run_golden(graph, inputs: dict[str, np.ndarray], config: str) -> dict[str, np.ndarray]:
-    """Compile `graph` for the named configuration and run one invocation on the golden model."""
-    from compiler.pipeline import compile_graph
-    from firmware_model.golden.model import GoldenModel
-
-    cfg = _config(config)
-    ctx = compile_graph(graph, cfg, input_shapes={n: np.shape(a) for n, a in inputs.items()})
-    return GoldenModel(ctx.program, cfg).invoke(inputs)
 
 
 try:  # the runner is part of tosa-tools (a test-time dependency)

@@ -2,12 +2,12 @@
 bit for bit; for the stateful ones (lstm, gru) over their invocations in one session, with the
 variable state before every invocation and after the last compared too."""
 
-import json
 import time
 
 import numpy as np
 import pytest
 
+from sim.models.model_data import ModelData
 from sim.paths import MODELS_DIR
 from compiler.interpreter import Interpreter
 from compiler.tosa_io import read_tosa
@@ -22,24 +22,16 @@ def same(a, b):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_model_matches_reference(name):
-    d = MODELS / name
-    io = json.loads((d / "io.json").read_text())
-    if isinstance(io["inputs"], dict):   # the short form: {name: file}, one invocation
-        io = {"inputs": [{"name": n, "files": [f]} for n, f in io["inputs"].items()],
-              "outputs": [{"name": n, "files": [f]} for n, f in io["reference_outputs"].items()]}
-    interp = Interpreter(read_tosa(d / "model.tosa"))
+    data = ModelData.of(MODELS / name)
+    interp = Interpreter(read_tosa(data.folder / "model.tosa"))
     t0 = time.perf_counter()
-    for k in range(io.get("invocations", 1)):
-        for var in io.get("variables", []):
-            before = np.load(d / var["state_before"][k])
-            assert same(interp.state[var["variable_name"]], before), f"{var['name']} before invocation {k}"
-        inputs = {t["name"]: np.load(d / t["files"][k]) for t in io["inputs"]}
-        outputs = interp.run(inputs)
-        for t in io["outputs"]:
-            exp = np.load(d / t["files"][k])
-            assert same(outputs[t["name"]], exp), f"{t['name']} of invocation {k}"
-    for var in io.get("variables", []):
-        if var["state_after"]:
-            assert same(interp.state[var["variable_name"]], np.load(d / var["state_after"][-1]))
+    for k in range(data.invocations):
+        for var, before in data.state_before(k).items():
+            assert same(interp.state[var], before), f"{var} before invocation {k}"
+        outputs = interp.run(data.inputs(k))
+        for out, exp in data.reference_outputs(k).items():
+            assert same(outputs[out], exp), f"{out} of invocation {k}"
+    for var, after in data.state_after_last().items():
+        assert same(interp.state[var], after)
     # vectorised kernels: a whole network in well under a second per invocation
-    assert time.perf_counter() - t0 < 5 * io.get("invocations", 1)
+    assert time.perf_counter() - t0 < 5 * data.invocations

@@ -7,12 +7,12 @@ CLZ (the elementwise unit has no count-leading-zeros operation).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import numpy as np
 import pytest
 
+from sim.models.model_data import ModelData
 from sim.paths import MODELS_DIR
 from compiler.interpreter import Interpreter
 from compiler.pipeline import compile_graph
@@ -27,9 +27,8 @@ HOST_OPS = {"mlp": ["CLZ"]}
 
 
 def invocations(name: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    io = json.loads((MODELS / name / "io.json").read_text())
-    inp, out = io["inputs"][0]["files"], io["outputs"][0]["files"]
-    return [(np.load(MODELS / name / i), np.load(MODELS / name / o)) for i, o in zip(inp, out)]
+    data = ModelData.of(MODELS / name)
+    return [(data.inputs(k)["TosaInput_0"], data.reference_outputs(k)["TosaOutput_0"]) for k in range(data.invocations)]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
