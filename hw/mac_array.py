@@ -40,7 +40,7 @@ from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.golden.mac_unit import ACC_BITS
+from firmware_model.arch.config import ACC_BITS
 
 SUM_BITS = 32        # |sums| < 2^31 for every mode, zero point (signed 9 bits) and cols <= 64
 ZP_BITS = 9

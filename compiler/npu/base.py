@@ -92,6 +92,7 @@ class EmitContext:
 class NpuOperation:
     """Base of the NPU operation kinds. Subclasses are dataclasses with the operation's data."""
     kind = "npu"
+    unit = "none"                          # the NPU unit its commands run on (reports)
     sources: list[str]
 
     @property
@@ -101,10 +102,6 @@ class NpuOperation:
 
     @property
     def ofm_names(self) -> list[str]:
-        raise NotImplementedError
-
-    @property
-    def unit(self) -> str:
         raise NotImplementedError
 
     @property

@@ -97,6 +97,7 @@ class NpuConv(NpuOperation):
     # (real pixels every upsample[0] rows / upsample[1] columns, the input zero point between).
     upsample: tuple[int, int] = (1, 1)
     kind = "conv"
+    unit = "MAC"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -105,10 +106,6 @@ class NpuConv(NpuOperation):
     @property
     def ofm_names(self) -> list[str]:
         return [self.ofm]
-
-    @property
-    def unit(self) -> str:
-        return "MAC"
 
     @property
     def out_dtype(self) -> DType:

@@ -43,6 +43,7 @@ class NpuAlias(NpuOperation):
     out: str
     sources: list[str] = field(default_factory=list)
     kind = "alias"
+    unit = "none (alias)"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -51,10 +52,6 @@ class NpuAlias(NpuOperation):
     @property
     def ofm_names(self) -> list[str]:
         return [self.out]
-
-    @property
-    def unit(self) -> str:
-        return "none (alias)"
 
     @property
     def aliases(self) -> dict[str, str]:
@@ -91,6 +88,7 @@ class NpuDataMove(NpuOperation):
     inputs: list[str]
     sources: list[str] = field(default_factory=list)
     kind = "move"
+    unit = "DMA"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -100,9 +98,6 @@ class NpuDataMove(NpuOperation):
     def ofm_names(self) -> list[str]:
         return [self.out]
 
-    @property
-    def unit(self) -> str:
-        return "DMA"
 
     def describe(self) -> str:
         n_src = sum(p.source is not None for p in self.pieces)

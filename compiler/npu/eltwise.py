@@ -92,6 +92,7 @@ class NpuEltwise(NpuOperation):
     round_: bool = False
     sources: list[str] = field(default_factory=list)
     kind = "eltwise"
+    unit = "ELTWISE"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -101,10 +102,6 @@ class NpuEltwise(NpuOperation):
     @property
     def ofm_names(self) -> list[str]:
         return [self.out]
-
-    @property
-    def unit(self) -> str:
-        return "ELTWISE"
 
     @property
     def out_dtype(self) -> DType:

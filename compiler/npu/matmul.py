@@ -53,6 +53,7 @@ class NpuMatmul(NpuOperation):
     stage: StageSpec
     sources: list[str] = field(default_factory=list)
     kind = "matmul"
+    unit = "MAC"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -61,10 +62,6 @@ class NpuMatmul(NpuOperation):
     @property
     def ofm_names(self) -> list[str]:
         return [self.out]
-
-    @property
-    def unit(self) -> str:
-        return "MAC"
 
     @property
     def out_dtype(self) -> DType:

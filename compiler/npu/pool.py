@@ -76,6 +76,7 @@ class NpuPool(NpuOperation):
     op_name: str = ""
     sources: list[str] = field(default_factory=list)
     kind = "pool"
+    unit = "POOL"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -84,10 +85,6 @@ class NpuPool(NpuOperation):
     @property
     def ofm_names(self) -> list[str]:
         return [self.ofm]
-
-    @property
-    def unit(self) -> str:
-        return "POOL"
 
     @property
     def out_dtype(self) -> DType:

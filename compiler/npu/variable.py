@@ -38,6 +38,7 @@ class NpuVariable(NpuOperation):
     data: bytes | None = None           # INIT: the initial value; WRITE of a constant: its bytes
     sources: list[str] = field(default_factory=list)
     kind = "variable"
+    unit = "variable SRAM"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -47,9 +48,6 @@ class NpuVariable(NpuOperation):
     def ofm_names(self) -> list[str]:
         return [self.tensor] if self.op == VarOp.READ else []
 
-    @property
-    def unit(self) -> str:
-        return "variable SRAM"
 
     def describe(self) -> str:
         s = self.slot

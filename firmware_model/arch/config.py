@@ -25,6 +25,7 @@ from firmware_model.errors import ConfigError
 CONFIG_DIR = Path(__file__).parent / "configs"
 
 ACC_LANE_BYTES = 6        # int48 accumulator lanes
+ACC_BITS = 8 * ACC_LANE_BYTES
 LUT_ENTRY_BYTES = 2       # 16-bit table entries
 INT16_TABLE_ENTRIES = 513
 INT8_TABLE_ENTRIES = 256

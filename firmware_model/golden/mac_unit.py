@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_model.arch.checks import MAC_RULES, first_violation
-from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.cycle_model import mac_command_cycles
 from firmware_model.arch.isa import ELEMENT_BYTES, PARAM_RECORD_BYTES, Sram, decode_param_records
 from firmware_model.arch.registers import Registers
@@ -41,9 +41,6 @@ from firmware_model.errors import GoldenModelError
 from firmware_model.golden.memories import Memories
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
-# The MAC array's accumulator lanes (hw/mac_array.py); the input and result types it takes are
-# firmware_model.arch.checks.MAC_RULES.
-ACC_BITS = 48
 
 
 def lanes_per_word(cols: int, ifm_dtype: DType) -> int:

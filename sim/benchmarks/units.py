@@ -27,7 +27,6 @@ returning sim.verification.unit_bench.UnitRunResults, for units whose bench need
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -35,15 +34,8 @@ from collections import Counter
 from pathlib import Path
 
 from sim.paths import BUILD_ROOT
+from sim.verification.contract import UNITS, vectors_module
 
-UNITS = {
-    "rescale_unit": "sim.vectors.rescale",
-    "lut_engine": "sim.vectors.lut",
-    "mac_array": "sim.vectors.mac_array",
-    "variable_sram": "sim.vectors.variable_sram",
-    "eltwise_unit": "sim.vectors.eltwise",
-    "pool_unit": "sim.vectors.pool",
-}
 SIMULATORS = ("verilator", "icarus", "amaranth")
 
 YOSYS_SCRIPT = ["proc", "flatten", "opt -full", "wreduce", "opt -full", "memory_collect", "opt_clean"]
@@ -74,7 +66,7 @@ def yosys_cells(component, top: str) -> dict:
 
 
 def _module(unit: str):
-    return importlib.import_module(UNITS[unit])
+    return vectors_module(unit)
 
 
 def run_unit(unit: str, simulator: str) -> dict:

@@ -24,7 +24,8 @@ from firmware_model.arch.isa import LutMode
 from firmware_model.arch.config import INT8_TABLE_ENTRIES, INT16_TABLE_ENTRIES, load_config
 from firmware_model.tosa_ops import numerics
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross
-from sim.verification.unit_bench import LintWaiver, Mutation, UnitBench, UnitSpec, VectorRun
+from sim.verification.contract import UnitContract
+from sim.verification.unit_bench import LintWaiver, Mutation, UnitBench, UnitSpec, VectorRun, assert_results_match, lint_unit
 
 CONFIG = "default"
 ENTRIES = load_config(CONFIG).lut_entries
@@ -318,3 +319,35 @@ def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
     run = make_run("benchmark", image, NO_WRITES, Lookups(v, np.full(n, int(LutMode.INT16)),
                                                           np.full(n, BASE_INT16_RANDOM)))
     return [setup.run, run.run]
+
+
+# ---------------------------------------------------------------------------------------------
+# The unit contract (sim/verification/contract.py)
+
+SEED = 20240612
+
+
+def _amaranth_check() -> None:
+    """The int8 table over all inputs, then int16 lookups with stalls, on the Python design."""
+    rng = seeds.rng(SEED)
+    image = LutImage()
+    t8 = random_table(rng, LutMode.INT8, "sext")
+    t16 = random_table(rng, LutMode.INT16, "random")
+    v8 = np.arange(-128, 128)
+    run8 = make_run("int8", image, table_writes([(BASE_INT8, t8)], rng, "sign-extended int8"),
+                    Lookups(v8, np.full(256, int(LutMode.INT8)), np.full(256, BASE_INT8)))
+    v16 = rng.choice(index_edges(), 200)
+    run16 = make_run("int16", image, table_writes([(BASE_INT16_SINE, t16)], rng, "random int16"),
+                     Lookups(v16, np.full(200, int(LutMode.INT16)), np.full(200, BASE_INT16_SINE)),
+                     valid_pattern=0x6DB6DB6D, ready_pattern=0xA5A5F00F)
+    runs = [run8.run, run16.run]
+    assert_results_match(bench().run_amaranth(runs), runs)
+
+
+CONTRACT = UnitContract(
+    unit="lut_engine", mutations=MUTATIONS,
+    mutant_runs=lambda: [s.run for s in suites(SEED, int16_stride=16)],
+    run=lambda simulator, runs, mutation=None: bench().run(simulator, runs, mutation=mutation),
+    lint=lambda: lint_unit(bench(), LINT_WAIVERS),
+    amaranth=_amaranth_check,
+)

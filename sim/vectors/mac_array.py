@@ -23,12 +23,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim import seeds
-from firmware_model.golden.mac_unit import ACC_BITS, accumulate, mac_block_sums
+from firmware_model.arch.config import ACC_BITS
+from firmware_model.golden.mac_unit import accumulate, mac_block_sums
 from firmware_model.arch.config import load_config
 from firmware_model.tosa_ops.dtypes import DType
 from sim.verification.gateware.mac_harness import OP_VECTOR, OP_WEIGHT_ROW, PHASES
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross
-from sim.verification.unit_bench import LintWaiver, Mutation, UnitBench, UnitRunResults, UnitSpec, VectorRun
+from sim.verification.contract import UnitContract
+from sim.verification.unit_bench import (GENERATOR_WAIVERS, LintWaiver, Mutation, UnitBench, UnitRunResults, UnitSpec,
+                                          VectorRun, lint_verilog)
 
 CONFIG = "default"
 _CFG = load_config(CONFIG)
@@ -445,3 +448,82 @@ def area_component():
     from hw.mac_array import MacArray
 
     return MacArray(*GEOMETRY)
+
+
+# ---------------------------------------------------------------------------------------------
+# amaranth.sim: the Python design, driven directly
+
+def simulate(geometry, p: MacProgram, rng) -> np.ndarray:
+    """Run a program on MacArray in amaranth.sim (random idle clocks between beats); the
+    accumulators read back at p.reads()."""
+    from amaranth.sim import Simulator
+
+    from hw.mac_array import MacArray
+
+    rows, cols, depth = geometry
+    dut = MacArray(rows, cols, depth)
+    got: list = []
+
+    async def tb(ctx):
+        for a in range(depth):
+            ctx.set(dut.acc_mem.data[a], packed_accumulator(p.preload[a]) if a in p.preload else 0)
+        for i in range(len(p)):
+            beat, other = (dut.x, dut.w) if p.kind[i] == OP_VECTOR else (dut.w, dut.x)
+            payload = {"data": [int(b) for b in p.data[i]], "zp": p.zp[i], "int16": p.int16[i]}
+            payload.update({"acc": p.acc[i], "first": p.first[i]} if beat is dut.x else {"row": p.row[i]})
+            ctx.set(other.valid, 0)
+            ctx.set(beat.payload, payload)
+            ctx.set(beat.valid, 1)
+            await ctx.tick()
+            if rng.integers(0, 8) == 0:
+                ctx.set(beat.valid, 0)
+                await ctx.tick()
+        ctx.set(dut.x.valid, 0)
+        ctx.set(dut.w.valid, 0)
+        for a in p.reads():
+            ctx.set(dut.rd_addr, int(a))
+            await ctx.tick()
+            v = ctx.get(dut.rd_data)
+            got.append([int(v[r]) for r in range(rows)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return np.array(got, dtype=np.int64)
+
+
+AMARANTH_GEOMETRIES = ((4, 4, 64), (8, 8, 32), (3, 2, 16), (1, 16, 8))
+
+
+def _amaranth_check() -> None:
+    """Random and corner programs at several geometries, with idle clocks between beats."""
+    for geometry in AMARANTH_GEOMETRIES:
+        rng = seeds.rng(sum(geometry))
+        for p in (random_program(geometry, rng, steps=8), corner_program(geometry, rng)):
+            got = simulate(geometry, p, rng)
+            want = expected_accumulators(p)[p.reads()]
+            assert np.array_equal(got, want), f"{geometry}: first difference at read {np.argwhere(got != want)[0]}"
+
+
+def _lint():
+    from amaranth.back import verilog
+
+    from hw.mac_array import MacArray
+
+    text = verilog.convert(MacArray(*GEOMETRY), name="mac_array", emit_src=False)
+    return lint_verilog(text, "mac_array", GENERATOR_WAIVERS + LINT_WAIVERS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The unit contract (sim/verification/contract.py): mutants at the tiny NPU's geometry
+
+SEED = 20240613
+
+CONTRACT = UnitContract(
+    unit="mac_array", mutations=MUTATIONS,
+    mutant_runs=lambda: suites(SEED + 1, geometry=SMALL, scale=0.15),
+    run=lambda simulator, runs, mutation=None: run_suites(simulator, runs, geometry=SMALL, mutation=mutation),
+    lint=_lint,
+    amaranth=_amaranth_check,
+)

@@ -42,9 +42,10 @@ from firmware_model.tosa_ops.dtypes import DType
 from hw.register_map import map_values
 from sim.verification.gateware.vector_harness import PayloadCodec
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross
-from sim.vectors.eltwise import (ALL_ONES, ENTRIES, I32, NPU, OUT_KINDS, OUTPUT_STAGE_WAIVERS, OutStage,
-                                 output_registers, random_out_stage, table_run)
-from sim.verification.unit_bench import LintWaiver, Mutation, UnitBench, UnitSpec, VectorRun
+from sim.vectors.output_stage import (ALL_ONES, ENTRIES, I32, NPU, OUT_KINDS, OUTPUT_STAGE_WAIVERS, OutStage,
+                                      output_registers, random_out_stage, table_run)
+from sim.verification.contract import UnitContract
+from sim.verification.unit_bench import LintWaiver, Mutation, UnitBench, UnitSpec, VectorRun, assert_results_match, lint_unit
 
 DEPTH = 16384
 IN_DTYPES = (DType.INT8, DType.INT16, DType.INT32)
@@ -540,3 +541,24 @@ def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
     run = make_run(finish(c, mem, rng))
     run.label = "benchmark"
     return [tables, run]
+
+
+# ---------------------------------------------------------------------------------------------
+# The unit contract (sim/verification/contract.py)
+
+SEED = 20240615
+
+
+def _amaranth_check() -> None:
+    s = suites(SEED, "icarus", n_random=6)
+    runs = s[0].runs[:5] + s[-1].runs[:2]
+    assert_results_match(bench().run_amaranth(runs), runs)
+
+
+CONTRACT = UnitContract(
+    unit="pool_unit", mutations=MUTATIONS,
+    mutant_runs=lambda: [r for s in mutation_suites(SEED) for r in s.runs],
+    run=lambda simulator, runs, mutation=None: bench().run(simulator, runs, mutation=mutation),
+    lint=lambda: lint_unit(bench(), LINT_WAIVERS),
+    amaranth=_amaranth_check,
+)

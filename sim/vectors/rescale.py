@@ -29,7 +29,9 @@ from firmware_model.golden.mac_unit import rescale_operands
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross
-from sim.verification.unit_bench import Mutation, UnitBench, UnitSpec, VectorRun
+from hw.rescale_unit import LATENCY
+from sim.verification.contract import UnitContract
+from sim.verification.unit_bench import Mutation, UnitBench, UnitSpec, VectorRun, assert_results_match, lint_unit
 
 # (label, dtype, unsigned)
 IN_KINDS = (("int8", DType.INT8, False), ("uint8", DType.INT8, True), ("int16", DType.INT16, False),
@@ -472,3 +474,28 @@ BENCHMARK_SIZES = {"verilator": 32768, "icarus": 8192, "amaranth": 512}
 def benchmark_runs(simulator: str, seed: int = 7) -> list[VectorRun]:
     rng = seeds.rng(seed)
     return [make_run("benchmark", random_elements(rng, BENCHMARK_SIZES[simulator]))]
+
+
+# ---------------------------------------------------------------------------------------------
+# The unit contract (sim/verification/contract.py)
+
+SEED = 20240611
+
+
+def _amaranth_check() -> None:
+    """A short mixed vector through the Python design, with and without stalls."""
+    rng = seeds.rng(SEED)
+    e = Elements.concat([random_elements(rng, 160), corner_elements(rng)[::97]])
+    runs = [make_run("random", e), make_run("stalls", e, valid_pattern=0x6DB6DB6D, ready_pattern=0xA5A5F00F)]
+    results = bench().run_amaranth(runs)
+    assert_results_match(results, runs)
+    assert results.runs[0].cycles == len(e) + LATENCY
+
+
+CONTRACT = UnitContract(
+    unit="rescale_unit", mutations=MUTATIONS,
+    mutant_runs=lambda: [r for r, _ in suites(SEED) if r.label in ("random", "corners")],
+    run=lambda simulator, runs, mutation=None: bench().run(simulator, runs, mutation=mutation),
+    lint=lambda: lint_unit(bench(), LINT_WAIVERS),
+    amaranth=_amaranth_check,
+)

@@ -33,7 +33,9 @@ from firmware_model.arch.config import load_config
 from firmware_model.golden.variable_sram import VariableSramModel
 from sim.verification.gateware.variable_sram_harness import OP_READ, OP_START, OP_WRITE
 from sim.verification.coverage import CoverageModel, CoverPoint, Cross
-from sim.verification.unit_bench import LintWaiver, Mutation, UnitBench, UnitRunResults, UnitSpec, VectorRun
+from sim.verification.contract import UnitContract
+from sim.verification.unit_bench import (GENERATOR_WAIVERS, LintWaiver, Mutation, UnitBench, UnitRunResults, UnitSpec,
+                                          VectorRun, lint_verilog)
 
 CONFIG = "default"
 _CFG = load_config(CONFIG)
@@ -389,3 +391,107 @@ def area_component():
     from hw.variable_sram import VariableSram
 
     return VariableSram(*GEOMETRY)
+
+
+# ---------------------------------------------------------------------------------------------
+# amaranth.sim: the Python design, driven directly
+
+def simulate(geometry, runs: list[VarRun], rng) -> list[list[dict]]:
+    """The runs in order on VariableSram in amaranth.sim (a reset first where a run asks for it),
+    with random read-response stalls; one record per operation."""
+    from amaranth import Signal
+    from amaranth.hdl import ResetInserter
+    from amaranth.sim import Simulator
+
+    from hw.variable_sram import VariableSram
+
+    words, W, slots = geometry
+    rst = Signal()
+    unit = VariableSram(words, W, slots)
+    out: list[list[dict]] = []
+
+    async def tb(ctx):
+        for r in runs:
+            p = r.program
+            if r.extra.get("reset_before"):
+                ctx.set(rst, 1)
+                await ctx.tick()
+                ctx.set(rst, 0)
+            recs = []
+            for i in range(len(p)):
+                k, s = p.kind[i], p.slot[i]
+                rec = {"data": [0] * W, "refused": 0}
+                if k == OP_START:
+                    ctx.set(unit.invocation_start, 1)
+                    await ctx.tick()
+                    ctx.set(unit.invocation_start, 0)
+                else:
+                    ctx.set(unit.req.payload, {"write": int(k == OP_WRITE), "slot": s, "addr": p.addr[i],
+                                               "data": [int(b) for b in p.data[i]]})
+                    ctx.set(unit.req.valid, 1)
+                    await ctx.tick().until(unit.req.ready)
+                    ctx.set(unit.req.valid, 0)
+                    if k == OP_READ:
+                        for _ in range(int(rng.integers(0, 3))):      # the response waits
+                            await ctx.tick()
+                        assert ctx.get(unit.rsp.valid)
+                        v = ctx.get(unit.rsp.payload)
+                        rec = {"data": [int(v.data[b]) for b in range(W)], "refused": int(v.refused)}
+                        ctx.set(unit.rsp.ready, 1)
+                        await ctx.tick()
+                        ctx.set(unit.rsp.ready, 0)
+                rec.update(error=ctx.get(unit.error), error_code=ctx.get(unit.error_code),
+                           error_slot=ctx.get(unit.error_slot),
+                           written=(ctx.get(unit.written) >> s) & 1 if s < slots else 0)
+                recs.append(rec)
+            out.append(recs)
+
+    sim = Simulator(ResetInserter(rst)(unit))
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return out
+
+
+def check_records(got: list[dict], want: dict[str, np.ndarray], label: str) -> None:
+    assert len(got) == len(want["refused"])
+    for f in RECORD_FIELDS:
+        g = np.array([r[f] for r in got], dtype=np.int64)
+        assert np.array_equal(g, want[f].astype(np.int64)), \
+            f"{label}: {f} differs first at op {np.flatnonzero(g != want[f])[0]}"
+    g = np.array([r["data"] for r in got], dtype=np.uint8)
+    assert np.array_equal(g, want["data"]), f"{label}: data differs first at op {np.argwhere(g != want['data'])[0]}"
+
+
+AMARANTH_GEOMETRIES = (SMALL, (16, 8, 3), (8, 1, 1))
+
+
+def _amaranth_check() -> None:
+    for geometry in AMARANTH_GEOMETRIES:
+        runs = suites(sum(geometry), geometry=geometry, n=300)
+        got = simulate(geometry, runs, seeds.rng(sum(geometry)))
+        for r, g in zip(runs, got):
+            check_records(g, r.records, f"{geometry} {r.run.label}")
+
+
+def _lint():
+    from amaranth.back import verilog
+
+    from hw.variable_sram import VariableSram
+
+    text = verilog.convert(VariableSram(*GEOMETRY), name="variable_sram", emit_src=False)
+    return lint_verilog(text, "variable_sram", GENERATOR_WAIVERS + LINT_WAIVERS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The unit contract (sim/verification/contract.py): mutants at a small geometry
+
+SEED = 20240614
+
+CONTRACT = UnitContract(
+    unit="variable_sram", mutations=MUTATIONS,
+    mutant_runs=lambda: suites(SEED + 1, geometry=SMALL, n=300),
+    run=lambda simulator, runs, mutation=None: run_suites(simulator, runs, geometry=SMALL, mutation=mutation),
+    lint=_lint,
+    amaranth=_amaranth_check,
+)

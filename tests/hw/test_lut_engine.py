@@ -16,11 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim import seeds
-from firmware_model.arch.isa import LutMode
 from hw.lut_engine import LATENCY
 from sim.vectors import lut as lv
-from sim.verification.unit_bench import assert_mutant_caught, assert_results_match, assert_runs_match, lint_unit
+from sim.verification.unit_bench import assert_runs_match
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240612
@@ -100,35 +98,3 @@ def test_lut_coverage(rtl):
         assert results.by_label(s.run.label).ok
         cov.sample(lv.coverage_sample(s))
     cov.save_and_check("lut_engine", simulator)
-
-
-def test_lut_amaranth_sim():
-    """The Python design: the int8 table over all inputs, then int16 lookups with stalls."""
-    rng = seeds.rng(SEED)
-    image = lv.LutImage()
-    t8 = lv.random_table(rng, LutMode.INT8, "sext")
-    t16 = lv.random_table(rng, LutMode.INT16, "random")
-    v8 = np.arange(-128, 128)
-    run8 = lv.make_run("int8", image, lv.table_writes([(lv.BASE_INT8, t8)], rng, "sign-extended int8"),
-                       lv.Lookups(v8, np.full(256, int(LutMode.INT8)), np.full(256, lv.BASE_INT8)))
-    v16 = rng.choice(lv.index_edges(), 200)
-    run16 = lv.make_run("int16", image, lv.table_writes([(lv.BASE_INT16_SINE, t16)], rng, "random int16"),
-                        lv.Lookups(v16, np.full(200, int(LutMode.INT16)), np.full(200, lv.BASE_INT16_SINE)),
-                        valid_pattern=0x6DB6DB6D, ready_pattern=0xA5A5F00F)
-    runs = [run8.run, run16.run]
-    results = lv.bench().run_amaranth(runs)
-    assert_results_match(results, runs)
-
-
-@pytest.mark.rtl
-@pytest.mark.parametrize("mutation", lv.MUTATIONS, ids=[m.name for m in lv.MUTATIONS])
-def test_lut_mutation_is_caught(mutation):
-    """Mutants run on Icarus (a build takes about a second) over the suites with a stride of 16."""
-    suites = lv.suites(SEED, int16_stride=16)
-    results = lv.bench().run("icarus", [s.run for s in suites], mutation=mutation)
-    assert_mutant_caught(results, mutation)
-
-
-def test_lut_lint():
-    report = lint_unit(lv.bench(), lv.LINT_WAIVERS)
-    assert report.clean, "\n".join(report.warnings[:30])

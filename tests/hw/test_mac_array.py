@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from sim import seeds
 from firmware_model.errors import GoldenModelError
@@ -26,10 +25,8 @@ from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import load_config
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.registry import OpCall, TensorSpec, run_op
-from hw.mac_array import MacArray
-from sim.verification.gateware.mac_harness import OP_VECTOR
 from sim.vectors import mac_array as mv
-from sim.verification.unit_bench import GENERATOR_WAIVERS, assert_mutant_caught, assert_results_match, assert_runs_match, lint_verilog
+from sim.verification.unit_bench import assert_runs_match
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240613
@@ -105,52 +102,6 @@ def test_mac_array_coverage(rtl):
 # ---------------------------------------------------------------------------------------------
 # amaranth.sim: the Python design, driven directly
 
-def simulate(geometry, p: mv.MacProgram, rng) -> np.ndarray:
-    """Run a program on MacArray in amaranth.sim (random idle clocks between beats); the
-    accumulators read back at p.reads()."""
-    rows, cols, depth = geometry
-    dut = MacArray(rows, cols, depth)
-    got: list = []
-
-    async def tb(ctx):
-        for a in range(depth):
-            ctx.set(dut.acc_mem.data[a], mv.packed_accumulator(p.preload[a]) if a in p.preload else 0)
-        for i in range(len(p)):
-            beat, other = (dut.x, dut.w) if p.kind[i] == OP_VECTOR else (dut.w, dut.x)
-            payload = {"data": [int(b) for b in p.data[i]], "zp": p.zp[i], "int16": p.int16[i]}
-            payload.update({"acc": p.acc[i], "first": p.first[i]} if beat is dut.x else {"row": p.row[i]})
-            ctx.set(other.valid, 0)
-            ctx.set(beat.payload, payload)
-            ctx.set(beat.valid, 1)
-            await ctx.tick()
-            if rng.integers(0, 8) == 0:
-                ctx.set(beat.valid, 0)
-                await ctx.tick()
-        ctx.set(dut.x.valid, 0)
-        ctx.set(dut.w.valid, 0)
-        for a in p.reads():
-            ctx.set(dut.rd_addr, int(a))
-            await ctx.tick()
-            v = ctx.get(dut.rd_data)
-            got.append([int(v[r]) for r in range(rows)])
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    return np.array(got, dtype=np.int64)
-
-
-@pytest.mark.parametrize("geometry", [(4, 4, 64), (8, 8, 32), (3, 2, 16), (1, 16, 8)],
-                         ids=["4x4", "8x8", "3x2", "1x16"])
-def test_mac_array_amaranth_sim(geometry):
-    rng = seeds.rng(sum(geometry))
-    for p in (mv.random_program(geometry, rng, steps=8), mv.corner_program(geometry, rng)):
-        got = simulate(geometry, p, rng)
-        want = mv.expected_accumulators(p)[p.reads()]
-        assert np.array_equal(got, want), f"first difference at read {np.argwhere(got != want)[0]}"
-
-
 def test_mac_array_back_to_back_amaranth_sim():
     """Vectors for one accumulator on consecutive clocks (the transparent read of the write one
     clock before), and a read-back in the clock right after the last write."""
@@ -161,44 +112,13 @@ def test_mac_array_back_to_back_amaranth_sim():
     for k in range(5):
         p.vector([k, 1, 0x80, 0x7F], zp=-3, int16=False, acc=1, first=(k == 0))
     p.read_addrs = np.array([1, 1, 0])
-    got = simulate(geometry, p, seeds.rng(0))
+    got = mv.simulate(geometry, p, seeds.rng(0))
     assert np.array_equal(got, mv.expected_accumulators(p)[p.reads()])
     assert got[0, 0] != 0
 
 
 # ---------------------------------------------------------------------------------------------
 # Mutations: faults injected into the generated Verilog must make the bench fail
-
-@pytest.fixture(scope="module")
-def small_suites():
-    return mv.suites(SEED + 1, geometry=mv.SMALL, scale=0.15)
-
-
-@pytest.mark.rtl
-def test_mac_array_clean_small_passes(small_suites):
-    """The unmutated design at the mutation geometry passes the suites the mutants must fail."""
-    results = mv.run_suites("icarus", small_suites, geometry=mv.SMALL)
-    assert_results_match(results, [s.run for s in small_suites])
-
-
-@pytest.mark.rtl
-@pytest.mark.parametrize("mutation", mv.MUTATIONS, ids=[m.name for m in mv.MUTATIONS])
-def test_mac_array_mutation_is_caught(mutation, small_suites):
-    """Mutants run on Icarus (a build takes about a second) at the tiny NPU's geometry."""
-    results = mv.run_suites("icarus", small_suites, geometry=mv.SMALL, mutation=mutation)
-    assert_mutant_caught(results, mutation)
-
-
-# ---------------------------------------------------------------------------------------------
-# Lint
-
-def test_mac_array_lint():
-    from amaranth.back import verilog
-
-    text = verilog.convert(MacArray(*mv.GEOMETRY), name="mac_array", emit_src=False)
-    report = lint_verilog(text, "mac_array", GENERATOR_WAIVERS + mv.LINT_WAIVERS)
-    assert report.clean, "\n".join(report.warnings[:30])
-
 
 # ---------------------------------------------------------------------------------------------
 # The golden int16 path (firmware_model.golden.mac_unit.execute_mac) against the TOSA CONV2D kernel

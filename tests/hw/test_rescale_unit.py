@@ -14,10 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim import seeds
 from hw.rescale_unit import LATENCY
 from sim.vectors import rescale as rv
-from sim.verification.unit_bench import assert_mutant_caught, assert_results_match, assert_runs_match, lint_unit
+from sim.verification.unit_bench import assert_runs_match
 
 SIMULATORS = ("verilator", "icarus")
 SEED = 20240611
@@ -103,28 +102,3 @@ def test_rescale_coverage(rtl, suites):
         assert results.by_label(run.label).ok
         cov.sample(rv.coverage_sample(elements))
     cov.save_and_check("rescale_unit", simulator)
-
-
-def test_rescale_amaranth_sim():
-    """The Python design on amaranth.sim: a short mixed vector, with and without stalls."""
-    rng = seeds.rng(SEED)
-    e = rv.Elements.concat([rv.random_elements(rng, 160), rv.corner_elements(rng)[::97]])
-    runs = [rv.make_run("random", e), rv.make_run("stalls", e, valid_pattern=0x6DB6DB6D, ready_pattern=0xA5A5F00F)]
-    results = rv.bench().run_amaranth(runs)
-    assert_results_match(results, runs)
-    assert results.runs[0].cycles == len(e) + LATENCY
-
-
-# Mutants run on Icarus (a build takes about a second; Verilator's takes tens) with the random
-# and corner suites.
-@pytest.mark.rtl
-@pytest.mark.parametrize("mutation", rv.MUTATIONS, ids=[m.name for m in rv.MUTATIONS])
-def test_rescale_mutation_is_caught(mutation, suites):
-    runs = [r for r, _ in suites if r.label in ("random", "corners")]
-    results = rv.bench().run("icarus", runs, mutation=mutation)
-    assert_mutant_caught(results, mutation)
-
-
-def test_rescale_lint():
-    report = lint_unit(rv.bench(), rv.LINT_WAIVERS)
-    assert report.clean, "\n".join(report.warnings[:30])

@@ -18,7 +18,7 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.golden.mac_unit import ACC_BITS
+from firmware_model.arch.config import ACC_BITS
 from hw.mac_array import MacArray, ZP_BITS, _bits
 
 OP_WEIGHT_ROW = 0
