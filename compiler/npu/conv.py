@@ -341,8 +341,8 @@ class NpuConv(NpuOperation):
                   sram_addr=out_addr, len0=t.tc * esize, len1=t.tw, len2=t.th,
                   ext_s1=OC * esize, ext_s2=OW * OC * esize, sram_s1=g.out_pix_bytes,
                   sram_s2=t.tw * g.out_pix_bytes)
-            records.append({"id": tile_id, "layer": ectx.layer, "commands": [start, len(w.commands)],
-                            "mac_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,
+            records.append({"id": tile_id, "layer": ectx.layer, "unit": "MAC", "commands": [start, len(w.commands)],
+                            "unit_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,
                             "tw": t.tw, "c0": t.c0, "tc": t.tc, "output": self.ofm})
         return records
 

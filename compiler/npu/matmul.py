@@ -182,8 +182,8 @@ class NpuMatmul(NpuOperation):
             mac_index = w.emit(Opcode.MAC, MacMode.MATMUL)
             w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=out.addr + ((t.n * H + t.h0) * W + t.c0) * esize,
                   sram_addr=out_addr, len0=t.tc * esize, len1=t.th, ext_s1=W * esize, sram_s1=opix)
-            records.append({"id": tile_id, "layer": ectx.layer, "commands": [start, len(w.commands)],
-                            "mac_command": mac_index, "n": t.n, "y0": t.h0, "th": t.th, "x0": 0, "tw": 1,
+            records.append({"id": tile_id, "layer": ectx.layer, "unit": "MAC", "commands": [start, len(w.commands)],
+                            "unit_command": mac_index, "n": t.n, "y0": t.h0, "th": t.th, "x0": 0, "tw": 1,
                             "c0": t.c0, "tc": t.tc, "output": self.out})
         return records
 

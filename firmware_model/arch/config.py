@@ -48,7 +48,6 @@ class NpuConfig:
     ext_size: int          # external memory, bytes
     ext_bandwidth: int     # bytes per cycle between external memory and the SRAMs
     ext_latency: int       # cycles before the first beat of a DMA transfer
-    cmd_depth: int         # command memory of the RTL instance, in 64-bit words
     source: str = "<built-in>"
 
     # --- derived geometry -------------------------------------------------------------
@@ -121,7 +120,6 @@ _LAYOUT = {
              "accumulator": "accumulator_sram", "output": "output_sram",
              "variable": "variable_sram", "lut": "lut_sram"},
     "external": {"size": "ext_size", "bandwidth": "ext_bandwidth", "latency": "ext_latency"},
-    "command": {"depth": "cmd_depth"},
 }
 
 
@@ -215,8 +213,6 @@ def validate(cfg: NpuConfig) -> None:
         bad("ext_bandwidth", "DMA bandwidth must be at least 1 byte per cycle")
     if cfg.ext_latency < 0:
         bad("ext_latency", "latency cannot be negative")
-    if cfg.cmd_depth < 16:
-        bad("cmd_depth", "the command memory must hold at least 16 commands")
 
 
 def load_config(name_or_path: str | Path) -> NpuConfig:

@@ -1,32 +1,183 @@
-"""Cycle model of the NPU: how many clocks each command takes.
+"""Cycle model of the NPU: how many clocks each command takes, and when each command runs.
 
 This is the performance model the golden model counts with and the architects' estimates come
-from. For the units that exist in RTL the formulas are the RTL's own schedule (a test checks them
-against the simulated cycle counters exactly); for the others they describe the intended
-hardware and say so.
+from. Every formula is the RTL's own schedule; the co-simulation checks the RTL's cycle counter
+against it at every tile and at the end of every invocation, exactly.
+
+Two engines run at once: the command processor, which runs the compute units (MAC, ELTWISE,
+POOL) one command at a time, and the DMA engine, which runs DMA_LOAD, DMA_STORE and FILL from a
+queue of DMA_QUEUE_DEPTH descriptors. `Timeline` follows both (docs/isa.md, "Timing").
 """
 
 from __future__ import annotations
 
+from collections import deque
+
+import numpy as np
+
 from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, Sram
 
 # Command processor: every command is fetched and decoded in two clocks before its unit runs.
 COMMAND_OVERHEAD = 2
 
+# DMA engine (hw/dma_engine.py): descriptors waiting in its queue; a DMA command finding the queue
+# full stalls the command processor until a slot frees.
+DMA_QUEUE_DEPTH = 4
+# A transfer keeps the engine busy `latency + beats + DMA_TAIL` clocks from the clock it is popped
+# (the last beat's write, the return to IDLE); an empty transfer only its pop clock.
+DMA_TAIL = 2
+LUT_ENTRY_BYTES = 2
+
+
+def sram_word_bytes(cfg: NpuConfig, sram: Sram) -> int:
+    """Bytes of one word of an SRAM as the DMA writes it: a MAC-array word (input, weight, output,
+    variable), a parameter record, a LUT entry."""
+    if sram == Sram.PARAM:
+        return PARAM_RECORD_BYTES
+    if sram == Sram.LUT:
+        return LUT_ENTRY_BYTES
+    return cfg.word_bytes
+
+
+def run_beats(word_bytes: int, cap: int, offset, len0: int):
+    """Beats of a run of `len0` bytes starting `offset` bytes into an SRAM word: per word touched,
+    ceil(its bytes / cap). `offset` may be an array (one run each)."""
+    offset = np.asarray(offset, dtype=np.int64)
+    first = np.minimum(len0, word_bytes - offset)
+    rest = len0 - first
+    full, tail = rest // word_bytes, rest % word_bytes
+    per_word = -(-word_bytes // cap)
+    return -(-first // cap) + full * per_word + -(-tail // cap)
+
+
+def dma_beats(cfg: NpuConfig, sram: Sram, *, sram_addr: int, len0: int, len1: int, len2: int,
+              sram_stride1: int = 0, sram_stride2: int = 0, fill: bool = False) -> int:
+    """Beats of a transfer: each moves the bytes of one run inside one SRAM word, at most
+    `ext.bandwidth` of them (FILL: no cap), so a run's beats depend on where it starts in a word."""
+    if not (len0 and len1 and len2):
+        return 0
+    wb = sram_word_bytes(cfg, sram)
+    cap = wb if fill else cfg.ext_bandwidth
+    starts = (sram_addr + np.arange(len2, dtype=np.int64)[:, None] * sram_stride2
+              + np.arange(len1, dtype=np.int64)[None, :] * sram_stride1)
+    return int(np.sum(run_beats(wb, cap, starts % wb, len0)))
+
+
+def dma_busy_cycles(cfg: NpuConfig, sram: Sram, *, fill: bool = False, **geometry) -> int:
+    """Clocks the DMA engine spends on a transfer, from the clock it is popped from the queue to
+    the clock it can pop the next: ext.latency (not for FILL) + beats + DMA_TAIL, or 1 when empty."""
+    beats = dma_beats(cfg, sram, fill=fill, **geometry)
+    if beats == 0:
+        return 1
+    return (0 if fill else cfg.ext_latency) + beats + DMA_TAIL
+
+
+class Timeline:
+    """When each command runs, in clocks from the first fetch of an invocation (clock 0).
+
+    The command processor fetches a command at clock f and decodes it at f + 1 (COMMAND_OVERHEAD):
+    - SET, NOP, MARK: the next fetch is at f + 2;
+    - DMA_LOAD / DMA_STORE / FILL: pushed into the DMA queue at the decode clock, or at the first
+      clock a slot is free (the queue holds DMA_QUEUE_DEPTH descriptors: a slot frees the clock
+      after a pop); the next fetch follows the push. The engine pops a descriptor the clock after
+      its push, when it is idle, and is idle again `busy` clocks later (dma_busy_cycles);
+    - MAC, ELTWISE, POOL: at the decode clock, or when the DMA engine is idle with an empty queue
+      if that is later, the unit starts; it reports done `unit` clocks later (its own formula
+      below), and the next fetch follows;
+    - BARRIER, HOST, END: wait for the DMA engine likewise; END's clock + 1 is the invocation's
+      cycle count; HOST hands over to the host at that clock (host time is not NPU time);
+    - VAR: waits for the DMA engine, then a transfer (if any) runs on it: pushed at the clock it
+      may start, the next fetch the clock after the engine is idle again.
+    """
+
+    def __init__(self, queue_depth: int = DMA_QUEUE_DEPTH):
+        self.queue_depth = queue_depth
+        self.fetch = 0                 # clock of the next fetch
+        self.dma_idle = 0              # clock from which the engine is idle with an empty queue
+        self.pops: deque = deque(maxlen=queue_depth)   # pop clocks of the latest transfers
+        self.stall = 0                 # clocks the command processor waited (queue full, DMA busy)
+
+    def _decode(self) -> int:
+        return self.fetch + 1
+
+    def _wait_dma(self, decode: int) -> int:
+        start = max(decode, self.dma_idle)
+        self.stall += start - decode
+        return start
+
+    def simple(self) -> int:
+        """SET, NOP, MARK: the decode clock."""
+        d = self._decode()
+        self.fetch = d + 1
+        return d
+
+    def dma(self, busy: int) -> tuple[int, int]:
+        """A DMA command whose transfer keeps the engine `busy` clocks: (pop clock, idle clock)."""
+        d = self._decode()
+        push = d
+        if len(self.pops) == self.queue_depth:
+            push = max(d, self.pops[0] + 1)
+        self.stall += push - d
+        pop = max(push + 1, self.dma_idle)
+        self.dma_idle = pop + busy
+        self.pops.append(pop)
+        self.fetch = push + 1
+        return pop, self.dma_idle
+
+    def unit(self, cycles: int) -> tuple[int, int]:
+        """A compute command of `cycles` clocks: (start clock, done clock)."""
+        start = self._wait_dma(self._decode())
+        done = start + cycles
+        self.fetch = done + 1
+        return start, done
+
+    def barrier(self) -> int:
+        """BARRIER and HOST: the clock the command processor goes on (host time excluded)."""
+        w = self._wait_dma(self._decode())
+        self.fetch = w + 1
+        return w
+
+    def end(self) -> int:
+        """END: the invocation's cycle count."""
+        return self.barrier() + 1
+
+    def var(self, busy: int | None) -> tuple[int, int]:
+        """A VAR command: its transfer keeps the engine `busy` clocks (None: no transfer, an INIT
+        of a written slot): (start clock, done clock)."""
+        w = self._wait_dma(self._decode())
+        if busy is None:
+            self.fetch = w + 1
+            return w, w
+        pop = w + 1
+        self.dma_idle = pop + busy
+        self.pops.append(pop)
+        self.fetch = self.dma_idle + 1
+        return w, self.dma_idle
+
+
 # MAC sequencer (hw/mac_sequencer.py): SETUP + CHECK + DONE, and the output pipeline's drain
-# (rescale unit latency 4, bias stage, write) after each block of output channels.
+# (bias stage 1, the output stage 7: rescale 4, clamp 1, table 2, write 1) after each block of
+# output channels.
 MAC_FIXED = 3
-MAC_OUTPUT_DRAIN = 6
+MAC_OUTPUT_DRAIN = 9
+
+
+def element_write_clocks(cfg: NpuConfig, element_bytes: int) -> int:
+    """Clocks to store one output element: one word write, two for an 8-byte (int48) element on
+    a 4-byte word."""
+    return max(1, -(-element_bytes // cfg.word_bytes))
 
 
 def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
-                       kernel_w: int, ifm_cblocks: int) -> int:
+                       kernel_w: int, ifm_cblocks: int, write_clocks: int = 1) -> int:
     """Clocks of a MAC command from its start to its done pulse.
 
     Per block of `rows` output channels: for each reduction step (kernel position x input-channel
     block) a weight-block load (rows + 1) and a pass over the P output pixels (P + 2: the
-    accumulate pipeline is three clocks deep) with one clock to advance; then the output stage: per pixel one accumulator read and one clock per
-    channel lane, and the drain.
+    accumulate pipeline is three clocks deep) with one clock to advance; then the output stage:
+    per pixel one accumulator read and `write_clocks` per channel lane (element_write_clocks), and
+    the drain.
     """
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
@@ -34,22 +185,7 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     n_ocb = -(-ofm_c // rows)
     return (MAC_FIXED
             + n_ocb * (steps * (rows + pixels + 4) + pixels + MAC_OUTPUT_DRAIN)
-            + pixels * ofm_c)
-
-
-def dma_cycles(cfg: NpuConfig, *, len0: int, len1: int, len2: int) -> int:
-    """Clocks of a DMA transfer of len2 x len1 runs of len0 bytes (model, no RTL yet).
-
-    One latency per transfer, then each run moves at `ext_bandwidth` bytes per clock.
-    """
-    beats_per_run = -(-len0 // cfg.ext_bandwidth)
-    return cfg.ext_latency + len1 * len2 * max(beats_per_run, 1)
-
-
-def fill_cycles(cfg: NpuConfig, *, len0: int, len1: int, len2: int) -> int:
-    """Clocks of a FILL: one SRAM word per clock."""
-    words_per_run = -(-len0 // cfg.word_bytes)
-    return len1 * len2 * max(words_per_run, 1)
+            + pixels * ofm_c * write_clocks)
 
 
 # The host CPU is modelled, not simulated: an assumed cost of a fixed hand-over plus one NPU
@@ -61,16 +197,11 @@ def host_op_cycles(output_elements: int) -> int:
     return HOST_OP_OVERHEAD + output_elements
 
 
-# Variable SRAM (VAR command, model, no RTL yet): a transfer between the slot and external memory
-# costs what a one-run DMA of its bytes costs; an INIT that finds its slot written only checks the
-# flag (one clock).
-VAR_FLAG_CHECK = 1
-
-
-def var_cycles(cfg: NpuConfig, *, nbytes: int, transfer: bool) -> int:
-    if not transfer:
-        return VAR_FLAG_CHECK
-    return dma_cycles(cfg, len0=nbytes, len1=1, len2=1)
+# Variable SRAM (VAR command): a transfer between the slot and external memory runs on the DMA
+# engine as a one-run transfer of VAR_BYTES into the variable SRAM (dma_busy_cycles); an INIT that
+# finds its slot written moves nothing.
+def var_busy_cycles(cfg: NpuConfig, *, sram_addr: int, nbytes: int) -> int:
+    return dma_busy_cycles(cfg, Sram.VARIABLE, sram_addr=sram_addr, len0=nbytes, len1=1, len2=1)
 
 
 # Elementwise unit (ELTWISE): one element enters its pipeline per clock. The pipeline is fixed:
@@ -82,9 +213,10 @@ ELT_FIXED = 2
 ELT_PIPELINE = 16
 
 
-def eltwise_command_cycles(count: int) -> int:
-    """Clocks of an ELTWISE command over `count` elements, from its start to its done pulse."""
-    return ELT_FIXED + count + ELT_PIPELINE
+def eltwise_command_cycles(count: int, element_clocks: int = 1) -> int:
+    """Clocks of an ELTWISE command over `count` elements, from its start to its done pulse;
+    `element_clocks` per element (2 when an 8-byte element spans two 4-byte words)."""
+    return ELT_FIXED + count * element_clocks + ELT_PIPELINE
 
 
 # Pooling unit (POOL): one window tap per clock. For each output element (row-major over OFM_H x

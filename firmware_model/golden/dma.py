@@ -17,12 +17,12 @@ from firmware_model.arch.isa import Sram
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import dma_cycles, fill_cycles
+from firmware_model.arch.cycle_model import dma_busy_cycles
 
 
 @dataclass
 class DmaResult:
-    cycles: int
+    cycles: int                 # the DMA engine's busy clocks (cycle_model.dma_busy_cycles)
     bytes: int
     sram: Sram
     sram_range: tuple[int, int]
@@ -44,8 +44,10 @@ def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram
     r = Registers(regs)
     len0, len1, len2 = r.dma_len0, r.dma_len1, r.dma_len2
     n = len0 * len1 * len2
+    geometry = dict(sram_addr=r.dma_sram_addr, len0=len0, len1=len1, len2=len2,
+                    sram_stride1=r.dma_sram_stride1, sram_stride2=r.dma_sram_stride2)
     if not n:
-        return DmaResult(dma_cycles(cfg, len0=len0, len1=len1, len2=len2), 0, sram, (0, 0))
+        return DmaResult(dma_busy_cycles(cfg, sram, **geometry), 0, sram, (0, 0))
     ext = (r.dma_ext_addr, len0, len1, len2, r.dma_ext_stride1, r.dma_ext_stride2)
     on_chip = (r.dma_sram_addr, len0, len1, len2, r.dma_sram_stride1, r.dma_sram_stride2)
     what = f"DMA_{'LOAD' if to_sram else 'STORE'} {sram.name}"
@@ -56,7 +58,7 @@ def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram
     if not to_sram:
         src, dst = dst, src
     dst[...] = src
-    return DmaResult(dma_cycles(cfg, len0=len0, len1=len1, len2=len2), n, sram, rng)
+    return DmaResult(dma_busy_cycles(cfg, sram, **geometry), n, sram, rng)
 
 
 def fill(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, value: int) -> DmaResult:
@@ -69,4 +71,6 @@ def fill(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, value:
         rng = _span(*on_chip)
         mem.check_range(sram, *rng, f"FILL {sram.name}")
         _box(mem.sram[sram], *on_chip)[...] = value & 0xFF
-    return DmaResult(fill_cycles(cfg, len0=len0, len1=len1, len2=len2), n, sram, rng)
+    cycles = dma_busy_cycles(cfg, sram, fill=True, sram_addr=r.dma_sram_addr, len0=len0, len1=len1, len2=len2,
+                             sram_stride1=r.dma_sram_stride1, sram_stride2=r.dma_sram_stride2)
+    return DmaResult(cycles, n, sram, rng)

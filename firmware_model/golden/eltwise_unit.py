@@ -39,7 +39,7 @@ from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
 from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, read_elements,
                                          read_records, write_run)
-from firmware_model.arch.cycle_model import eltwise_command_cycles
+from firmware_model.arch.cycle_model import element_write_clocks, eltwise_command_cycles
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
@@ -156,4 +156,5 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
     if lut_range is not None:
         regions["lut"] = lut_range
     regions["output"] = write_run(mem, r.elt_out_addr, out, ofm_dt, "ELTWISE output")
-    return EltResult(eltwise_command_cycles(count), count, regions, out)
+    sizes = [ELEMENT_BYTES[a_dt], ELEMENT_BYTES[ofm_dt]] + ([ELEMENT_BYTES[b_dt]] if binary else [])
+    return EltResult(eltwise_command_cycles(count, max(element_write_clocks(cfg, s) for s in sizes)), count, regions, out)

@@ -34,7 +34,7 @@ import numpy as np
 
 from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.cycle_model import mac_command_cycles
+from firmware_model.arch.cycle_model import element_write_clocks, mac_command_cycles
 from firmware_model.arch.isa import ELEMENT_BYTES, PARAM_RECORD_BYTES, Sram, decode_param_records
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
@@ -206,7 +206,8 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
 
     pixels = oh * ow
     return MacResult(
-        cycles=mac_command_cycles(cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb),
+        cycles=mac_command_cycles(cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,
+                                  write_clocks=element_write_clocks(cfg, esize)),
         macs=n_ocb * kh * kw * cb * pixels * R * lanes,
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),

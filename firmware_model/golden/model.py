@@ -25,7 +25,7 @@ from firmware_model.golden.eltwise_unit import EltResult, execute_eltwise
 from firmware_model.golden.mac_unit import MacResult, execute_mac
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import COMMAND_OVERHEAD
+from firmware_model.arch.cycle_model import COMMAND_OVERHEAD, Timeline
 from firmware_model.golden.pool_unit import PoolResult, execute_pool
 from firmware_model.arch.program import Placement, Program
 from firmware_model.golden.var_unit import execute_var, load_state, program_layout, save_state
@@ -35,48 +35,43 @@ REGISTER_NUMBERS = frozenset(int(r) for r in Reg)
 
 
 @dataclass
-class TileEvent:
-    """A MAC command as the bench sees it: where it sits, what it read, what golden wrote."""
-    tile_id: int                      # value of the last MARK command
-    command_index: int
-    regs: dict[int, int]              # register file when the command ran
-    mode: int
-    result: MacResult
-    memories: Memories                # golden memories after the command
-    output_before: np.ndarray         # the output SRAM just before the command
-
-
-# A tile hook may return replacement bytes for result.region.output (e.g. the RTL's result).
-TileHook = Callable[[TileEvent], "np.ndarray | None"]
-
-
-@dataclass
-class VectorTileEvent:
-    """An ELTWISE or POOL command (one tile of those units), for a bench that runs it elsewhere."""
+class CommandEvent:
+    """A compute command (one tile of the MAC, ELTWISE or POOL unit) as a bench sees it: where it
+    sits in the program, when it ran, what it read and what golden wrote."""
     tile_id: int                      # value of the last MARK command
     command_index: int
     opcode: Opcode
     sub: int
     regs: dict[int, int]              # register file when the command ran
-    result: "EltResult | PoolResult"  # cycles and the byte ranges read and written (regions)
+    start: int                        # clock the unit started (Timeline: clocks from the invocation's first fetch)
+    end: int                          # clock it reported done
+    result: "MacResult | EltResult | PoolResult"
     memories: Memories                # golden memories after the command
-    output_before: np.ndarray         # the output SRAM just before the command
+    output_before: np.ndarray | None  # the output SRAM just before the command (when a hook asked for it)
+
+    @property
+    def output(self) -> tuple[int, int]:
+        """The output SRAM bytes [a, b) the command wrote."""
+        return self.result.region.output if self.opcode == Opcode.MAC else self.result.regions["output"]
 
 
-# A vector-tile hook may return replacement bytes for result.regions["output"].
-VectorTileHook = Callable[[VectorTileEvent], "np.ndarray | None"]
+# A hook sees every compute command; it may return replacement bytes for event.output (a bench
+# that runs the command elsewhere and chains its result).
+CommandHook = Callable[[CommandEvent], "np.ndarray | None"]
 
 
 @dataclass
 class Counters:
-    cycles: int = 0
-    unit_cycles: Counter = field(default_factory=Counter)   # "command", "mac", "eltwise", "pool", "dma", "fill", "host"
+    cycles: int = 0                                         # NPU clocks (every invocation's, summed)
+    host_cycles: int = 0                                    # modelled host time, apart from NPU clocks
+    unit_cycles: Counter = field(default_factory=Counter)   # busy clocks: "command", "mac", "eltwise", "pool", "var", "dma", "fill", "stall"
     opcodes: Counter = field(default_factory=Counter)       # commands run, by Opcode
     macs: int = 0
     bytes_read: Counter = field(default_factory=Counter)    # by memory name
     bytes_written: Counter = field(default_factory=Counter)
     tiles: int = 0
     var: Counter = field(default_factory=Counter)           # VAR commands: "INIT loaded", "INIT kept", "READ", "WRITE"
+    invocation_cycles: list = field(default_factory=list)  # NPU clocks of each invocation
 
     @property
     def commands(self) -> dict[str, int]:
@@ -84,9 +79,10 @@ class Counters:
         return {Opcode(op).name: n for op, n in self.opcodes.items()}
 
     def as_dict(self) -> dict:
-        return {"cycles": self.cycles, "unit_cycles": dict(self.unit_cycles), "commands": self.commands,
-                "macs": self.macs, "bytes_read": dict(self.bytes_read),
-                "bytes_written": dict(self.bytes_written), "tiles": self.tiles, "var": dict(self.var)}
+        return {"cycles": self.cycles, "host_cycles": self.host_cycles, "unit_cycles": dict(self.unit_cycles),
+                "commands": self.commands, "macs": self.macs, "bytes_read": dict(self.bytes_read),
+                "bytes_written": dict(self.bytes_written), "tiles": self.tiles, "var": dict(self.var),
+                "invocation_cycles": list(self.invocation_cycles)}
 
 
 class GoldenModel:
@@ -100,9 +96,9 @@ class GoldenModel:
         self.host = host
         self.regs: dict[int, int] = {}
         self.counters = Counters()
-        self.tile_hook: TileHook | None = None
-        self.vector_tile_hook: VectorTileHook | None = None
+        self.event_hook: CommandHook | None = None
         self.mark = 0
+        self.timeline: Timeline | None = None         # the running (or last) invocation's
         self._var_names = {v.slot: v.name for v in program_layout(program.manifest)}
         self._power_on()
 
@@ -161,11 +157,15 @@ class GoldenModel:
     def run_steps(self):
         """Execute the program from command 0 to END, yielding the index of each command run.
 
-        A caller that must act between commands (the RTL bench, between a tile's golden result
-        and the next command) iterates this instead of calling run().
+        A caller that must act between commands iterates this instead of calling run(). The
+        timeline (firmware_model.arch.cycle_model.Timeline) gives each command its clocks; the
+        effects happen in program order, which the NPU's waits make equivalent: a compute, VAR,
+        HOST or END command runs only once every DMA transfer before it has finished, and the DMA
+        engine runs its queue in order.
         """
         cmds = self.program.commands
         counters = self.counters
+        self.timeline = Timeline()
         pc = 0
         while True:
             if pc >= len(cmds):
@@ -174,65 +174,58 @@ class GoldenModel:
             cmd = cmds[pc]
             counters.opcodes[cmd.opcode] += 1
             counters.unit_cycles["command"] += COMMAND_OVERHEAD
-            counters.cycles += COMMAND_OVERHEAD
             try:
                 done = self.step(pc, cmd)
             except GoldenModelError as e:
                 raise GoldenModelError(f"command {pc} ({cmd.disassemble()}): {e}", e.status) from None
             yield pc
             if done:
+                counters.unit_cycles["stall"] += self.timeline.stall
                 return
             pc += 1
-
-    def _charge(self, unit: str, cycles: int) -> None:
-        self.counters.unit_cycles[unit] += cycles
-        self.counters.cycles += cycles
 
     def step(self, pc: int, cmd: Command) -> bool:
         """Execute one command; True at END."""
         op = cmd.opcode
+        tl = self.timeline
         if op == Opcode.SET:
             if cmd.sub not in REGISTER_NUMBERS:
                 raise GoldenModelError(f"register {cmd.sub:#04x} does not exist", Status.BAD_REGISTER)
             self.regs[cmd.sub] = cmd.value
-        elif op in (Opcode.NOP, Opcode.BARRIER):
-            pass
+            tl.simple()
+        elif op == Opcode.NOP:
+            tl.simple()
+        elif op == Opcode.BARRIER:
+            tl.barrier()
         elif op == Opcode.MARK:
             self.mark = cmd.value
+            tl.simple()
         elif op == Opcode.END:
+            cycles = tl.end()
+            self.counters.cycles += cycles
+            self.counters.invocation_cycles.append(cycles)
             return True
         elif op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
             sram = self._sram(cmd)
+            if op == Opcode.DMA_STORE and sram == Sram.LUT:
+                raise GoldenModelError("DMA_STORE LUT: the LUT SRAM cannot be read by the DMA", Status.BAD_MODE)
             r = dma_transfer(self.cfg, self.mem, self.regs, sram, to_sram=op == Opcode.DMA_LOAD)
-            self._charge("dma", r.cycles)
+            tl.dma(r.cycles)
+            self.counters.unit_cycles["dma"] += r.cycles
             src, dst = ("ext", sram.name.lower()) if op == Opcode.DMA_LOAD else (sram.name.lower(), "ext")
             self.counters.bytes_read[src] += r.bytes
             self.counters.bytes_written[dst] += r.bytes
         elif op == Opcode.FILL:
             r = fill(self.cfg, self.mem, self.regs, self._sram(cmd), cmd.value)
-            self._charge("fill", r.cycles)
+            tl.dma(r.cycles)
+            self.counters.unit_cycles["fill"] += r.cycles
             self.counters.bytes_written[r.sram.name.lower()] += r.bytes
-        elif op == Opcode.MAC:
-            before = self.mem.sram[Sram.OUTPUT].copy() if self.tile_hook else None
-            result = execute_mac(self.cfg, self.mem, self.regs, cmd.sub)
-            self._charge("mac", result.cycles)
-            self.counters.macs += result.macs
-            self.counters.tiles += 1
-            for name, (a, b) in (("input", result.region.input), ("weight", result.region.weight),
-                                 ("param", result.region.param)):
-                self.counters.bytes_read[name] += b - a
-            self.counters.bytes_written["output"] += result.out_bytes
-            if self.tile_hook is not None:
-                event = TileEvent(self.mark, pc, dict(self.regs), cmd.sub, result, self.mem, before)
-                replacement = self.tile_hook(event)
-                if replacement is not None:
-                    a, b = result.region.output
-                    self.mem.sram[Sram.OUTPUT][a:b] = replacement
-        elif op in (Opcode.ELTWISE, Opcode.POOL):
-            self._vector_command(pc, op, cmd.sub)
+        elif op in (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL):
+            self._compute_command(pc, op, cmd.sub)
         elif op == Opcode.VAR:
             r = execute_var(self.cfg, self.mem, self.regs, cmd.sub, self._var_names)
-            self._charge("var", r.cycles)
+            tl.var(r.cycles if r.bytes else None)
+            self.counters.unit_cycles["var"] += r.cycles + 1 if r.bytes else 0   # the pop clock
             self.counters.var[r.op.name if r.op != VarOp.INIT else f"INIT {'loaded' if r.bytes else 'kept'}"] += 1
             if r.bytes:
                 src, dst = ("variable", "ext") if r.op == VarOp.READ else ("ext", "variable")
@@ -241,29 +234,39 @@ class GoldenModel:
         elif op == Opcode.HOST:
             if self.host is None:
                 raise GoldenModelError(f"HOST {cmd.value}: this model has no host CPU attached", Status.BAD_OPCODE)
+            tl.barrier()
             cycles = self.host.run(self, cmd.value)
-            self._charge("host", cycles)
+            self.counters.unit_cycles["host"] += cycles
+            self.counters.host_cycles += cycles
         else:
             raise GoldenModelError(f"{op.name} is not implemented by this golden model", Status.BAD_OPCODE)
         return False
 
-    def _vector_command(self, pc: int, op: Opcode, sub: int) -> None:
-        """ELTWISE (firmware_model/golden/eltwise_unit.py) or POOL (pool_unit.py): one tile on SRAM data."""
-        before = self.mem.sram[Sram.OUTPUT].copy() if self.vector_tile_hook else None
-        if op == Opcode.ELTWISE:
-            result = execute_eltwise(self.cfg, self.mem, self.regs, sub)
+    def _compute_command(self, pc: int, op: Opcode, sub: int) -> None:
+        """MAC (firmware_model/golden/mac_unit.py), ELTWISE (eltwise_unit.py) or POOL (pool_unit.py):
+        one tile on SRAM data."""
+        before = self.mem.sram[Sram.OUTPUT].copy() if self.event_hook else None
+        if op == Opcode.MAC:
+            result = execute_mac(self.cfg, self.mem, self.regs, sub)
+            self.counters.macs += result.macs
+            reads = {"input": result.region.input, "weight": result.region.weight, "param": result.region.param}
+            written = result.region.output
+            self.counters.bytes_written["output"] += result.out_bytes
         else:
-            result = execute_pool(self.cfg, self.mem, self.regs, sub)
-        unit = op.name.lower()
-        self._charge(unit, result.cycles)
+            result = (execute_eltwise if op == Opcode.ELTWISE else execute_pool)(self.cfg, self.mem, self.regs, sub)
+            reads = {k: v for k, v in result.regions.items() if k != "output"}
+            written = result.regions["output"]
+            self.counters.bytes_written["output"] += written[1] - written[0]
+        start, end = self.timeline.unit(result.cycles)
+        self.counters.unit_cycles[op.name.lower()] += result.cycles
         self.counters.tiles += 1
-        for name, (a, b) in result.regions.items():
-            (self.counters.bytes_written if name == "output" else self.counters.bytes_read)[name] += b - a
-        if self.vector_tile_hook is not None:
-            event = VectorTileEvent(self.mark, pc, op, sub, dict(self.regs), result, self.mem, before)
-            replacement = self.vector_tile_hook(event)
+        for name, (a, b) in reads.items():
+            self.counters.bytes_read[name] += b - a
+        if self.event_hook is not None:
+            event = CommandEvent(self.mark, pc, op, sub, dict(self.regs), start, end, result, self.mem, before)
+            replacement = self.event_hook(event)
             if replacement is not None:
-                a, b = result.regions["output"]
+                a, b = written
                 self.mem.sram[Sram.OUTPUT][a:b] = replacement
 
     @staticmethod

@@ -36,14 +36,14 @@ from firmware_model.arch.isa import VAR_SLOTS, Sram, Status, VarOp
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import var_cycles
+from firmware_model.arch.cycle_model import var_busy_cycles
 from firmware_model.tosa_ops.dtypes import DType
 
 
 @dataclass
 class VarResult:
     op: VarOp
-    cycles: int
+    cycles: int         # the DMA engine's busy clocks for the transfer (0: none)
     bytes: int          # bytes moved between the slot and external memory
     slot: int
 
@@ -73,7 +73,7 @@ def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
             var[addr:addr + nbytes] = mem.ext[ext:ext + nbytes]
             _mark_written(mem, slot, addr, nbytes)
             moved = nbytes
-        return VarResult(op, var_cycles(cfg, nbytes=nbytes, transfer=moved > 0), moved, slot)
+        return VarResult(op, var_busy_cycles(cfg, sram_addr=addr, nbytes=nbytes) if moved else 0, moved, slot)
     if op == VarOp.READ:
         if not mem.variable_slots[slot]:
             raise GoldenModelError(f"{what}: the variable is read before it is written (REQUIRE is_written)",
@@ -82,7 +82,7 @@ def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
     else:
         var[addr:addr + nbytes] = mem.ext[ext:ext + nbytes]
         _mark_written(mem, slot, addr, nbytes)
-    return VarResult(op, var_cycles(cfg, nbytes=nbytes, transfer=True), nbytes, slot)
+    return VarResult(op, var_busy_cycles(cfg, sram_addr=addr, nbytes=nbytes), nbytes, slot)
 
 
 def _mark_written(mem: Memories, slot: int, addr: int, nbytes: int) -> None:

@@ -924,9 +924,10 @@ def test_avg_pool_whose_window_sum_may_leave_int32_stays_on_the_host(tmp_path):
     assert "may leave int32" in "\n".join(ctxs["default"].report)
 
 
-def test_vector_tile_hook_sees_every_eltwise_and_pool_tile_and_can_substitute():
-    """The hook a bench uses to run ELTWISE/POOL tiles elsewhere: one event per command with its
-    tile id and registers; bytes it returns replace golden's (a corrupted tile changes the output)."""
+def test_event_hook_sees_every_tile_and_can_substitute():
+    """The hook a bench uses to see each compute command: one event per MAC, ELTWISE and POOL tile
+    with its tile id, registers and clocks; bytes it returns replace golden's (a corrupted tile
+    changes the output)."""
     model = MODELS_DIR / "resnet_pool"
     cfg = load_config("default")
     ctx = compile_graph(read_tosa(model / "model.tosa"), cfg)
@@ -934,19 +935,22 @@ def test_vector_tile_hook_sees_every_eltwise_and_pool_tile_and_can_substitute():
     ref = np.load(model / "ref_output_0.npy")
     events = []
     golden = GoldenModel(ctx.program, cfg)
-    golden.vector_tile_hook = lambda ev: events.append(ev)
+    golden.event_hook = lambda ev: events.append(ev)
     assert same(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
-    vector_tiles = [t for layer in ctx.program.manifest["layers"] for t in layer["tiles"]
-                    if t.get("unit") in ("ELTWISE", "POOL")]
-    assert [e.tile_id for e in events] == [t["id"] for t in vector_tiles]
-    assert [e.command_index for e in events] == [t["unit_command"] for t in vector_tiles]
-    first = events[0]
-    assert first.opcode.name == "ELTWISE" and first.regs[int(Reg.ELT_COUNT)] == first.result.elements
+    tiles = [t for layer in ctx.program.manifest["layers"] for t in layer["tiles"] if "unit_command" in t]
+    assert [e.tile_id for e in events] == [t["id"] for t in tiles]
+    assert [e.command_index for e in events] == [t["unit_command"] for t in tiles]
+    vector = [e for e in events if e.opcode.name in ("ELTWISE", "POOL")]
+    assert vector and vector[0].opcode.name == "ELTWISE" and vector[0].regs[int(Reg.ELT_COUNT)] == vector[0].result.elements
+    # clocks: each tile ends after it starts, later tiles later, all inside the invocation
+    assert all(e.start < e.end for e in events) and all(a.end < b.start for a, b in zip(events, events[1:]))
+    assert events[-1].end < golden.counters.cycles
+    vector_tiles = [t for t in tiles if t.get("unit") in ("ELTWISE", "POOL")]
 
     def corrupt(ev):
-        a, b = ev.result.regions["output"]
+        a, b = ev.output
         return np.zeros(b - a, np.uint8) if ev.tile_id == vector_tiles[0]["id"] else None
 
     golden = GoldenModel(ctx.program, cfg)
-    golden.vector_tile_hook = corrupt
+    golden.event_hook = corrupt
     assert not np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
