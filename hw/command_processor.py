@@ -1,55 +1,156 @@
-"""Command processor: fetches 64-bit commands from the command memory in order, writes SET
-values into the register file, starts the MAC sequencer for MAC commands and waits for it, and
-reports completion (`done`, `status`, cycles) at END or at the first error.
+"""Command processor: runs an invocation's command stream from external memory, START to END.
 
-Each command takes two clocks (fetch, decode) plus the time of the unit it starts. Commands this
-RTL does not implement end the program with Status.BAD_OPCODE rather than being skipped, so a
-program is never silently half-run.
+The host gives the stream's place (`prog_addr`, a byte address, and `prog_words`, its length in
+64-bit commands) and pulses `start`. Per command (docs/isa.md, "Timing"; the golden model's
+firmware_model.arch.cycle_model.Timeline is the same schedule):
+
+    FETCH    the command word is read from external memory (the data arrives next clock)
+    DECODE   SET, NOP, MARK act now; DMA_LOAD / DMA_STORE / FILL are checked and pushed into the
+             DMA engine's queue (DECODE holds while the queue is full); MAC, ELTWISE, POOL,
+             BARRIER, VAR, HOST and END first wait until the DMA engine is idle, then: a compute
+             command starts its unit (WAIT_UNIT until it reports done), VAR is checked and its
+             transfer runs on the DMA engine (WAIT_VAR), HOST hands over to the host (WAIT_HOST
+             until `host_ack`; these clocks are not counted), END finishes.
+
+`cycles` counts the clocks of the invocation (host hand-overs excluded); `unit_event` pulses in the
+clock a compute unit reports done (the bench's scoreboard samples the tile there). Errors end the
+invocation with their status (BAD_OPCODE, BAD_REGISTER, BAD_MODE, ADDRESS_RANGE,
+VAR_READ_BEFORE_WRITE, COMMAND_OVERRUN); nothing is skipped silently.
 """
 
-from amaranth import Module
-from amaranth.lib import wiring
+from amaranth import Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import Opcode, Reg, Status
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import VAR_SLOTS, Opcode, Reg, Sram, Status, VarOp
+from hw.dma_engine import DESCRIPTOR, SRAMS, DmaKind
 from hw.layouts import COMMAND_WORD_LAYOUT
 from hw.register_file import REGISTER_FILE
 
+COMPUTE_OPCODES = (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL)
+
+
+def sram_bytes(cfg: NpuConfig, sram: Sram) -> int:
+    """An SRAM's size in bytes as the DMA addresses it (the golden model's Memories)."""
+    from firmware_model.arch.isa import PARAM_RECORD_BYTES
+
+    return {Sram.INPUT: cfg.input_sram, Sram.WEIGHT: cfg.weight_sram,
+            Sram.PARAM: cfg.param_records * PARAM_RECORD_BYTES, Sram.OUTPUT: cfg.output_sram,
+            Sram.VARIABLE: cfg.variable_sram, Sram.LUT: cfg.lut_sram}[sram]
+
 
 class CommandProcessor(wiring.Component):
-    def __init__(self, cmd_depth: int):
-        self.cmd_depth = cmd_depth
+    def __init__(self, cfg: NpuConfig):
+        self.cfg = cfg
         super().__init__({
-            "start": In(1),            # begin at command 0 (registers keep their values)
+            "start": In(1),                # begin an invocation at command 0 (registers keep their values)
+            "prog_addr": In(32),           # byte address of the command stream in external memory
+            "prog_words": In(32),          # its length in commands
             "busy": Out(1),
-            "done": Out(1),            # high from completion until the next start
+            "done": Out(1),                # high from completion until the next start
             "status": Out(8),
-            "cycles": Out(32),         # clocks from start to completion
-            "mark": Out(32),           # value of the last MARK command
-            "pc": Out(range(cmd_depth + 1)),
-            "cmd_addr": Out(range(cmd_depth)),
+            "cycles": Out(32),             # clocks of the invocation so far (host hand-overs excluded)
+            "mark": Out(32),               # value of the last MARK command
+            "pc": Out(32),                 # index of the command in DECODE (or the last one)
+            "cmd_addr": Out(32),           # command fetch: external-memory word (8 bytes) address
             "cmd_data": In(COMMAND_WORD_LAYOUT),
             "regs": Out(REGISTER_FILE),
-            "mac_start": Out(1),
-            "mac_mode": Out(8),
-            "mac_done": In(1),
-            "mac_status": In(8),
+            "dma": Out(stream.Signature(DESCRIPTOR)),
+            "dma_idle": In(1),
+            "unit_start": Out(1),          # one clock: start the compute unit of `unit_op`
+            "unit_op": Out(8),
+            "unit_sub": Out(8),
+            "unit_done": In(1),
+            "unit_status": In(8),
+            "unit_event": Out(1),          # a compute command finished this clock
+            "var_written": In(VAR_SLOTS),  # the variable SRAM's slot flags
+            "host_req": Out(1),            # a HOST command waits for the host
+            "host_op": Out(32),
+            "host_ack": In(1),
         })
 
     def elaborate(self, platform):
         m = Module()
+        cfg = self.cfg
         pc = self.pc
         word = self.cmd_data
         opcode, sub, value = word.opcode, word.sub, word.value
+        regs = self.regs
+        counting = Signal()
 
-        m.d.comb += [self.cmd_addr.eq(pc), self.mac_start.eq(0), self.mac_mode.eq(sub)]
-        with m.If(self.busy):
+        m.d.comb += [self.cmd_addr.eq((self.prog_addr >> 3) + pc), self.unit_op.eq(opcode),
+                     self.unit_sub.eq(sub), self.host_op.eq(value)]
+        with m.If(counting):
             m.d.sync += self.cycles.eq(self.cycles + 1)
 
         def finish(status):
             m.d.sync += [self.status.eq(status), self.busy.eq(0), self.done.eq(1)]
             m.next = "IDLE"
 
+        # ---- DMA commands: the descriptor, and the checks the golden model makes ----
+        d = self.dma.payload
+        kind = Signal(2)
+        with m.Switch(opcode):
+            with m.Case(Opcode.DMA_LOAD):
+                m.d.comb += kind.eq(DmaKind.LOAD)
+            with m.Case(Opcode.DMA_STORE):
+                m.d.comb += kind.eq(DmaKind.STORE)
+            with m.Default():
+                m.d.comb += kind.eq(DmaKind.FILL)
+        m.d.comb += [
+            d.kind.eq(kind), d.sram.eq(sub), d.value.eq(value), d.var.eq(0), d.slot.eq(0),
+            d.ext_addr.eq(regs.dma_ext_addr), d.sram_addr.eq(regs.dma_sram_addr),
+            d.len0.eq(regs.dma_len0), d.len1.eq(regs.dma_len1), d.len2.eq(regs.dma_len2),
+            d.ext_stride1.eq(regs.dma_ext_stride1), d.ext_stride2.eq(regs.dma_ext_stride2),
+            d.sram_stride1.eq(regs.dma_sram_stride1), d.sram_stride2.eq(regs.dma_sram_stride2),
+        ]
+
+        def span_end(base, stride1, stride2):
+            """One past the last byte a pattern touches (exact: 66 bits)."""
+            return (base + (regs.dma_len2 - 1) * stride2 + (regs.dma_len1 - 1) * stride1 + regs.dma_len0)
+
+        empty = Signal()
+        m.d.comb += empty.eq((regs.dma_len0 == 0) | (regs.dma_len1 == 0) | (regs.dma_len2 == 0))
+        sram_size = Signal(32)
+        with m.Switch(sub):
+            for s in SRAMS:
+                with m.Case(s):
+                    m.d.comb += sram_size.eq(sram_bytes(cfg, s))
+            with m.Default():
+                m.d.comb += sram_size.eq(0)
+        ext_end = Signal(unsigned(68), name="dma_ext_end")
+        sram_end = Signal(unsigned(68), name="dma_sram_end")
+        m.d.comb += [ext_end.eq(span_end(regs.dma_ext_addr, regs.dma_ext_stride1, regs.dma_ext_stride2)),
+                     sram_end.eq(span_end(regs.dma_sram_addr, regs.dma_sram_stride1, regs.dma_sram_stride2))]
+        bad_sram = Signal()
+        m.d.comb += bad_sram.eq((sub > max(SRAMS)) | ((opcode == Opcode.DMA_STORE) & (sub == Sram.LUT)))
+        out_of_range = Signal()
+        m.d.comb += out_of_range.eq(~empty & (((opcode != Opcode.FILL) & (ext_end > cfg.ext_size))
+                                              | (sram_end > sram_size)))
+
+        # ---- VAR: the checks (var_unit.execute_var) and the transfer's descriptor ----
+        vaddr, vbytes, vslot, vext = regs.var_addr, regs.var_bytes, regs.var_slot, regs.var_ext_addr
+        lg_w = cfg.word_bytes.bit_length() - 1
+        slot_written = Signal()
+        m.d.comb += slot_written.eq(self.var_written.bit_select(vslot[:max(1, (VAR_SLOTS - 1).bit_length())], 1))
+        var_bad_mode = Signal()
+        var_bad_range = Signal()
+        m.d.comb += [
+            var_bad_mode.eq(sub > max(VarOp)),
+            var_bad_range.eq((vslot >= VAR_SLOTS) | (vaddr[:lg_w] != 0) | (vbytes == 0)
+                             | ((vaddr + vbytes) > cfg.variable_sram) | ((vext + vbytes) > cfg.ext_size)),
+        ]
+        var_d = Signal(DESCRIPTOR)
+        m.d.comb += [
+            var_d.kind.eq(Mux(sub == VarOp.READ, DmaKind.STORE, DmaKind.LOAD)),
+            var_d.sram.eq(Sram.VARIABLE), var_d.var.eq(1), var_d.slot.eq(vslot),
+            var_d.ext_addr.eq(vext), var_d.sram_addr.eq(vaddr), var_d.len0.eq(vbytes),
+            var_d.len1.eq(1), var_d.len2.eq(1),
+        ]
+        push_var = Signal()
+
+        m.d.comb += [self.dma.valid.eq(0), self.unit_start.eq(0), self.unit_event.eq(0), counting.eq(self.busy)]
         with m.FSM(name="cp"):
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -57,37 +158,84 @@ class CommandProcessor(wiring.Component):
                                  self.status.eq(Status.OK)]
                     m.next = "FETCH"
             with m.State("FETCH"):
-                with m.If(pc == self.cmd_depth):
+                with m.If(pc == self.prog_words):
                     finish(Status.COMMAND_OVERRUN)
                 with m.Else():
                     m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += pc.eq(pc + 1)
-                m.next = "FETCH"
+                advance = Signal()
+                m.d.comb += advance.eq(0)
+                with m.If(advance):
+                    m.d.sync += pc.eq(pc + 1)
+                    m.next = "FETCH"
                 with m.Switch(opcode):
-                    with m.Case(Opcode.NOP, Opcode.BARRIER):
-                        pass
+                    with m.Case(Opcode.NOP):
+                        m.d.comb += advance.eq(1)
                     with m.Case(Opcode.SET):
                         with m.Switch(sub):
                             for reg in Reg:
                                 with m.Case(reg):
-                                    m.d.sync += getattr(self.regs, reg.name.lower()).eq(value)
+                                    m.d.sync += getattr(regs, reg.name.lower()).eq(value)
+                                    m.d.comb += advance.eq(1)
                             with m.Default():
                                 finish(Status.BAD_REGISTER)
                     with m.Case(Opcode.MARK):
                         m.d.sync += self.mark.eq(value)
-                    with m.Case(Opcode.MAC):
-                        # the MAC sequencer checks the mode with the rest of the command
-                        m.d.comb += self.mac_start.eq(1)
-                        m.next = "WAIT_MAC"
+                        m.d.comb += advance.eq(1)
+                    with m.Case(Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
+                        with m.If(bad_sram):
+                            finish(Status.BAD_MODE)
+                        with m.Elif(out_of_range):
+                            finish(Status.ADDRESS_RANGE)
+                        with m.Else():
+                            m.d.comb += [self.dma.valid.eq(1), advance.eq(self.dma.ready)]
+                    with m.Case(*COMPUTE_OPCODES):
+                        with m.If(self.dma_idle):
+                            m.d.comb += self.unit_start.eq(1)
+                            m.next = "WAIT_UNIT"
+                    with m.Case(Opcode.BARRIER):
+                        m.d.comb += advance.eq(self.dma_idle)
                     with m.Case(Opcode.END):
-                        finish(Status.OK)
+                        with m.If(self.dma_idle):
+                            finish(Status.OK)
+                    with m.Case(Opcode.HOST):
+                        with m.If(self.dma_idle):
+                            m.d.sync += self.host_req.eq(1)
+                            m.next = "WAIT_HOST"
+                    with m.Case(Opcode.VAR):
+                        with m.If(self.dma_idle):
+                            with m.If(var_bad_mode):
+                                finish(Status.BAD_MODE)
+                            with m.Elif(var_bad_range):
+                                finish(Status.ADDRESS_RANGE)
+                            with m.Elif((sub == VarOp.READ) & ~slot_written):
+                                finish(Status.VAR_READ_BEFORE_WRITE)
+                            with m.Elif((sub == VarOp.INIT) & slot_written):
+                                m.d.comb += advance.eq(1)         # written before: nothing moves
+                            with m.Else():
+                                m.d.comb += push_var.eq(1)
+                                m.next = "WAIT_VAR"
                     with m.Default():
                         finish(Status.BAD_OPCODE)
-            with m.State("WAIT_MAC"):
-                with m.If(self.mac_done):
-                    with m.If(self.mac_status != Status.OK):
-                        finish(self.mac_status)
+            with m.State("WAIT_UNIT"):
+                with m.If(self.unit_done):
+                    m.d.comb += self.unit_event.eq(1)
+                    with m.If(self.unit_status != Status.OK):
+                        finish(self.unit_status)
                     with m.Else():
+                        m.d.sync += pc.eq(pc + 1)
                         m.next = "FETCH"
+            with m.State("WAIT_VAR"):
+                with m.If(self.dma_idle):
+                    m.d.sync += pc.eq(pc + 1)
+                    m.next = "FETCH"
+            with m.State("WAIT_HOST"):
+                m.d.comb += counting.eq(0)
+                with m.If(self.host_ack):
+                    m.d.sync += [self.host_req.eq(0), pc.eq(pc + 1)]
+                    m.next = "FETCH"
+        # The VAR transfer uses the DMA push port in the clock DECODE decides it (the queue is
+        # empty then: DECODE waited for an idle engine).
+        with m.If(push_var):
+            m.d.comb += [self.dma.valid.eq(1), self.dma.payload.eq(var_d)]
         return m

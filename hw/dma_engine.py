@@ -104,7 +104,7 @@ def ext_port_signature(bandwidth: int) -> wiring.Signature:
 
 def _mask(n, width: int):
     """n ones from bit 0, for a Value n <= width."""
-    return Const((1 << width) - 1, width) >> (width - n)
+    return Const((1 << width) - 1, width) >> (width - n).as_unsigned()
 
 
 class DmaEngine(wiring.Component):

@@ -1,7 +1,7 @@
 """LUT engine: TOSA TABLE, one lookup per clock, from a table SRAM loaded at run time.
 
 The table SRAM is the NPU configuration's LUT SRAM: `entries` 16-bit entries (cfg.lut_entries),
-written through the `w` stream (entry address, 16-bit data; always ready, one entry per clock).
+written through the `w` stream (entry address, 16-bit data, byte enables `en`: the DMA may write one byte of an entry; always ready, one entry per clock).
 A lookup names its table by `base`, the address of the table's first entry (the LUT_ADDR
 register), and its kind by `mode` (firmware_model.arch.isa.LutMode):
 
@@ -52,7 +52,7 @@ class LutEngine(wiring.Component):
                              f"({INT16_TABLE_ENTRIES} entries)")
         self.entries = entries
         self.abits = address_bits(entries)
-        self.write_layout = data.StructLayout({"addr": unsigned(self.abits), "data": unsigned(16)})
+        self.write_layout = data.StructLayout({"addr": unsigned(self.abits), "data": unsigned(16), "en": unsigned(2)})
         self.in_layout = data.StructLayout({
             "value": signed(32),          # the input element (int8 mode: its low 8 bits)
             "mode": unsigned(MODE_BITS),  # LutMode
@@ -78,12 +78,12 @@ class LutEngine(wiring.Component):
         m.submodules.lut_odd = odd = memory.Memory(shape=16, depth=odd_rows, init=[])
 
         # ---- table writes: entry addr goes to bank addr[0], row addr >> 1 ----
-        we, wo = even.write_port(), odd.write_port()
+        we, wo = even.write_port(granularity=8), odd.write_port(granularity=8)
         w = self.w.payload
         m.d.comb += [
             self.w.ready.eq(1),
-            we.addr.eq(w.addr >> 1), we.data.eq(w.data), we.en.eq(self.w.valid & ~w.addr[0]),
-            wo.addr.eq(w.addr >> 1), wo.data.eq(w.data), wo.en.eq(self.w.valid & w.addr[0]),
+            we.addr.eq(w.addr >> 1), we.data.eq(w.data), we.en.eq(Mux(self.w.valid & ~w.addr[0], w.en, 0)),
+            wo.addr.eq(w.addr >> 1), wo.data.eq(w.data), wo.en.eq(Mux(self.w.valid & w.addr[0], w.en, 0)),
         ]
 
         # ---- lookups ----

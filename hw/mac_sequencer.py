@@ -5,42 +5,46 @@ Loop order (weight-stationary, accumulators in SRAM), for each block of `rows` o
     for ky, kx, icb:                       one reduction step per kernel position and channel block
         load the rows x cols weight block  (rows + 1 clocks)
         for each output pixel p of the tile: acc[p] (+)= MAC(input vector at p, block)   (P + 1 clocks)
-    for each output pixel p, for each channel lane r:                (P x (1 + lanes) clocks)
-        bias -> rescale unit -> clamp -> output SRAM (byte enables)
+    for each output pixel p, for each channel lane r:   (P x (1 + lanes x write clocks) clocks)
+        bias -> `out`: the core's output stage (rescale, clamp, table) -> the output writer
 
 The timing is fixed by this loop and nothing else (no data-dependent stalls), so
 `firmware_model.arch.cycle_model.mac_command_cycles` predicts it exactly; docs/isa.md gives the formula.
 
-Supported here: MacMode CONV2D and MATMUL; int8 inputs with int8/int16 (rescaled) or int32 (raw)
-outputs; int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per word,
-IFM_ZP 0) with rescaled int8/int16/int32 outputs, the bias add saturating to int48; no fused table.
-Anything else (a raw int48 output among it) ends the command with Status.BAD_MODE.
+MacMode CONV2D and MATMUL; int8 inputs (int32 accumulator: the sum and the bias add wrap at 32
+bits) and int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per
+word, IFM_ZP 0; the bias add saturates to int48 once); results rescaled to int8/int16/int32, with
+an optional fused table, or raw (int32 for int8 inputs, int48 for int16 inputs). The command's
+checks are firmware_model/arch/checks.py's MAC rules, elaborated in CHECK.
 """
 
 from types import SimpleNamespace
 
 from amaranth import Module, Mux, Signal, signed
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.isa import OutMode, Status
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.checks import MAC_RTL_GAPS, MAC_RULES
+from firmware_model.arch.cycle_model import MAC_OUTPUT_DRAIN
 from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.mac_array import MacArray
 from hw.register_file import REGISTER_FILE
 from hw.register_map import elaborate_rules
-from hw.rescale_unit import LATENCY as RESCALE_LATENCY
-from hw.rescale_unit import RescaleUnit
+from hw.output_stage import LATENCY as OUTPUT_STAGE_LATENCY
+from hw.output_stage import OutputStageIn
 
 # Register-file fields the sequencer uses after SETUP (latched there).
-LATCHED = ('clamp_max', 'clamp_min', 'dilation_h', 'dilation_w', 'ifm_cblocks', 'ifm_dtype', 'ifm_zp', 'kernel_h', 'kernel_w', 'lut_mode', 'ofm_addr', 'ofm_c', 'ofm_dtype', 'ofm_h', 'ofm_pix_stride', 'ofm_row_stride', 'ofm_w', 'ofm_zp', 'out_mode', 'param_addr', 'rescale_dtype', 'stride_h', 'stride_w', 'wgt_addr', 'wgt_zp')
+LATCHED = ('dilation_h', 'dilation_w', 'ifm_cblocks', 'ifm_zp', 'kernel_h', 'kernel_w', 'ofm_addr', 'ofm_c', 'ofm_h', 'ofm_pix_stride', 'ofm_row_stride', 'ofm_w', 'param_addr', 'stride_h', 'stride_w', 'wgt_addr', 'wgt_zp')
 
 INT48_MIN, INT48_MAX = DType.INT48.min, DType.INT48.max
 
-# Clocks between the last lane entering the output pipeline and the sequencer moving on.
-OUTPUT_DRAIN = RESCALE_LATENCY + 2
+# Clocks between the last lane entering the output pipeline and the sequencer moving on: the bias
+# stage, the shared output stage, the write.
+OUTPUT_DRAIN = 1 + OUTPUT_STAGE_LATENCY + 1
+assert OUTPUT_DRAIN == MAC_OUTPUT_DRAIN
 
 
 def _bits(n: int) -> int:
@@ -48,9 +52,8 @@ def _bits(n: int) -> int:
 
 
 class MacSequencer(wiring.Component):
-    def __init__(self, cfg: NpuConfig, fault=None):
+    def __init__(self, cfg: NpuConfig):
         self.cfg = cfg
-        self.fault = fault
         R, L = cfg.mac_rows, cfg.mac_cols
         self.lg_l = L.bit_length() - 1
         self.lg_r = R.bit_length() - 1
@@ -68,9 +71,8 @@ class MacSequencer(wiring.Component):
             "wgt_data": In(8 * L),
             "prm_addr": Out(_bits(cfg.param_records)),
             "prm_data": In(PARAM_RECORD_LAYOUT),
-            "ofm_addr": Out(_bits(cfg.output_words)),
-            "ofm_data": Out(8 * L),
-            "ofm_en": Out(L),             # byte enables; all zero = no write
+            # the output stage's input (the core's shared hw/output_stage.py, then the writer)
+            "out": Out(stream.Signature(OutputStageIn)),
         })
 
     def elaborate(self, platform):
@@ -82,7 +84,6 @@ class MacSequencer(wiring.Component):
 
         # The MAC array holds the accumulator SRAM (acc_depth words of R int48 lanes).
         m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth)
-        m.submodules.rescale = rescale = RescaleUnit(fault=self.fault)
 
         # ---- operation parameters, latched at SETUP/CHECK ----
         ifm_word0 = Signal(32)
@@ -118,6 +119,7 @@ class MacSequencer(wiring.Component):
         chan_addr = Signal(32)
         drain = Signal(range(OUTPUT_DRAIN + 1))
         first_step = Signal()
+        after_gap = Signal(2)
         status = Signal(8)
         mode = Signal(8)
 
@@ -158,37 +160,12 @@ class MacSequencer(wiring.Component):
             m.d.comb += biased.eq(Mux(wide > INT48_MAX, INT48_MAX, Mux(wide < INT48_MIN, INT48_MIN, wide)))
         with m.Else():
             m.d.comb += biased.eq((b_value[:32].as_signed() + bias[:32].as_signed())[:32].as_signed())
-        out_mode = op.out_mode
         m.d.comb += [
-            rescale.i.valid.eq(b_valid),
-            rescale.i.payload.value.eq(biased),
-            rescale.i.payload.input_zp.eq(0),
-            rescale.i.payload.multiplier.eq(Mux(rescale_on, mult, 1)),
-            rescale.i.payload.shift.eq(Mux(rescale_on, shamt[:6], 0)),
-            rescale.i.payload.output_zp.eq(Mux(rescale_on, op.ofm_zp[:18].as_signed(), 0)),
-            rescale.i.payload.scale32.eq(Mux(rescale_on, (out_mode & OutMode.SCALE32) != 0, 1)),
-            rescale.i.payload.double_round.eq(rescale_on & ((out_mode & OutMode.DOUBLE_ROUND) != 0)),
-            rescale.i.payload.out_dtype.eq(Mux(rescale_on, op.rescale_dtype[:5], DType.INT32)),
-            rescale.i.payload.output_unsigned.eq(rescale_on & ((out_mode & OutMode.UNSIGNED_OUT) != 0)),
-            rescale.i.payload.tag.eq(b_addr),
-            rescale.o.ready.eq(1),
-        ]
-        result = rescale.o.payload.result
-        cmin = op.clamp_min.as_signed()
-        cmax = op.clamp_max.as_signed()
-        clamped = Signal(signed(32))
-        # The shared output stage clamps every result (firmware_model/golden/output_stage.py); this RTL
-        # stores no raw int48, the one result the 32-bit clamp registers cannot bound.
-        m.d.comb += clamped.eq(Mux(result < cmin, cmin, Mux(result > cmax, cmax, result)))
-        tag = rescale.o.payload.tag
-        offset = Signal(range(L))
-        m.d.comb += offset.eq(tag[:lg_l] if lg_l else 0)
-        elem_mask = Signal(L)
-        m.d.comb += elem_mask.eq(Mux(esize == 1, 0x1, Mux(esize == 2, 0x3, 0xF)) & ((1 << L) - 1))
-        m.d.comb += [
-            self.ofm_addr.eq(tag >> lg_l),
-            self.ofm_data.eq((clamped.as_unsigned() << (offset * 8))[:8 * L]),
-            self.ofm_en.eq(Mux(rescale.o.valid, (elem_mask << offset)[:L], 0)),
+            self.out.valid.eq(b_valid),
+            self.out.payload.value.eq(biased),
+            self.out.payload.multiplier.eq(mult),
+            self.out.payload.shift.eq(shamt[:6]),
+            self.out.payload.tag.eq(b_addr),
         ]
 
         # ---- control ----
@@ -211,8 +188,8 @@ class MacSequencer(wiring.Component):
                     pix_words.eq(regs.ifm_pix_stride >> lg_l),
                     n_ocb.eq((regs.ofm_c + (R - 1)) >> lg_r),
                     rescale_on.eq((regs.out_mode & OutMode.RESCALE) != 0),
-                    esize.eq(Mux(regs.ofm_dtype == DType.INT8, 1,
-                                 Mux(regs.ofm_dtype == DType.INT16, 2, 4))),
+                    esize.eq(Mux(regs.ofm_dtype == DType.INT8, 1, Mux(regs.ofm_dtype == DType.INT16, 2,
+                                 Mux(regs.ofm_dtype == DType.INT48, 8, 4)))),
                     status.eq(Status.OK),
                 ]
                 # The unit works from its own copy of the parameters: later SETs cannot disturb a
@@ -301,6 +278,9 @@ class MacSequencer(wiring.Component):
                 m.d.comb += lane_value.eq(mac.rd_data[lane])
                 m.d.sync += [b_valid.eq(1), b_value.eq(lane_value),
                              b_addr.eq(out_pix + chan_addr + lane * esize), lane.eq(lane + 1)]
+                # An 8-byte element on a 4-byte word takes two write clocks: the lane's second
+                # clock is OUT_GAP (cycle_model.element_write_clocks).
+                after = Signal(2)       # 0: OUT_LANE, 1: OUT_READ, 2: OUT_DRAIN
                 with m.If(lane + 1 == lanes):
                     m.d.sync += p.eq(p + 1)
                     with m.If(ox + 1 == op.ofm_w):
@@ -308,12 +288,33 @@ class MacSequencer(wiring.Component):
                                      out_pix.eq(out_row + op.ofm_row_stride)]
                         with m.If(oy + 1 == op.ofm_h):
                             m.d.sync += drain.eq(0)
-                            m.next = "OUT_DRAIN"
+                            m.d.comb += after.eq(2)
                         with m.Else():
-                            m.next = "OUT_READ"
+                            m.d.comb += after.eq(1)
                     with m.Else():
                         m.d.sync += [ox.eq(ox + 1), out_pix.eq(out_pix + op.ofm_pix_stride)]
+                        m.d.comb += after.eq(1)
+                with m.Else():
+                    m.d.comb += after.eq(0)
+                m.d.sync += after_gap.eq(after)
+                if L < 8:
+                    with m.If(esize > L):
+                        m.next = "OUT_GAP"
+                with m.If((esize <= L) if L < 8 else 1):
+                    with m.Switch(after):
+                        with m.Case(1):
+                            m.next = "OUT_READ"
+                        with m.Case(2):
+                            m.next = "OUT_DRAIN"
+            with m.State("OUT_GAP"):
+                m.d.comb += self.busy.eq(1)
+                with m.Switch(after_gap):
+                    with m.Case(0):
+                        m.next = "OUT_LANE"
+                    with m.Case(1):
                         m.next = "OUT_READ"
+                    with m.Default():
+                        m.next = "OUT_DRAIN"
             with m.State("OUT_DRAIN"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += drain.eq(drain + 1)

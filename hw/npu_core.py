@@ -1,22 +1,44 @@
-"""NPU core: command memory, command processor, SRAMs and the MAC datapath of one configuration.
+"""NPU core: the command processor, the DMA engine, the SRAMs and the compute units of one
+configuration, with a port to external memory.
 
-The SRAMs are plain `amaranth.lib.memory` arrays named after the ISA's SRAM identifiers
-(`input_sram`, `weight_sram`, `param_sram`, `output_sram`, `cmd_mem`), so a bench can load and
-read them directly. In this RTL the bench plays the DMA: it loads a tile's operands into the SRAMs,
-writes the tile's commands, pulses `start` and waits for `done`.
+    external memory --cmd--> command processor --registers--> MAC sequencer / ... (compute units)
+                    <-ext--> DMA engine <--> input, weight, parameter, output, variable, LUT SRAMs
+
+The host places the command stream, the constants and the inputs in external memory, sets
+`prog_addr`/`prog_words` and pulses `start`; the core runs the invocation to END by itself and
+raises `done` with `status` and `cycles`. `unit_event` pulses when a compute command finishes (the
+bench's scoreboard looks at the output SRAM then); `host_req`/`host_op`/`host_ack` hand a HOST
+command to the host. `ready` is low while the variable SRAM clears itself after reset.
+
+The SRAMs are `amaranth.lib.memory` arrays named after the ISA's SRAM identifiers (`input_sram`,
+`weight_sram`, `param_sram`, `output_sram`; the variable SRAM inside `variable_sram`), so a bench
+can read them by their hierarchical names.
 """
 
-from amaranth import Module
+from amaranth import Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, Opcode, OutMode, Status
+from firmware_model.tosa_ops.dtypes import DType
 from hw.command_processor import CommandProcessor
+from hw.dma_engine import DmaEngine, ext_port_signature
 from hw.layouts import COMMAND_WORD_LAYOUT, PARAM_RECORD_LAYOUT
 from hw.mac_sequencer import MacSequencer
+from hw.output_stage import REGISTER_MAP as OUTPUT_STAGE_MAP
+from hw.output_stage import OutputStage
+from hw.output_writer import OutputWriter
+from hw.register_map import drive_map
+from hw.variable_sram import VariableSram
 
 # Faults a bench self-check can build into the core (see docs/verification.md).
 CORE_FAULTS = ("rescale_rounding",)
+
+
+def cmd_port_signature() -> wiring.Signature:
+    """Command fetch: one 8-byte command per address (a word address), data the clock after."""
+    return wiring.Signature({"addr": Out(32), "data": In(COMMAND_WORD_LAYOUT.size)})
 
 
 class NpuCore(wiring.Component):
@@ -27,43 +49,111 @@ class NpuCore(wiring.Component):
         self.fault = fault
         super().__init__({
             "start": In(1),
+            "prog_addr": In(32),
+            "prog_words": In(32),
+            "ready": Out(1),
             "busy": Out(1),
             "done": Out(1),
             "status": Out(8),
             "cycles": Out(32),
             "mark": Out(32),
+            "pc": Out(32),
+            "unit_event": Out(1),
+            "host_req": Out(1),
+            "host_op": Out(32),
+            "host_ack": In(1),
+            "cmd": Out(cmd_port_signature()),
+            "ext": Out(ext_port_signature(cfg.ext_bandwidth)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
-        L = cfg.mac_cols
+        W = cfg.word_bytes
 
-        m.submodules.cmd_mem = cmd_mem = memory.Memory(shape=COMMAND_WORD_LAYOUT.size, depth=cfg.cmd_depth, init=[])
-        m.submodules.input_sram = input_sram = memory.Memory(shape=8 * L, depth=cfg.input_words, init=[])
-        m.submodules.weight_sram = weight_sram = memory.Memory(shape=8 * L, depth=cfg.weight_words, init=[])
-        m.submodules.param_sram = param_sram = memory.Memory(shape=PARAM_RECORD_LAYOUT.size, depth=cfg.param_records, init=[])
-        m.submodules.output_sram = output_sram = memory.Memory(shape=8 * L, depth=cfg.output_words, init=[])
+        m.submodules.cp = cp = CommandProcessor(cfg)
+        m.submodules.dma = dma = DmaEngine(cfg)
+        m.submodules.mac = mac = MacSequencer(cfg)
+        m.submodules.variable_sram = var = VariableSram.for_config(cfg)
+        # one output stage (rescale, clamp, LUT engine: it holds the LUT SRAM) and one writer, shared
+        # by the compute units: one command runs at a time
+        m.submodules.output_stage = ost = OutputStage(cfg.lut_entries, fault=self.fault)
+        m.submodules.output_writer = writer = OutputWriter(W, cfg.output_words)
 
-        m.submodules.cp = cp = CommandProcessor(cfg.cmd_depth)
-        m.submodules.mac = mac = MacSequencer(cfg, fault=self.fault)
+        m.submodules.input_sram = input_sram = memory.Memory(shape=8 * W, depth=cfg.input_words, init=[])
+        m.submodules.weight_sram = weight_sram = memory.Memory(shape=8 * W, depth=cfg.weight_words, init=[])
+        m.submodules.param_sram = param_sram = memory.Memory(shape=PARAM_RECORD_LAYOUT.size,
+                                                             depth=cfg.param_records, init=[])
+        m.submodules.output_sram = output_sram = memory.Memory(shape=8 * W, depth=cfg.output_words, init=[])
+        assert PARAM_RECORD_LAYOUT.size == 8 * PARAM_RECORD_BYTES
 
-        cmd_rd = cmd_mem.read_port()
+        # ---- the command processor: fetch, host hand-over, status ----
+        m.d.comb += [
+            self.cmd.addr.eq(cp.cmd_addr), cp.cmd_data.eq(self.cmd.data),
+            cp.start.eq(self.start & self.ready), cp.prog_addr.eq(self.prog_addr), cp.prog_words.eq(self.prog_words),
+            self.busy.eq(cp.busy), self.done.eq(cp.done), self.status.eq(cp.status),
+            self.cycles.eq(cp.cycles), self.mark.eq(cp.mark), self.pc.eq(cp.pc), self.unit_event.eq(cp.unit_event),
+            self.host_req.eq(cp.host_req), self.host_op.eq(cp.host_op), cp.host_ack.eq(self.host_ack),
+            self.ready.eq(~var.clearing),
+        ]
+
+        # ---- the DMA engine between the external memory port and every SRAM ----
+        wiring.connect(m, cp.dma, dma.push)
+        m.d.comb += cp.dma_idle.eq(dma.idle)
+        wiring.connect(m, wiring.flipped(self.ext), dma.ext)
+        for mem, port in ((input_sram, dma.input), (weight_sram, dma.weight), (param_sram, dma.param),
+                          (output_sram, dma.output)):
+            wr = mem.write_port(granularity=8)
+            rd = mem.read_port()
+            m.d.comb += [wr.addr.eq(port.waddr), wr.data.eq(port.wdata), wr.en.eq(port.wen),
+                         rd.addr.eq(port.raddr), port.rdata.eq(rd.data)]
+        # the variable SRAM: DMA beats become its requests (VAR transfers as slot accesses)
+        vp = dma.variable
+        m.d.comb += [
+            var.req.valid.eq((vp.wen != 0) | vp.ren),
+            var.req.payload.write.eq(vp.wen != 0),
+            var.req.payload.addr.eq(Mux(vp.wen != 0, vp.waddr, vp.raddr) << (W.bit_length() - 1)),
+            var.req.payload.data.eq(vp.wdata),
+            var.req.payload.en.eq(vp.wen),
+            var.req.payload.raw.eq(~vp.var),
+            var.req.payload.slot.eq(vp.slot),
+            var.rsp.ready.eq(1),
+            vp.rdata.eq(var.rsp.payload.data.as_value()),
+            var.invocation_start.eq(self.start & self.ready),
+            cp.var_written.eq(var.written),
+        ]
+
+        # ---- compute units: started by the command processor, one at a time ----
+        is_mac = cp.unit_op == Opcode.MAC
+        m.d.comb += [mac.regs.eq(cp.regs), mac.start.eq(cp.unit_start & is_mac), mac.mode.eq(cp.unit_sub)]
         in_rd = input_sram.read_port()
         w_rd = weight_sram.read_port()
         p_rd = param_sram.read_port()
         o_wr = output_sram.write_port(granularity=8)
-
         m.d.comb += [
-            cmd_rd.addr.eq(cp.cmd_addr), cp.cmd_data.eq(cmd_rd.data),
-            cp.start.eq(self.start),
-            self.busy.eq(cp.busy), self.done.eq(cp.done), self.status.eq(cp.status),
-            self.cycles.eq(cp.cycles), self.mark.eq(cp.mark),
-            mac.regs.eq(cp.regs), mac.start.eq(cp.mac_start), mac.mode.eq(cp.mac_mode),
-            cp.mac_done.eq(mac.done), cp.mac_status.eq(mac.status),
             in_rd.addr.eq(mac.ifm_addr), mac.ifm_data.eq(in_rd.data),
             w_rd.addr.eq(mac.wgt_addr), mac.wgt_data.eq(w_rd.data),
             p_rd.addr.eq(mac.prm_addr), mac.prm_data.eq(p_rd.data),
-            o_wr.addr.eq(mac.ofm_addr), o_wr.data.eq(mac.ofm_data), o_wr.en.eq(mac.ofm_en),
         ]
+
+        # ---- the output stage and the writer: configured from the registers (its register map) ----
+        regs = cp.regs
+        drive_map(m, OUTPUT_STAGE_MAP, ost.cfg, regs, cp.unit_sub)
+        m.d.comb += ost.cfg.raw.eq((regs.ofm_dtype == DType.INT48) & ((regs.out_mode & OutMode.RESCALE) == 0))
+        wiring.connect(m, mac.out, ost.i)
+        wiring.connect(m, ost.o, writer.i)
+        m.d.comb += [
+            writer.esize.eq(Mux(regs.ofm_dtype == DType.INT8, 1, Mux(regs.ofm_dtype == DType.INT16, 2,
+                            Mux(regs.ofm_dtype == DType.INT48, 8, 4)))),
+            o_wr.addr.eq(writer.sram.addr), o_wr.data.eq(writer.sram.data), o_wr.en.eq(writer.sram.en),
+        ]
+        # the LUT SRAM: DMA beats (2-byte entries) become the LUT engine's writes
+        lp = dma.lut
+        m.d.comb += [ost.w.valid.eq(lp.wen != 0), ost.w.payload.addr.eq(lp.waddr),
+                     ost.w.payload.data.eq(lp.wdata), ost.w.payload.en.eq(lp.wen), lp.rdata.eq(0)]
+        # Units this core does not have yet answer at once with BAD_OPCODE.
+        absent_done = Signal()
+        m.d.sync += absent_done.eq(cp.unit_start & ~is_mac)
+        m.d.comb += [cp.unit_done.eq(mac.done | absent_done),
+                     cp.unit_status.eq(Mux(absent_done, Status.BAD_OPCODE, mac.status))]
         return m

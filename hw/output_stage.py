@@ -1,4 +1,4 @@
-"""Output stage of the ELTWISE and POOL units: RESCALE, CLAMP and TABLE on one element per clock.
+"""Output stage of the MAC, ELTWISE and POOL units: RESCALE, CLAMP and TABLE on one element per clock.
 
 firmware_model/golden/output_stage.py's `apply_output_stage` for one element (docs/isa.md, "The output
 stage"), built from the project's units rather than written again:
@@ -11,12 +11,18 @@ stage"), built from the project's units rather than written again:
     v = clamp(v, clamp_min, clamp_max)        (always within int32 afterwards)
     v = the LUT engine (hw/lut_engine.py) on v with lut_mode, lut_base (OFF passes v through)
     result = v (int32; storing the low OFM_DTYPE bytes is the writer's business)
+    raw (the MAC's raw int48 result: OFM_DTYPE INT48 without RESCALE): result = value, all 48 bits,
+        neither clamped nor looked up (the clamp and table stages take their clocks and pass it)
+
+The core has one output stage, shared by the units (one command runs at a time); its LUT engine
+holds the LUT SRAM, which the DMA writes through `w`. The stand-alone elementwise and pooling
+units (their own benches) each contain one.
 
 Per element (`i` stream): the value, the element's parameter record (multiplier, shift) and a
 tag. Per command (`cfg` port, constant while elements are in flight — a command drains the
 pipeline before the next one starts, as firmware_model/arch/cycle_model.py counts it): OUT_MODE, RESCALE_DTYPE,
-OFM_ZP, CLAMP_MIN, CLAMP_MAX, LUT_MODE, LUT_ADDR. `w` writes the LUT SRAM (the LUT engine's write
-stream, one 16-bit entry per clock).
+OFM_ZP, CLAMP_MIN, CLAMP_MAX, LUT_MODE, LUT_ADDR, and `raw`. `w` writes the LUT SRAM (the LUT
+engine's write stream, one 16-bit entry per clock, byte enables).
 
 OFM_ZP enters the rescale unit's 18-bit output zero point (as in hw/mac_sequencer.py): every zero
 point TOSA allows (int8 -128..127, uint8 0..255, uint16 0 or 32768, otherwise 0) fits.
@@ -37,7 +43,7 @@ from firmware_model.tosa_ops.dtypes import DType
 from hw.lut_engine import LATENCY as LUT_LATENCY
 from hw.lut_engine import LutEngine, address_bits
 from hw.rescale_unit import DTYPE_BITS, ZP_BITS, RescaleUnit
-from hw.register_map import FromReg
+from hw.register_map import FromConst, FromReg
 from hw.rescale_unit import LATENCY as RESCALE_LATENCY
 
 CLAMP_LATENCY = 1
@@ -61,13 +67,14 @@ def out_config_layout(lut_entries: int) -> data.StructLayout:
         "clamp_max": signed(32),                     # CLAMP_MAX
         "lut_mode": unsigned(LUT_MODE_BITS),         # LUT_MODE: LutMode
         "lut_base": unsigned(address_bits(lut_entries)),   # LUT_ADDR (entries)
+        "raw": unsigned(1),                          # the MAC's raw int48 result: the value, unclamped
     })
 
 
 def lut_write_layout(lut_entries: int) -> data.StructLayout:
     """A LUT SRAM write: entry address, 16-bit entry (the LUT engine's `w` payload; wiring.connect
     refuses the two if they ever differ)."""
-    return data.StructLayout({"addr": unsigned(address_bits(lut_entries)), "data": unsigned(16)})
+    return data.StructLayout({"addr": unsigned(address_bits(lut_entries)), "data": unsigned(16), "en": unsigned(2)})
 
 
 # Where each `cfg` field comes from (hw/register_map.py): the output-stage registers of docs/isa.md.
@@ -79,11 +86,12 @@ REGISTER_MAP = {
     "clamp_max": FromReg(Reg.CLAMP_MAX),
     "lut_mode": FromReg(Reg.LUT_MODE),
     "lut_base": FromReg(Reg.LUT_ADDR),
+    "raw": FromConst(0),          # the core sets it for a MAC's raw int48 result
 }
 
 
-# A result: the value to store (its low OFM_DTYPE bytes) and the tag (the LUT engine's `o` payload).
-OUT_LAYOUT = data.StructLayout({"result": signed(32), "tag": unsigned(32)})
+# A result: the value to store (its low OFM_DTYPE bytes; int32 but for a raw int48) and the tag.
+OUT_LAYOUT = data.StructLayout({"result": signed(VALUE_BITS), "tag": unsigned(32)})
 
 
 class OutputStageIn(data.Struct):
@@ -96,8 +104,9 @@ class OutputStageIn(data.Struct):
 class OutputStage(wiring.Component):
     """`lut_entries`: the LUT SRAM's size in 16-bit entries (cfg.lut_entries)."""
 
-    def __init__(self, lut_entries: int = 2048):
+    def __init__(self, lut_entries: int = 2048, fault=None):
         self.lut_entries = lut_entries
+        self.fault = fault          # a rescale-unit fault (hw/rescale_unit.py) for the core's self-check
         self.config_layout = out_config_layout(lut_entries)
         self.write_layout = lut_write_layout(lut_entries)
         self.out_layout = OUT_LAYOUT
@@ -110,7 +119,7 @@ class OutputStage(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.rescale = rsu = RescaleUnit()
+        m.submodules.rescale = rsu = RescaleUnit(fault=self.fault)
         m.submodules.lut = lut = LutEngine(self.lut_entries)
         cfg, p = self.cfg, self.i.payload
 
@@ -149,8 +158,10 @@ class OutputStage(wiring.Component):
         clamped = Signal(signed(32), name="clamped")
         m.d.comb += [low.eq(Mux(rescaled < cfg.clamp_min, cfg.clamp_min, rescaled)),
                      clamped.eq(Mux(low > cfg.clamp_max, cfg.clamp_max, low))]
+        c_raw = Signal(signed(VALUE_BITS), name="clamp_raw")       # the unclamped value beside
         with m.If(advance):
-            m.d.sync += [c_valid.eq(rsu.o.valid), c_value.eq(clamped), c_tag.eq(rsu.o.payload.tag)]
+            m.d.sync += [c_valid.eq(rsu.o.valid), c_value.eq(clamped), c_tag.eq(rsu.o.payload.tag),
+                         c_raw.eq(rescaled)]
 
         # ---- TABLE: the LUT engine (OFF passes the value through) ----
         wiring.connect(m, wiring.flipped(self.w), lut.w)
@@ -161,5 +172,14 @@ class OutputStage(wiring.Component):
             lut.i.payload.base.eq(cfg.lut_base),
             lut.i.payload.tag.eq(c_tag),
         ]
-        wiring.connect(m, lut.o, wiring.flipped(self.o))
+        # The raw value travels beside the LUT engine's two stages (they shift on its i.ready).
+        raw1 = Signal(signed(VALUE_BITS), name="raw_1")
+        raw2 = Signal(signed(VALUE_BITS), name="raw_2")
+        with m.If(lut.i.ready):
+            m.d.sync += [raw1.eq(c_raw), raw2.eq(raw1)]
+        m.d.comb += [
+            self.o.valid.eq(lut.o.valid), lut.o.ready.eq(self.o.ready),
+            self.o.payload.result.eq(Mux(cfg.raw, raw2, lut.o.payload.result)),
+            self.o.payload.tag.eq(lut.o.payload.tag),
+        ]
         return m

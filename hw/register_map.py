@@ -6,6 +6,7 @@ A unit's `cfg` port is an Amaranth struct. Its *register map* says where each fi
                             field therefore reads a signed register's value)
     FromFlag(Reg.X, FLAG)   1 when FLAG is set in register X
     FromSub()               the command's `sub` field (the unit's operation or mode)
+    FromConst(v)            a constant (a field no register of this unit sets)
 
 A map is a dict from field path ("a.zp", "out.clamp_min") to source. Two evaluators read it:
 
@@ -43,7 +44,12 @@ class FromSub:
     pass
 
 
-Source = FromReg | FromFlag | FromSub
+@dataclass(frozen=True)
+class FromConst:
+    value: int
+
+
+Source = FromReg | FromFlag | FromSub | FromConst
 
 
 def prefixed(prefix: str, register_map: dict[str, Source]) -> dict[str, Source]:
@@ -60,6 +66,8 @@ def map_values(register_map: dict[str, Source], regs: dict[int, int], sub: int) 
             out[path] = regs.get(int(src.reg), 0) & 0xFFFFFFFF
         elif isinstance(src, FromFlag):
             out[path] = int(bool(regs.get(int(src.reg), 0) & int(src.flag)))
+        elif isinstance(src, FromConst):
+            out[path] = int(src.value)
         else:
             out[path] = int(sub)
     return out
@@ -80,6 +88,8 @@ def drive_map(m: Module, register_map: dict[str, Source], cfg, regs, sub: Value)
             value = getattr(regs, src.reg.name.lower())
         elif isinstance(src, FromFlag):
             value = (getattr(regs, src.reg.name.lower()) & int(src.flag)) != 0
+        elif isinstance(src, FromConst):
+            value = src.value
         else:
             value = sub
         m.d.comb += target.eq(value)

@@ -4,7 +4,9 @@ The rules are firmware_model/golden/variable_sram.py's (`VariableSramModel`); do
 interface. In short:
 
 - `req` (stream): one access per clock: `write`, `slot` (the variable's written flag), `addr` (a
-  byte address, word-aligned) and, for writes, `data` (one word of `word_bytes` bytes).
+  byte address, word-aligned) and, for writes, `data` (one word of `word_bytes` bytes) with its
+  byte enables `en`. A `raw` access (the DMA's DMA_LOAD/DMA_STORE of the variable SRAM, not a
+  VAR command) ignores the slot: it is never refused for a clear flag and sets no flag.
 - `rsp` (stream): one payload per read, in order, one clock after the request at the earliest:
   the word, and `refused` when the read was refused (its data is then zero).
 - A refused access (misaligned, past the SRAM, slot >= slots: ADDRESS_RANGE; a read of a slot
@@ -37,6 +39,8 @@ def request_layout(word_bytes: int) -> data.StructLayout:
         "slot": unsigned(SLOT_BITS),
         "addr": unsigned(ADDR_BITS),
         "data": data.ArrayLayout(unsigned(8), word_bytes),
+        "en": unsigned(word_bytes),       # byte enables of a write
+        "raw": unsigned(1),               # a plain DMA access: no slot, no flag rule
     })
 
 
@@ -77,7 +81,7 @@ class VariableSram(wiring.Component):
         W = self.word_bytes
         lg_w = W.bit_length() - 1
         m.submodules.mem = mem = self.mem
-        wr = mem.write_port()
+        wr = mem.write_port(granularity=8)
         rd = mem.read_port()
         req = self.req.payload
 
@@ -100,10 +104,10 @@ class VariableSram(wiring.Component):
         refused = Signal()
         m.d.comb += [
             aligned.eq(req.addr[:lg_w] == 0 if lg_w else 1),
-            in_range.eq((word < self.words) & (req.slot < self.slots)),
+            in_range.eq((word < self.words) & (req.raw | (req.slot < self.slots))),
             range_ok.eq(aligned & in_range),
             slot_written.eq(written.bit_select(req.slot[:max(1, (self.slots - 1).bit_length())], 1)),
-            read_before_write.eq(~req.write & range_ok & ~slot_written),
+            read_before_write.eq(~req.write & ~req.raw & range_ok & ~slot_written),
             refused.eq(~range_ok | read_before_write),
         ]
 
@@ -127,12 +131,13 @@ class VariableSram(wiring.Component):
         ]
 
         # ---- writes: the access, or the reset walk ----
-        set_written = Signal()      # a stored write (and so: its slot's flag sets)
-        m.d.comb += set_written.eq(fire & req.write & range_ok)
+        stored = Signal()           # a write that is not refused
+        set_written = Signal()      # ... to a slot: its flag sets
+        m.d.comb += [stored.eq(fire & req.write & range_ok), set_written.eq(stored & ~req.raw)]
         m.d.comb += [
             wr.addr.eq(Mux(clearing, clear_addr, word)),
             wr.data.eq(Mux(clearing, 0, req.data)),
-            wr.en.eq(clearing | set_written),
+            wr.en.eq(Mux(clearing, (1 << W) - 1, Mux(stored, req.en, 0))),
         ]
 
         # ---- written flags: set by a stored write, cleared only by reset ----

@@ -1,14 +1,18 @@
-"""cocotb benches for the NPU core (imported by the simulator; jobs come from sim/cosim/network.py).
+"""The cocotb bench of the NPU core: a whole program, run by the RTL itself, checked tile by tile.
 
-`cosim_program`: runs a compiled program on the golden model inside the simulator process; every
-MAC command (a tile) is also run on the RTL with the same SRAM contents, compared byte for byte
-with golden's result, and the RTL's result replaces golden's in the modelled SRAM ("chained"), so
-the network outputs written at the end are the RTL's own.
+Imported by the simulator; the job comes from sim/cosim/program_run.py (records.ProgramJob) and
+the results go back as records.ProgramResult. The clock runs inside the HDL (sim/rtl/sim_top.py),
+so between two events the simulator runs free: Python wakes only
 
-`replay_tiles`: runs a list of prepared tiles (operand images, registers, expected output) — the
-unit-level check of the core against golden on constrained-random tiles.
+- when a compute command finishes (`unit_event`): the scoreboard reads the bytes the command
+  wrote in the output SRAM and the core's cycle counter, and compares them with the golden
+  model's (byte for byte; X or Z bits count as differences);
+- when a HOST command hands over (`host_req`): the bench plays the host CPU on the RTL's own
+  external memory (firmware_model.golden.host_cpu's kernels), then acknowledges;
+- when the invocation ends (`done`), or when the watchdog's budget runs out.
 
-Both write `results.pkl` into the job directory and fail the cocotb test on any mismatch.
+The external memory is loaded and read in bulk ($readmemh / $writememh through the sim top's
+back doors); partial words at a region's ends are merged with the memory's own bytes.
 """
 
 from __future__ import annotations
@@ -20,123 +24,246 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
+from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
+from cocotb.utils import get_sim_time
 
-from firmware_model.arch.isa import Sram, Status
-from sim.cosim.tile_driver import RtlTileDriver, expected_tile_cycles, tile_commands
-from sim.rtl.core import rtl_supports_mac
+from firmware_model.arch.config import load_config
+from firmware_model.arch.isa import Status
+from sim.cosim.records import InvocationResult, ProgramJob, ProgramResult, TileCheck
+from sim.rtl.sim_top import CLOCK_HALF_PERIOD_NS, DUMP_FILE, LOAD_FILE, ext_word_bytes
 
-# Timeout per tile: the cycle model's prediction times this factor, plus slack.
-TIMEOUT_FACTOR = 4
-TIMEOUT_SLACK = 2000
+CLOCK_NS = 2 * CLOCK_HALF_PERIOD_NS
 
 
-def _job() -> tuple[Path, dict]:
+def read_word(handle, nbytes: int) -> tuple[bytes, bool]:
+    """A memory word's bytes (little-endian) and whether every bit was 0 or 1."""
+    v = handle.value
+    if v.is_resolvable:
+        return v.to_unsigned().to_bytes(nbytes, "little"), True
+    text = str(v).lower()[-8 * nbytes:].rjust(8 * nbytes, "0")
+    clean = "".join(c if c in "01" else "0" for c in text)
+    return int(clean, 2).to_bytes(nbytes, "little"), False
+
+
+def read_range(array, word_bytes: int, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes [a, b) of an SRAM array (words of `word_bytes`), and a mask of bytes whose word held
+    X or Z bits."""
+    if b <= a:
+        return np.zeros(0, np.uint8), np.zeros(0, bool)
+    w0, w1 = a // word_bytes, (b - 1) // word_bytes + 1
+    raw, bad = bytearray(), []
+    for w in range(w0, w1):
+        data, ok = read_word(array[w], word_bytes)
+        raw += data
+        bad += [not ok] * word_bytes
+    lo = a - w0 * word_bytes
+    return np.frombuffer(bytes(raw), np.uint8)[lo:lo + b - a].copy(), np.array(bad[lo:lo + b - a], bool)
+
+
+class CoreBench:
+    def __init__(self, dut, job: ProgramJob, job_dir: Path):
+        self.dut = dut
+        self.job = job
+        self.dir = job_dir
+        self.cfg = load_config(job.config)
+        self.E = ext_word_bytes(self.cfg)
+        self.core = dut.core
+
+    async def reset(self) -> None:
+        d = self.dut
+        d.rst.value = 1
+        d.start.value = 0
+        d.host_ack.value = 0
+        for _ in range(3):
+            await RisingEdge(d.clk)
+        d.rst.value = 0
+        await RisingEdge(d.clk)
+        while not int(d.ready.value):        # the variable SRAM clears itself after reset
+            await RisingEdge(d.ready)
+        await RisingEdge(d.clk)
+
+    # --- external memory in bulk -------------------------------------------------------------
+    async def load(self, writes: list[tuple[int, bytes]]) -> None:
+        """Write byte regions into the external memory (one $readmemh)."""
+        E = self.E
+        lines = []
+        for addr, data in writes:
+            if not data:
+                continue
+            w0, w1 = addr // E, (addr + len(data) - 1) // E + 1
+            buf = bytearray((w1 - w0) * E)
+            lo = addr - w0 * E
+            # the first and last words keep the bytes outside the region
+            for w in {w0, w1 - 1}:
+                if (w == w0 and lo) or (w == w1 - 1 and (addr + len(data)) % E):
+                    word, _ = read_word(self.dut.ext_mem[w], E)
+                    buf[(w - w0) * E:(w - w0 + 1) * E] = word
+            buf[lo:lo + len(data)] = data
+            words = np.frombuffer(bytes(buf), np.uint8).reshape(-1, E)[:, ::-1]
+            text = words.tobytes().hex()
+            lines.append(f"@{w0:x}")
+            lines += [text[i:i + 2 * E] for i in range(0, len(text), 2 * E)]
+        if not lines:
+            return
+        (self.dir / LOAD_FILE).write_text("\n".join(lines) + "\n")
+        self.dut.load_req.value = 1
+        await RisingEdge(self.dut.clk)
+        await RisingEdge(self.dut.clk)
+
+    async def dump(self, addr: int, nbytes: int) -> bytes:
+        """Bytes [addr, addr + nbytes) of the external memory (one $writememh)."""
+        if nbytes <= 0:
+            return b""
+        E = self.E
+        w0, w1 = addr // E, (addr + nbytes - 1) // E
+        if w1 - w0 < 64:      # a few words: straight through VPI
+            raw = b"".join(read_word(self.dut.ext_mem[w], E)[0] for w in range(w0, w1 + 1))
+        else:
+            path = self.dir / DUMP_FILE
+            if path.exists():
+                path.unlink()
+            self.dut.dump_lo.value = w0
+            self.dut.dump_hi.value = w1
+            self.dut.dump_req.value = 1
+            await RisingEdge(self.dut.clk)
+            await RisingEdge(self.dut.clk)
+            words = [ln for ln in path.read_text().split() if not ln.startswith("@") and not ln.startswith("//")]
+            hexs = "".join(w.replace("x", "0").replace("z", "0").rjust(2 * E, "0") for w in words)
+            raw = np.frombuffer(bytes.fromhex(hexs), np.uint8).reshape(-1, E)[:, ::-1].tobytes()
+        lo = addr - w0 * E
+        return raw[lo:lo + nbytes]
+
+    # --- the host CPU, on the RTL's external memory ---------------------------------------------
+    async def host_op(self, index: int) -> None:
+        from firmware_model.arch.program import Placement
+        from firmware_model.tosa_ops.registry import OpCall, TensorSpec, run_op
+
+        entry = self.job.host_ops[index]
+        ins = [Placement.from_json(p) if p else None for p in entry["inputs"]]
+        outs = [Placement.from_json(p) for p in entry["outputs"]]
+        arrays = []
+        for p in ins:
+            if p is None:
+                arrays.append(None)
+                continue
+            raw = await self.dump(p.addr, p.nbytes)
+            st = p.dtype.storage
+            arrays.append(np.frombuffer(raw, st.newbyteorder("<")).astype(st).reshape(p.shape))
+        call = OpCall(op=entry["op"], attrs=dict(entry["attrs"]), inputs=arrays,
+                      input_specs=[TensorSpec(tuple(p.shape), p.dtype) if p else None for p in ins],
+                      output_specs=[TensorSpec(tuple(p.shape), p.dtype) for p in outs],
+                      where=f"host op {index}: {entry['where']}", attr_kind=entry.get("attr_kind"))
+        results = run_op(call)
+        writes = []
+        for p, value in zip(outs, results):
+            st = p.dtype.storage
+            writes.append((p.addr, np.ascontiguousarray(np.asarray(value).reshape(p.shape),
+                                                        dtype=st.newbyteorder("<")).tobytes()))
+        await self.load(writes)
+
+    # --- one invocation ------------------------------------------------------------------------
+    def _check_tile(self, exp, t0_ns: float) -> TileCheck:
+        a, b = exp.output
+        actual, bad = read_range(self.core.output_sram, self.cfg.word_bytes, a, b)
+        diff = np.flatnonzero((actual != exp.expected) | bad).tolist()
+        return TileCheck(exp.command_index, exp.tile_id, exp.opcode, int(self.dut.cycles.value), exp.end,
+                         (a, b), diff, actual, exp.expected, exp.regs, (t0_ns, get_sim_time("ns")),
+                         found=int(self.dut.pc.value) == exp.command_index)
+
+    async def invoke(self, k: int, inv) -> InvocationResult:
+        d = self.dut
+        t_wall = time.perf_counter()
+        await self.load(inv.inputs)
+        d.prog_addr.value = self.job.prog_addr
+        d.prog_words.value = self.job.prog_words
+        await RisingEdge(d.clk)
+        d.start.value = 1
+        await RisingEdge(d.clk)
+        d.start.value = 0
+        t_start = get_sim_time("ns")
+        golden = inv.cycles if inv.cycles is not None else 4 * self.job.prog_words
+        budget = (self.job.watchdog_factor * max(golden, 1) + self.job.watchdog_slack) * CLOCK_NS
+        deadline = t_start + budget
+        tiles: list[TileCheck] = []
+        pending = list(inv.tiles)
+        note = ""
+        last_ns = t_start
+        while True:
+            left = deadline - get_sim_time("ns")
+            if left <= 0:
+                note = "watchdog"
+                break
+            trig = await First(RisingEdge(d.unit_event), RisingEdge(d.done), RisingEdge(d.host_req),
+                               Timer(left, "ns"))
+            if isinstance(trig, Timer):
+                note = "watchdog"
+                break
+            await ReadOnly()
+            if int(d.unit_event.value):
+                if pending:
+                    check = self._check_tile(pending.pop(0), last_ns)
+                    tiles.append(check)
+                    last_ns = get_sim_time("ns")
+                    if self.job.stop_at_first_mismatch and not check.ok:
+                        note = "stopped at the first mismatch"
+                        await RisingEdge(d.clk)
+                        break
+                continue
+            if int(d.host_req.value) and not int(d.done.value):
+                op = int(d.host_op.value)
+                await RisingEdge(d.clk)
+                await self.host_op(op)
+                d.host_ack.value = 1
+                await RisingEdge(d.clk)
+                d.host_ack.value = 0
+                continue
+            if int(d.done.value):
+                break
+        status = int(d.status.value) if int(d.done.value) else -1
+        cycles = int(d.cycles.value)
+        if note == "watchdog":
+            note = (f"watchdog: no END after {budget / CLOCK_NS:.0f} clocks (the golden model needs "
+                    f"{inv.cycles}); the core was at command {int(d.pc.value)}, cycle {cycles}")
+        for exp in pending:          # commands the RTL never finished
+            tiles.append(TileCheck(exp.command_index, exp.tile_id, exp.opcode, -1, exp.end, exp.output,
+                                   list(range(len(exp.expected))), np.zeros(0, np.uint8), exp.expected,
+                                   exp.regs, (last_ns, last_ns), found=False))
+        if not note:
+            await RisingEdge(d.clk)
+        outputs = {}
+        for name, addr, nbytes in inv.outputs:
+            outputs[name] = np.frombuffer(await self.dump(addr, nbytes), np.uint8).copy()
+        var = self.core.variable_sram
+        image, _ = read_range(var.mem, self.cfg.word_bytes, 0, self.cfg.variable_sram)
+        flags_word = var.written.value
+        flags_int = flags_word.to_unsigned() if flags_word.is_resolvable else 0
+        flags = np.array([(flags_int >> s) & 1 for s in range(len(flags_word))], bool)
+        return InvocationResult(status, cycles, tiles, outputs, image, flags, (t_start, get_sim_time("ns")),
+                                time.perf_counter() - t_wall, note)
+
+
+def _job() -> tuple[Path, ProgramJob]:
     job_dir = Path(os.environ["NPU_BENCH_JOB"])
     with open(job_dir / "job.pkl", "rb") as f:
         return job_dir, pickle.load(f)
 
 
-def _compare(expected: np.ndarray, actual: np.ndarray) -> list[int]:
-    """Byte offsets (within the range) where the RTL differs from golden."""
-    return np.flatnonzero(expected != actual).tolist()
-
-
-async def _run_one(driver: RtlTileDriver, *, regs, mode, tile_id, images, output_before, output_range,
-                   expected, golden_cycles, expected_status=Status.OK) -> dict:
-    """One tile on the RTL. A tile golden refuses (`expected_status` not OK) must end with that
-    status and leave the output range as `expected` (what it held before); its cycles are not
-    compared (the command stops at decode)."""
-    n_cmds = len(tile_commands(regs, mode, tile_id))
-    want_cycles = expected_tile_cycles(n_cmds, golden_cycles)
+@cocotb.test()
+async def run_program(dut):
+    job_dir, job = _job()
+    bench = CoreBench(dut, job, job_dir)
     t0 = time.perf_counter()
-    run = await driver.run_tile(regs, mode, tile_id, images, output_before, output_range,
-                                TIMEOUT_FACTOR * want_cycles + TIMEOUT_SLACK)
-    diff = _compare(expected, run.output) if run.status == Status.OK or expected_status != Status.OK else []
-    if expected_status == Status.OK:
-        ok = run.status == Status.OK and not diff and run.cycles == want_cycles
-    else:
-        ok = run.status == expected_status and not diff
-    return {
-        "tile": tile_id, "status": int(run.status), "expected_status": int(expected_status),
-        "cycles": run.cycles, "expected_cycles": want_cycles,
-        "mismatch_offsets": diff, "actual": run.output, "expected": expected,
-        "sim_ns": (run.start_ns, run.end_ns), "wall_s": time.perf_counter() - t0, "ok": ok,
-    }
-
-
-@cocotb.test()
-async def cosim_program(dut):
-    from firmware_model.golden.model import GoldenModel
-    from firmware_model.arch.config import load_config
-    from firmware_model.arch.program import Program
-
-    job_dir, job = _job()
-    cfg = load_config(job["config"])
-    program = Program.load(job["program_dir"])
-    model = GoldenModel(program, cfg)
-    driver = RtlTileDriver(dut, cfg)
-    await driver.start_clock()
-
-    records: list[dict] = []
-    skipped: list[dict] = []   # MAC tiles using features this RTL lacks: golden only
-    pending: list = []
-
-    def hook(event):
-        pending.append(event)
-        return None
-
-    model.tile_hook = hook
-    outputs_per_invocation = []
-    for inputs in job["invocations"]:
-        model.begin_invocation(inputs)
-        # The model stops after every command; a MAC's tile then runs on the RTL and its result
-        # replaces golden's before the next command reads it.
-        for _ in model.run_steps():
-            while pending:
-                ev = pending.pop()
-                lacking = rtl_supports_mac(ev.regs, ev.mode, cfg)
-                if lacking is not None:
-                    skipped.append({"tile": ev.tile_id, "command_index": ev.command_index, "reason": lacking})
-                    continue
-                a, b = ev.result.region.output
-                images = {Sram.INPUT: (ev.memories.sram[Sram.INPUT], ev.result.region.input),
-                          Sram.WEIGHT: (ev.memories.sram[Sram.WEIGHT], ev.result.region.weight),
-                          Sram.PARAM: (ev.memories.sram[Sram.PARAM], ev.result.region.param)}
-                expected = ev.memories.sram[Sram.OUTPUT][a:b].copy()
-                rec = await _run_one(driver, regs=ev.regs, mode=ev.mode, tile_id=ev.tile_id, images=images,
-                                     output_before=ev.output_before, output_range=(a, b), expected=expected,
-                                     golden_cycles=ev.result.cycles)
-                rec.update({"command_index": ev.command_index, "output_range": (a, b),
-                            "out_shape": ev.result.out_shape, "regs": ev.regs})
-                records.append(rec)
-                # Chained: what the RTL wrote is what the rest of the program reads.
-                if rec["status"] == Status.OK:
-                    model.mem.sram[Sram.OUTPUT][a:b] = rec["actual"]
-        outputs_per_invocation.append(model.read_outputs())
-
+    await bench.reset()
+    await bench.load(job.image)
+    result = ProgramResult([], load_seconds=time.perf_counter() - t0)
+    for k, inv in enumerate(job.invocations):
+        r = await bench.invoke(k, inv)
+        result.invocations.append(r)
+        stop = r.note or r.status != inv.status
+        if job.stop_at_first_mismatch and (stop or not all(t.ok for t in r.tiles)):
+            result.stopped_early = k + 1 < len(job.invocations)
+            break
+        if r.status != Status.OK:
+            break
     with open(job_dir / "results.pkl", "wb") as f:
-        pickle.dump({"tiles": records, "skipped": skipped, "outputs": outputs_per_invocation,
-                     "words_loaded": driver.words_loaded}, f)
-    bad = [r["tile"] for r in records if not r["ok"]]
-    assert not bad, f"{len(bad)} of {len(records)} tiles differ from golden: {bad[:20]}"
-
-
-@cocotb.test()
-async def replay_tiles(dut):
-    from firmware_model.arch.config import load_config
-
-    job_dir, job = _job()
-    cfg = load_config(job["config"])
-    driver = RtlTileDriver(dut, cfg)
-    await driver.start_clock()
-    records = []
-    for t in job["tiles"]:
-        rec = await _run_one(driver, regs=t["regs"], mode=t["mode"], tile_id=t["tile"], images=t["images"],
-                             output_before=t["output_before"], output_range=t["output_range"],
-                             expected=t["expected"], golden_cycles=t["golden_cycles"],
-                             expected_status=t.get("expected_status", Status.OK))
-        records.append(rec)
-    with open(job_dir / "results.pkl", "wb") as f:
-        pickle.dump({"tiles": records}, f)
-    bad = [r["tile"] for r in records if not r["ok"]]
-    assert not bad, f"{len(bad)} of {len(records)} tiles differ from golden: {bad[:20]}"
+        pickle.dump(result, f)

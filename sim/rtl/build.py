@@ -40,8 +40,8 @@ VERILATOR_ARGS = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fas
 VERILATOR_WAVE_ARGS = ["--trace-fst", "--trace-structs"]
 
 
-def verilator_args(waves: bool) -> list[str]:
-    return VERILATOR_ARGS + (VERILATOR_WAVE_ARGS if waves else [])
+def verilator_args(waves: bool, extra: tuple = ()) -> list[str]:
+    return VERILATOR_ARGS + list(extra) + (VERILATOR_WAVE_ARGS if waves else [])
 
 
 class RtlBuildError(NpuBenchError):
@@ -54,10 +54,25 @@ class RtlDesign:
     name: str                                 # also the Verilog top-level module name
     elaborate: Callable[[], object]
     params: tuple = ()                        # what distinguishes this build (config, faults...)
+    verilator_extra: tuple = ()               # Verilator arguments of this design (e.g. --timing)
+    # The files whose contents decide the Verilog (with `params`): when given, a build of the same
+    # sources is found without generating the Verilog again (an index by their hash).
+    source_files: tuple = ()
 
     def verilog_text(self) -> str:
         top = self.elaborate()
         return verilog.convert(top, name=self.name, emit_src=False)
+
+    def source_key(self, simulator: str, waves: bool) -> str | None:
+        if not self.source_files:
+            return None
+        h = hashlib.sha256()
+        for f in sorted(str(p) for p in self.source_files):
+            h.update(f.encode())
+            h.update(Path(f).read_bytes())
+        h.update(repr((self.name, self.params, self.verilator_extra, simulator, waves,
+                       verilator_args(waves, self.verilator_extra), TIMESCALE)).encode())
+        return h.hexdigest()[:24]
 
 
 @dataclass
@@ -77,9 +92,18 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
     if waves and simulator == "verilator" and not Path("/usr/include/lz4.h").exists():
         raise RtlBuildError("Verilator writes FST waveforms, which need the lz4 headers: "
                             "run 'sudo apt-get install -y liblz4-dev' (make sim WAVES=1 does it as root)")
-    text = design.verilog_text()
     version = simulator_version(simulator)
-    digest = hashlib.sha256("\n".join([text, simulator, version, repr(verilator_args(waves)),
+    key = design.source_key(simulator, waves)
+    index = BUILD_ROOT / "rtl" / simulator / "index" / f"{design.name}-{key}-{hashlib.sha256(version.encode()).hexdigest()[:8]}.json"
+    if key is not None and index.exists():
+        found = Path(json.loads(index.read_text())["build_dir"])
+        if (found / "built.json").exists():
+            meta = json.loads((found / "built.json").read_text())
+            return BuiltRtl(design.name, simulator, found, [found / f"{design.name}.v"], waves,
+                            meta.get("build_seconds", 0.0), reused=True, meta=meta)
+    text = design.verilog_text()
+    vargs = verilator_args(waves, design.verilator_extra)
+    digest = hashlib.sha256("\n".join([text, simulator, version, repr(vargs),
                                        repr(TIMESCALE), str(waves)]).encode()).hexdigest()[:16]
     build_dir = BUILD_ROOT / "rtl" / simulator / f"{design.name}-{digest}{'-waves' if waves else ''}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -89,6 +113,7 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.exists():
             meta = json.loads(stamp.read_text())
+            _write_index(index if key else None, build_dir)
             return BuiltRtl(design.name, simulator, build_dir, [src], waves,
                             meta.get("build_seconds", 0.0), reused=True, meta=meta)
         src.write_text(text)
@@ -100,15 +125,25 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
         try:
             runner.build(sources=[src], hdl_toplevel=design.name, build_dir=build_dir,
                          always=True, waves=waves, timescale=TIMESCALE, log_file=log,
-                         build_args=verilator_args(waves) if simulator == "verilator" else [])
+                         build_args=vargs if simulator == "verilator" else [])
         except (SystemExit, Exception) as e:  # the runner exits on a failed sub-command
             raise RtlBuildError(f"building {design.name} for {simulator} failed ({e}); see {log}") from None
         seconds = time.monotonic() - t0
         meta = {"design": design.name, "params": repr(design.params), "simulator": simulator,
                 "simulator_version": version, "build_seconds": round(seconds, 2),
-                "verilog_lines": text.count("\n")}
+                "verilog_lines": text.count("\n"), "verilator_args": vargs}
         stamp.write_text(json.dumps(meta, indent=1))
+        _write_index(index if key else None, build_dir)
         return BuiltRtl(design.name, simulator, build_dir, [src], waves, seconds, False, meta)
+
+
+def _write_index(index: Path | None, build_dir: Path) -> None:
+    if index is None:
+        return
+    index.parent.mkdir(parents=True, exist_ok=True)
+    tmp = index.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"build_dir": str(build_dir)}))
+    os.replace(tmp, index)
 
 
 @dataclass
@@ -171,7 +206,8 @@ def _restore_build_state(runner, built: BuiltRtl) -> None:
     try:
         runner.build(sources=built.sources, hdl_toplevel=built.design_name, build_dir=built.build_dir,
                      always=False, waves=built.waves, timescale=TIMESCALE,
-                     build_args=verilator_args(built.waves) if built.simulator == "verilator" else [])
+                     build_args=built.meta.get("verilator_args", verilator_args(built.waves))
+                     if built.simulator == "verilator" else [])
     finally:
         runner._execute = execute
         runner.log.setLevel(level)

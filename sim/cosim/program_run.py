@@ -1,0 +1,139 @@
+"""A compiled program on the RTL: the golden model's expectations, the job, the run.
+
+    job, golden = prepare(program, cfg, invocations)      # golden runs first, in this process
+    result, bench = run_on_rtl(built, job, job_dir)       # the core runs the same program itself
+
+`prepare` places the program in external memory (constants where the compiler put them, the
+command stream after the last tensor), runs every invocation on the golden model with an event
+hook that records each compute command (its done clock, the output bytes it leaves), and keeps
+golden's outputs, variable SRAM and status per invocation. The RTL bench
+(sim/cosim/core_bench.py) compares against exactly these.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import Sram, Status, pack
+from firmware_model.arch.program import Program
+from firmware_model.errors import GoldenModelError, NpuBenchError
+from sim.cosim.records import InvocationJob, ProgramJob, ProgramResult, TileExpectation
+from sim.paths import BUILD_ROOT
+
+BENCH_MODULE = "sim.cosim.core_bench"
+PROGRAM_ALIGN = 64
+
+
+class CosimError(NpuBenchError):
+    """A program that cannot be run on the RTL as asked (it does not fit the external memory, ...)."""
+
+
+@dataclass
+class GoldenRun:
+    """What the golden model did, per invocation."""
+    outputs: list[dict[str, np.ndarray]]
+    statuses: list[int]
+    errors: list[str]
+    cycles: list[int | None]
+    host_cycles: list[int]
+    model: object
+
+
+def config_ref(cfg: NpuConfig) -> str:
+    return cfg.source if cfg.source != "<built-in>" else cfg.name
+
+
+def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.ndarray]], *,
+            state: dict | None = None, stop_at_first_mismatch: bool = False) -> tuple[ProgramJob, GoldenRun]:
+    from firmware_model.golden.model import GoldenModel
+
+    commands = pack(program.commands)
+    ext_used = int(program.manifest.get("memory", {}).get("ext_used", program.constants_addr + len(program.constants)))
+    prog_addr = -(-ext_used // PROGRAM_ALIGN) * PROGRAM_ALIGN
+    if prog_addr + len(commands) > cfg.ext_size:
+        raise CosimError(f"the program's tensors ({ext_used} B) and its {len(program.commands)} commands "
+                         f"({len(commands)} B) do not fit the {cfg.ext_size} B external memory of '{cfg.name}'")
+    image = [(program.constants_addr, program.constants), (prog_addr, commands)]
+
+    golden = GoldenModel(program, cfg)
+    if state is not None:
+        golden.load_state(state)
+    if golden.mem.variable_slots.any():
+        # a loaded state starts the RTL's variable SRAM too: the bench writes it before the first run
+        raise CosimError("a variable state file cannot be given to the RTL run yet")
+    run = GoldenRun([], [], [], [], [], golden)
+    jobs = []
+    for inputs in invocations:
+        tiles: list[TileExpectation] = []
+
+        def hook(ev, tiles=tiles):
+            a, b = ev.output
+            tiles.append(TileExpectation(ev.command_index, ev.tile_id, ev.opcode.name, ev.end, (a, b),
+                                         ev.memories.sram[Sram.OUTPUT][a:b].copy(), dict(ev.regs)))
+            return None
+
+        golden.event_hook = hook
+        before_host = golden.counters.host_cycles
+        writes = []
+        for place in program.inputs:
+            value = np.ascontiguousarray(inputs[place.name], dtype=place.dtype.storage.newbyteorder("<"))
+            writes.append((place.addr, value.tobytes()))
+        try:
+            outs = golden.invoke(inputs)
+            status, error, cycles = int(Status.OK), "", golden.counters.invocation_cycles[-1]
+        except GoldenModelError as e:
+            outs, status, error, cycles = {}, int(e.status), str(e), None
+        run.outputs.append(outs)
+        run.statuses.append(status)
+        run.errors.append(error)
+        run.cycles.append(cycles)
+        run.host_cycles.append(golden.counters.host_cycles - before_host)
+        image_v, flags_v = golden.variable_sram_image()
+        jobs.append(InvocationJob(
+            inputs=writes, tiles=tiles, status=status, cycles=cycles,
+            outputs=[(p.name, p.addr, p.nbytes) for p in program.outputs],
+            variable_image=image_v, variable_flags=golden.mem.variable_slots.copy(),
+            host_cycles=run.host_cycles[-1]))
+        if status != Status.OK:
+            break
+    golden.event_hook = None
+    job = ProgramJob(config_ref(cfg), image, prog_addr, len(program.commands), jobs,
+                     host_ops=list(program.manifest.get("host_ops", [])),
+                     stop_at_first_mismatch=stop_at_first_mismatch)
+    return job, run
+
+
+def run_on_rtl(built, job: ProgramJob, job_dir: Path | None = None, *, waves: bool = False):
+    """Run the job's program on a built core; (ProgramResult or None, the cocotb BenchResult)."""
+    from sim.rtl.build import run_bench
+
+    own_dir = job_dir is None
+    job_dir = Path(job_dir or tempfile.mkdtemp(prefix="job-", dir=_jobs_root()))
+    job_dir.mkdir(parents=True, exist_ok=True)
+    with open(job_dir / "job.pkl", "wb") as f:
+        pickle.dump(job, f)
+    results_file = job_dir / "results.pkl"
+    if results_file.exists():
+        results_file.unlink()
+    bench = run_bench(built, BENCH_MODULE, testcase="run_program", test_dir=job_dir,
+                      extra_env={"NPU_BENCH_JOB": str(job_dir)}, waves=waves)
+    result: ProgramResult | None = None
+    if results_file.exists():
+        with open(results_file, "rb") as f:
+            result = pickle.load(f)
+    if own_dir and result is not None:
+        shutil.rmtree(job_dir, ignore_errors=True)
+    return result, bench
+
+
+def _jobs_root() -> Path:
+    root = BUILD_ROOT / "jobs"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
