@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth import Cat, Const, Module, Value
+from amaranth import Cat, Const, Module, Mux, Value
 
 from firmware_model.arch.checks import Rule
 from firmware_model.arch.isa import Reg
@@ -123,6 +123,28 @@ class AmaranthOps:
     @staticmethod
     def flag(value, flag):
         return (value & int(flag)) != 0
+
+    @staticmethod
+    def aligned_to(value, size):
+        value = Value.cast(value)
+        return Mux(size == 2, value[:1] == 0, Mux(size == 4, value[:2] == 0, Mux(size == 8, value[:3] == 0, 1)))
+
+    @staticmethod
+    def size_of(dtype):
+        from firmware_model.arch.isa import ELEMENT_BYTES
+
+        out = Const(0, 4)
+        for dt, size in ELEMENT_BYTES.items():
+            out = Mux(dtype == int(dt), size, out)
+        return out
+
+    @staticmethod
+    def mux(cond, a, b):
+        return Mux(cond, a, b)
+
+    @staticmethod
+    def min_(a, b):
+        return Mux(a < b, a, b)
 
 
 class _SignedView:

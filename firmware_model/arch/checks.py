@@ -3,15 +3,16 @@
 A `Rule` is a constraint on the registers of a command, with the completion code a command that
 breaks it ends with and the sentence that states it (the sentence is also the documentation:
 docs/isa.md lists the tables). Its condition is written against a small set of operations `x`
-(`any`, `all`, `not_`, `one_of`, `aligned`, `flag`) and the register view `r`, so one condition has two
-evaluators:
+and the register view `r` (plain arithmetic and comparisons on register values work in both), so
+one condition has two evaluators:
 
 - `first_violation(rules, ...)` here, in Python on a `Registers` view (the golden model);
-- `hw.register_map.elaborate_rules(...)` in Amaranth on the register-file struct (the RTL's
-  CHECK state), which builds the same conditions as logic.
+- `hw.register_map.elaborate_rules(...)` in Amaranth on the register-file struct (the CHECK state
+  of each sequencer), which builds the same conditions as logic.
 
-The first rule broken, in table order, decides the status, in both. The RTL may lack a feature
-the ISA defines: such gaps are rules too (`MAC_RTL_GAPS`), so the bench knows, from the same
+The first rule broken, in table order, decides the status, in both. A command that breaks none
+runs; the golden model and the RTL then do the same thing with it. The RTL may lack a feature the
+ISA defines: such gaps are rules too (`MAC_RTL_GAPS`, empty now), so a bench knows, from the same
 table the RTL elaborates, which golden-valid commands the RTL refuses.
 """
 
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import LutMode, MacMode, OutMode, Status
+from firmware_model.arch.isa import (ELEMENT_BYTES, PARAM_RECORD_BYTES, EltMode, EltOp, LutMode, MacMode, OutMode,
+                                     PoolMode, Status)
 from firmware_model.tosa_ops.dtypes import DType
 
 
@@ -60,11 +62,33 @@ class PyOps:
 
     @staticmethod
     def aligned(value, size: int) -> bool:
+        """`value` is a multiple of the constant power of two `size`."""
         return value % size == 0
+
+    @staticmethod
+    def aligned_to(value, size) -> bool:
+        """`value` is a multiple of `size`, an element size (1, 2, 4 or 8) held in a register value."""
+        return size == 0 or value % size == 0
 
     @staticmethod
     def flag(value, flag) -> bool:
         return bool(value & flag)
+
+    @staticmethod
+    def size_of(dtype) -> int:
+        """Bytes of an element of a DType register value (0 for a code that is no element type)."""
+        try:
+            return ELEMENT_BYTES.get(DType(dtype), 0)
+        except ValueError:
+            return 0
+
+    @staticmethod
+    def mux(cond, a, b):
+        return a if cond else b
+
+    @staticmethod
+    def min_(a, b):
+        return min(a, b)
 
 
 def first_violation(rules: tuple[Rule, ...], regs, sub: int, cfg: NpuConfig) -> Rule | None:
@@ -76,39 +100,225 @@ def first_violation(rules: tuple[Rule, ...], regs, sub: int, cfg: NpuConfig) -> 
 
 
 _RESCALE = OutMode.RESCALE
+ELEMENT_TYPES = (DType.INT8, DType.INT16, DType.INT32, DType.INT48)
+LUT_ENTRIES = {LutMode.INT8: 256, LutMode.INT16: 513}
 
-# The MAC command (docs/isa.md, "The MAC command"), in the order the checks apply.
+
+def param_bytes(cfg: NpuConfig) -> int:
+    return cfg.param_records * PARAM_RECORD_BYTES
+
+
+def _box_end(x, base, size, n1, stride1, n2, stride2, n3):
+    """One past the last byte of n1 x n2 x n3 elements of `size` bytes at base + i*stride1 +
+    j*stride2 + k*size (n1, n2, n3 > 0)."""
+    return base + (n1 - 1) * stride1 + (n2 - 1) * stride2 + n3 * size
+
+
+def _box_aligned(x, base, size, n1, stride1, n2, stride2):
+    """Every element of such a box starts at a multiple of its size."""
+    return x.all(x.aligned_to(base, size), x.any(n1 <= 1, x.aligned_to(stride1, size)),
+                 x.any(n2 <= 1, x.aligned_to(stride2, size)))
+
+
+def output_stage_rules(bypassed=None) -> tuple[Rule, ...]:
+    """The output stage's rules (firmware_model/golden/output_stage.py), shared by the units;
+    `bypassed(x, r)`: when the result skips the stage (the MAC's raw int48), they do not apply."""
+    rules = (
+        Rule("rescale type", Status.BAD_MODE, "with RESCALE, RESCALE_DTYPE is INT8, INT16 or INT32",
+             ("OUT_MODE", "RESCALE_DTYPE"),
+             lambda x, r, sub, cfg: x.all(x.flag(r.out_mode, _RESCALE), x.not_(x.one_of(
+                 r.rescale_dtype, DType.INT8, DType.INT16, DType.INT32)))),
+        Rule("table mode", Status.BAD_MODE, "LUT_MODE is OFF, INT8 or INT16", ("LUT_MODE",),
+             lambda x, r, sub, cfg: x.not_(x.one_of(r.lut_mode, LutMode.OFF, LutMode.INT8, LutMode.INT16))),
+        Rule("table range", Status.ADDRESS_RANGE,
+             "a table (256 entries for INT8, 513 for INT16 from LUT_ADDR) lies inside the LUT SRAM",
+             ("LUT_MODE", "LUT_ADDR"),
+             lambda x, r, sub, cfg: x.any(
+                 x.all(r.lut_mode == LutMode.INT8, (r.lut_addr + 256) * 2 > cfg.lut_sram),
+                 x.all(r.lut_mode == LutMode.INT16, (r.lut_addr + 513) * 2 > cfg.lut_sram))),
+    )
+    if bypassed is None:
+        return rules
+    return tuple(Rule(rule.name, rule.status, rule.text + " (unless the result bypasses the stage)", rule.reads,
+                      lambda x, r, sub, cfg, v=rule.violated: x.all(x.not_(bypassed(x, r)), v(x, r, sub, cfg)))
+                 for rule in rules)
+
+
+def _mac_raw48(x, r):
+    return x.all(r.ofm_dtype == DType.INT48, x.not_(x.flag(r.out_mode, _RESCALE)))
+
+
+# ---- MAC (docs/isa.md, "The MAC command"), in the order the checks apply ----
 MAC_RULES: tuple[Rule, ...] = (
     Rule("mode", Status.BAD_MODE, "the mode is CONV2D or MATMUL", ("sub",),
          lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.MATMUL))),
     Rule("input type", Status.BAD_MODE, "IFM_DTYPE is INT8 or INT16", ("IFM_DTYPE",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_dtype, DType.INT8, DType.INT16))),
-    Rule("int16 zero point", Status.BAD_MODE, "int16 inputs take no input zero point (IFM_ZP = 0)", ("IFM_DTYPE", "IFM_ZP"),
+    Rule("int16 zero point", Status.BAD_MODE, "int16 inputs take no input zero point (IFM_ZP = 0)",
+         ("IFM_DTYPE", "IFM_ZP"),
          lambda x, r, sub, cfg: x.all(r.ifm_dtype == DType.INT16, r.ifm_zp != 0)),
     Rule("output type", Status.BAD_MODE, "OFM_DTYPE is INT8, INT16, INT32 or INT48", ("OFM_DTYPE",),
-         lambda x, r, sub, cfg: x.not_(x.one_of(r.ofm_dtype, DType.INT8, DType.INT16, DType.INT32, DType.INT48))),
-    Rule("rescaled int48", Status.BAD_MODE, "a rescaled result (OUT_MODE RESCALE) is not INT48", ("OUT_MODE", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: x.not_(x.one_of(r.ofm_dtype, *ELEMENT_TYPES))),
+    Rule("rescaled int48", Status.BAD_MODE, "a rescaled result (OUT_MODE RESCALE) is not INT48",
+         ("OUT_MODE", "OFM_DTYPE"),
          lambda x, r, sub, cfg: x.all(x.flag(r.out_mode, _RESCALE), r.ofm_dtype == DType.INT48)),
     Rule("raw type", Status.BAD_MODE,
-         "a result without RESCALE is the raw accumulator: INT32 for int8 inputs, INT48 for int16 inputs", ("OUT_MODE", "IFM_DTYPE", "OFM_DTYPE"),
+         "a result without RESCALE is the raw accumulator: INT32 for int8 inputs, INT48 for int16 inputs",
+         ("OUT_MODE", "IFM_DTYPE", "OFM_DTYPE"),
          lambda x, r, sub, cfg: x.all(x.not_(x.flag(r.out_mode, _RESCALE)), x.any(
              x.all(r.ifm_dtype == DType.INT8, r.ofm_dtype != DType.INT32),
              x.all(r.ifm_dtype == DType.INT16, r.ofm_dtype != DType.INT48)))),
     Rule("tile size", Status.ADDRESS_RANGE,
          "the tile is not empty (OFM_H, OFM_W, OFM_C, KERNEL_H, KERNEL_W, IFM_CBLOCKS > 0) and its "
-         "OFM_H x OFM_W pixels fit the accumulator SRAM", ("OFM_H", "OFM_W", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS"),
+         "OFM_H x OFM_W pixels fit the accumulator SRAM",
+         ("OFM_H", "OFM_W", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS"),
          lambda x, r, sub, cfg: x.any(r.ofm_h == 0, r.ofm_w == 0, r.ofm_c == 0, r.kernel_h == 0, r.kernel_w == 0,
                                       r.ifm_cblocks == 0, r.ofm_h * r.ofm_w > cfg.acc_depth)),
     Rule("word alignment", Status.ADDRESS_RANGE,
-         "IFM_ADDR, IFM_ROW_STRIDE, IFM_PIX_STRIDE and WGT_ADDR are multiples of the SRAM word (mac.cols bytes)", ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "WGT_ADDR"),
+         "IFM_ADDR, IFM_ROW_STRIDE, IFM_PIX_STRIDE and WGT_ADDR are multiples of the SRAM word (mac.cols bytes)",
+         ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "WGT_ADDR"),
          lambda x, r, sub, cfg: x.not_(x.all(*(x.aligned(v, cfg.word_bytes) for v in (
              r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride, r.wgt_addr))))),
-    Rule("rescale type", Status.BAD_MODE, "with RESCALE, RESCALE_DTYPE is INT8, INT16 or INT32", ("OUT_MODE", "RESCALE_DTYPE"),
-         lambda x, r, sub, cfg: x.all(x.flag(r.out_mode, _RESCALE), x.not_(x.one_of(
-             r.rescale_dtype, DType.INT8, DType.INT16, DType.INT32)))),
-    Rule("table mode", Status.BAD_MODE, "LUT_MODE is OFF, INT8 or INT16", ("LUT_MODE",),
-         lambda x, r, sub, cfg: x.not_(x.one_of(r.lut_mode, LutMode.OFF, LutMode.INT8, LutMode.INT16))),
+    Rule("input range", Status.ADDRESS_RANGE,
+         "the input words the tile reads lie inside the input SRAM",
+         ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "IFM_CBLOCKS", "OFM_H", "OFM_W"),
+         lambda x, r, sub, cfg: r.ifm_addr + ((r.ofm_h - 1) * r.stride_h + (r.kernel_h - 1) * r.dilation_h)
+         * r.ifm_row_stride + ((r.ofm_w - 1) * r.stride_w + (r.kernel_w - 1) * r.dilation_w) * r.ifm_pix_stride
+         + r.ifm_cblocks * cfg.word_bytes > cfg.input_sram),
+    Rule("weight range", Status.ADDRESS_RANGE,
+         "the weight blocks lie inside the weight SRAM", ("WGT_ADDR", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS"),
+         lambda x, r, sub, cfg: r.wgt_addr + ((r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows) * r.kernel_h * r.kernel_w
+         * r.ifm_cblocks * cfg.mac_rows * cfg.word_bytes > cfg.weight_sram),
+    Rule("record range", Status.ADDRESS_RANGE,
+         "the tile's parameter records (PARAM_ADDR, one per output channel) lie inside the parameter SRAM",
+         ("PARAM_ADDR", "OFM_C"),
+         lambda x, r, sub, cfg: (r.param_addr + r.ofm_c) * PARAM_RECORD_BYTES > param_bytes(cfg)),
+    *output_stage_rules(bypassed=_mac_raw48),
+    Rule("output alignment", Status.ADDRESS_RANGE,
+         "OFM_ADDR, OFM_ROW_STRIDE and OFM_PIX_STRIDE are multiples of the output element's size",
+         ("OFM_ADDR", "OFM_ROW_STRIDE", "OFM_PIX_STRIDE", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: x.not_(_box_aligned(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h,
+                                                    r.ofm_row_stride, r.ofm_w, r.ofm_pix_stride))),
+    Rule("output range", Status.ADDRESS_RANGE, "the tile's output lies inside the output SRAM",
+         ("OFM_ADDR", "OFM_ROW_STRIDE", "OFM_PIX_STRIDE", "OFM_H", "OFM_W", "OFM_C", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: _box_end(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h, r.ofm_row_stride,
+                                         r.ofm_w, r.ofm_pix_stride, r.ofm_c) > cfg.output_sram),
 )
 
 # What the ISA allows and the core RTL does not run yet (it refuses these with BAD_MODE): nothing.
 MAC_RTL_GAPS: tuple[Rule, ...] = ()
+
+
+# ---- ELTWISE (docs/isa.md, "The ELTWISE command") ----
+_SHIFT_OPS = (EltOp.LOGICAL_LEFT_SHIFT, EltOp.LOGICAL_RIGHT_SHIFT, EltOp.ARITHMETIC_RIGHT_SHIFT)
+
+
+def _binary(x, sub):
+    return sub != EltOp.COPY
+
+
+def _operand_count(x, r, scalar_flag):
+    return x.mux(x.flag(r.elt_mode, scalar_flag), 1, r.elt_count)
+
+
+def _elt_records(x, r):
+    """The parameter records an ELTWISE reads: min(max(1, ELT_CHANNELS), ELT_COUNT)."""
+    return x.min_(x.mux(r.elt_channels == 0, 1, r.elt_channels), r.elt_count)
+
+
+ELT_RULES: tuple[Rule, ...] = (
+    Rule("operation", Status.BAD_MODE, "the operation is an EltOp (ADD .. COPY)", ("sub",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(sub, *EltOp))),
+    Rule("A type", Status.BAD_MODE, "ELT_A_DTYPE is INT8, INT16, INT32 or INT48", ("ELT_A_DTYPE",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(r.elt_a_dtype, *ELEMENT_TYPES))),
+    Rule("output type", Status.BAD_MODE, "OFM_DTYPE is INT8, INT16, INT32 or INT48", ("OFM_DTYPE",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(r.ofm_dtype, *ELEMENT_TYPES))),
+    Rule("B type", Status.BAD_MODE, "a binary operation's ELT_B_DTYPE is INT8, INT16, INT32 or INT48",
+         ("sub", "ELT_B_DTYPE"),
+         lambda x, r, sub, cfg: x.all(_binary(x, sub), x.not_(x.one_of(r.elt_b_dtype, *ELEMENT_TYPES)))),
+    Rule("unsigned A", Status.BAD_MODE, "A_UNSIGNED reads int8 or int16 elements only", ("ELT_MODE", "ELT_A_DTYPE"),
+         lambda x, r, sub, cfg: x.all(x.flag(r.elt_mode, EltMode.A_UNSIGNED),
+                                      x.not_(x.one_of(r.elt_a_dtype, DType.INT8, DType.INT16)))),
+    Rule("unsigned B", Status.BAD_MODE, "B_UNSIGNED reads int8 or int16 elements only", ("ELT_MODE", "ELT_B_DTYPE"),
+         lambda x, r, sub, cfg: x.all(_binary(x, sub), x.flag(r.elt_mode, EltMode.B_UNSIGNED),
+                                      x.not_(x.one_of(r.elt_b_dtype, DType.INT8, DType.INT16)))),
+    Rule("shift type", Status.BAD_MODE, "a shift takes int8, int16 or int32 elements", ("sub", "ELT_A_DTYPE"),
+         lambda x, r, sub, cfg: x.all(x.one_of(sub, *_SHIFT_OPS),
+                                      x.not_(x.one_of(r.elt_a_dtype, DType.INT8, DType.INT16, DType.INT32)))),
+    Rule("A range", Status.ADDRESS_RANGE,
+         "operand A (ELT_COUNT elements, one with A_SCALAR) lies inside the input SRAM at a multiple of its size",
+         ("ELT_A_ADDR", "ELT_COUNT", "ELT_MODE", "ELT_A_DTYPE"),
+         lambda x, r, sub, cfg: x.any(
+             x.not_(x.aligned_to(r.elt_a_addr, x.size_of(r.elt_a_dtype))),
+             r.elt_a_addr + _operand_count(x, r, EltMode.A_SCALAR) * x.size_of(r.elt_a_dtype) > cfg.input_sram)),
+    Rule("B range", Status.ADDRESS_RANGE,
+         "operand B (ELT_COUNT elements, one with B_SCALAR) lies inside the weight SRAM at a multiple of its size",
+         ("ELT_B_ADDR", "ELT_COUNT", "ELT_MODE", "ELT_B_DTYPE"),
+         lambda x, r, sub, cfg: x.all(_binary(x, sub), x.any(
+             x.not_(x.aligned_to(r.elt_b_addr, x.size_of(r.elt_b_dtype))),
+             r.elt_b_addr + _operand_count(x, r, EltMode.B_SCALAR) * x.size_of(r.elt_b_dtype) > cfg.weight_sram))),
+    Rule("record range", Status.ADDRESS_RANGE,
+         "with RESCALE, the records PARAM_ADDR .. + min(ELT_CHANNELS, ELT_COUNT) lie inside the parameter SRAM",
+         ("OUT_MODE", "PARAM_ADDR", "ELT_CHANNELS", "ELT_COUNT"),
+         lambda x, r, sub, cfg: x.all(x.flag(r.out_mode, _RESCALE),
+                                      (r.param_addr + _elt_records(x, r)) * PARAM_RECORD_BYTES > param_bytes(cfg))),
+    *output_stage_rules(),
+    Rule("output range", Status.ADDRESS_RANGE,
+         "the ELT_COUNT results lie inside the output SRAM at a multiple of their size",
+         ("ELT_OUT_ADDR", "ELT_COUNT", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: x.all(r.elt_count != 0, x.any(
+             x.not_(x.aligned_to(r.elt_out_addr, x.size_of(r.ofm_dtype))),
+             r.elt_out_addr + r.elt_count * x.size_of(r.ofm_dtype) > cfg.output_sram))),
+)
+
+
+# ---- POOL (docs/isa.md, "The POOL command") ----
+def _real_taps(x, pad, kernel, stride, n_out, n_in):
+    """Every window along one axis holds a real position: the first reaches position 0, the last
+    starts before the end (windows move monotonically, so the rest follow)."""
+    return x.all(n_in != 0, kernel > pad, (n_out - 1) * stride < n_in + pad)
+
+
+POOL_RULES: tuple[Rule, ...] = (
+    Rule("mode", Status.BAD_MODE, "the mode is a PoolMode (MAX, AVG, SUM, MIN)", ("sub",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(sub, *PoolMode))),
+    Rule("input type", Status.BAD_MODE, "IFM_DTYPE is INT8, INT16 or INT32", ("IFM_DTYPE",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_dtype, DType.INT8, DType.INT16, DType.INT32))),
+    Rule("output type", Status.BAD_MODE, "OFM_DTYPE is INT8, INT16, INT32 or INT48", ("OFM_DTYPE",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(r.ofm_dtype, *ELEMENT_TYPES))),
+    Rule("average", Status.BAD_MODE,
+         "AVG takes int8 or int16 to int8 or int16, without an output-stage RESCALE",
+         ("sub", "IFM_DTYPE", "OFM_DTYPE", "OUT_MODE"),
+         lambda x, r, sub, cfg: x.all(sub == PoolMode.AVG, x.any(
+             r.ifm_dtype == DType.INT32, x.not_(x.one_of(r.ofm_dtype, DType.INT8, DType.INT16)),
+             x.flag(r.out_mode, _RESCALE)))),
+    Rule("window", Status.BAD_MODE, "KERNEL_H, KERNEL_W, STRIDE_H and STRIDE_W are at least 1",
+         ("KERNEL_H", "KERNEL_W", "STRIDE_H", "STRIDE_W"),
+         lambda x, r, sub, cfg: x.any(r.kernel_h == 0, r.kernel_w == 0, r.stride_h == 0, r.stride_w == 0)),
+    Rule("input range", Status.ADDRESS_RANGE,
+         "the input box (POOL_IN_H x POOL_IN_W x OFM_C elements) lies inside the input SRAM at multiples of "
+         "the element size", ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "POOL_IN_H", "POOL_IN_W", "OFM_C"),
+         lambda x, r, sub, cfg: x.all(r.pool_in_h != 0, r.pool_in_w != 0, r.ofm_c != 0, x.any(
+             x.not_(_box_aligned(x, r.ifm_addr, x.size_of(r.ifm_dtype), r.pool_in_h, r.ifm_row_stride,
+                                 r.pool_in_w, r.ifm_pix_stride)),
+             _box_end(x, r.ifm_addr, x.size_of(r.ifm_dtype), r.pool_in_h, r.ifm_row_stride, r.pool_in_w,
+                      r.ifm_pix_stride, r.ofm_c) > cfg.input_sram))),
+    Rule("real taps", Status.BAD_MODE, "every window holds at least one real (not padding) position",
+         ("POOL_PAD_TOP", "POOL_PAD_LEFT", "POOL_IN_H", "POOL_IN_W", "KERNEL_H", "KERNEL_W", "OFM_H", "OFM_W"),
+         lambda x, r, sub, cfg: x.all(r.ofm_h != 0, r.ofm_w != 0, x.not_(x.all(
+             _real_taps(x, r.pool_pad_top, r.kernel_h, r.stride_h, r.ofm_h, r.pool_in_h),
+             _real_taps(x, r.pool_pad_left, r.kernel_w, r.stride_w, r.ofm_w, r.pool_in_w))))),
+    Rule("record range", Status.ADDRESS_RANGE,
+         "with RESCALE, the records PARAM_ADDR .. + OFM_C lie inside the parameter SRAM", ("OUT_MODE", "PARAM_ADDR", "OFM_C"),
+         lambda x, r, sub, cfg: x.all(x.flag(r.out_mode, _RESCALE),
+                                      (r.param_addr + r.ofm_c) * PARAM_RECORD_BYTES > param_bytes(cfg))),
+    *output_stage_rules(),
+    Rule("output range", Status.ADDRESS_RANGE,
+         "the output box (OFM_H x OFM_W x OFM_C) lies inside the output SRAM at multiples of the element size",
+         ("OFM_ADDR", "OFM_ROW_STRIDE", "OFM_PIX_STRIDE", "OFM_H", "OFM_W", "OFM_C", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: x.all(r.ofm_h != 0, r.ofm_w != 0, r.ofm_c != 0, x.any(
+             x.not_(_box_aligned(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h, r.ofm_row_stride,
+                                 r.ofm_w, r.ofm_pix_stride)),
+             _box_end(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h, r.ofm_row_stride, r.ofm_w,
+                      r.ofm_pix_stride, r.ofm_c) > cfg.output_sram))),
+)

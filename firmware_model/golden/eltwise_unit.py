@@ -34,6 +34,7 @@ import numpy as np
 
 from firmware_model.errors import GoldenModelError
 from firmware_model.arch.isa import ELEMENT_BYTES, EltMode, EltOp, OutMode, Sram, Status
+from firmware_model.arch.checks import ELT_RULES, first_violation
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
@@ -108,6 +109,9 @@ def eltwise_op(op: EltOp, a: np.ndarray, b: np.ndarray | None, *, width: int, mu
 
 def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) -> EltResult:
     r = Registers(regs)
+    broken = first_violation(ELT_RULES, r, sub, cfg)
+    if broken is not None:
+        raise GoldenModelError(broken.message("ELTWISE", r, sub), broken.status)
     try:
         op = EltOp(sub)
     except ValueError:

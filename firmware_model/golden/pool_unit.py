@@ -29,6 +29,7 @@ import numpy as np
 
 from firmware_model.errors import GoldenModelError
 from firmware_model.arch.isa import ELEMENT_BYTES, OutMode, PoolMode, Sram, Status
+from firmware_model.arch.checks import POOL_RULES, first_violation
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
@@ -72,6 +73,9 @@ def _read_box(mem: Memories, addr: int, row: int, pix: int, h: int, w: int, c: i
 
 def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) -> PoolResult:
     r = Registers(regs)
+    broken = first_violation(POOL_RULES, r, sub, cfg)
+    if broken is not None:
+        raise GoldenModelError(broken.message("POOL", r, sub), broken.status)
     try:
         mode = PoolMode(sub)
     except ValueError:
