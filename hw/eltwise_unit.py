@@ -54,7 +54,8 @@ from hw.rescale_unit import LATENCY as RESCALE_LATENCY
 
 INPUT_LATENCY = 1
 OP_LATENCY = 2
-LATENCY = INPUT_LATENCY + RESCALE_LATENCY + OP_LATENCY + OUTPUT_LATENCY     # 14
+FRONT_LATENCY = INPUT_LATENCY + RESCALE_LATENCY + OP_LATENCY                 # 7
+LATENCY = FRONT_LATENCY + OUTPUT_LATENCY                                      # 14
 ELEMENT_BITS = 48         # an operand element's bits (int48 is the widest)
 OP_BITS = 4
 
@@ -112,28 +113,24 @@ class EltIn(data.Struct):
     tag: unsigned(32)             # carried through unchanged
 
 
-class EltwiseUnit(wiring.Component):
-    """`lut_entries`: the LUT SRAM's size in 16-bit entries (cfg.lut_entries)."""
+class EltwiseFront(wiring.Component):
+    """The elementwise unit up to its output stage: input stages and the operation. `o` carries
+    the output stage's input (the value, the element's record, its tag); the core feeds it to its
+    shared output stage, EltwiseUnit to its own. FRONT_LATENCY clocks deep."""
 
     def __init__(self, lut_entries: int = 2048):
         self.lut_entries = lut_entries
         self.config = config_layout(lut_entries)
         super().__init__({
-            "w": In(stream.Signature(lut_write_layout(lut_entries))),     # LUT SRAM writes: addr, data
             "i": In(stream.Signature(EltIn)),
-            "o": Out(stream.Signature(OUT_LAYOUT)),      # result s32, tag u32
+            "o": Out(stream.Signature(OutputStageIn)),
             "cfg": In(self.config),
         })
-
-    @classmethod
-    def for_config(cls, cfg) -> "EltwiseUnit":
-        return cls(cfg.lut_entries)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.rescale_a = ra = RescaleUnit()
         m.submodules.rescale_b = rb = RescaleUnit()
-        m.submodules.out_stage = ost = OutputStage(self.lut_entries)
         cfg, p = self.cfg, self.i.payload
 
         # ---- stage 1: read, subtract the zero point, shift left ----
@@ -215,7 +212,7 @@ class EltwiseUnit(wiring.Component):
         o1_shift = Signal(6)
         o1_tag = Signal(32)
         adv_op = Signal()
-        m.d.comb += [adv_op.eq(~o2_valid | ost.i.ready),
+        m.d.comb += [adv_op.eq(~o2_valid | self.o.ready),
                      ra.o.ready.eq(adv_op & rb.o.valid), rb.o.ready.eq(adv_op & ra.o.valid)]
         with m.If(adv_op):
             m.d.sync += [o1_valid.eq(ra.o.valid & rb.o.valid), o1_a48.eq(a_op), o1_a.eq(a_op[:32]), o1_b.eq(b_op),
@@ -287,8 +284,34 @@ class EltwiseUnit(wiring.Component):
             m.d.sync += [o2_valid.eq(o1_valid), o2_rec.value.eq(op_result), o2_rec.multiplier.eq(o1_mult),
                          o2_rec.shift.eq(o1_shift), o2_rec.tag.eq(o1_tag)]
 
-        # ---- output stage: rescale, clamp, table ----
-        m.d.comb += [ost.i.valid.eq(o2_valid), ost.i.payload.eq(o2_rec), ost.cfg.eq(cfg.out)]
+        m.d.comb += [self.o.valid.eq(o2_valid), self.o.payload.eq(o2_rec)]
+        return m
+
+
+class EltwiseUnit(wiring.Component):
+    """`lut_entries`: the LUT SRAM's size in 16-bit entries (cfg.lut_entries)."""
+
+    def __init__(self, lut_entries: int = 2048):
+        self.lut_entries = lut_entries
+        self.config = config_layout(lut_entries)
+        super().__init__({
+            "w": In(stream.Signature(lut_write_layout(lut_entries))),     # LUT SRAM writes: addr, data
+            "i": In(stream.Signature(EltIn)),
+            "o": Out(stream.Signature(OUT_LAYOUT)),      # the result and the tag
+            "cfg": In(self.config),
+        })
+
+    @classmethod
+    def for_config(cls, cfg) -> "EltwiseUnit":
+        return cls(cfg.lut_entries)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.front = front = EltwiseFront(self.lut_entries)
+        m.submodules.out_stage = ost = OutputStage(self.lut_entries)
+        wiring.connect(m, wiring.flipped(self.i), front.i)
+        m.d.comb += [front.cfg.eq(self.cfg), ost.cfg.eq(self.cfg.out)]
+        wiring.connect(m, front.o, ost.i)
         wiring.connect(m, wiring.flipped(self.w), ost.w)
         wiring.connect(m, ost.o, wiring.flipped(self.o))
         return m

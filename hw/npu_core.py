@@ -20,16 +20,18 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import PARAM_RECORD_BYTES, Opcode, OutMode, Status
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, Opcode, OutMode
 from firmware_model.tosa_ops.dtypes import DType
 from hw.command_processor import CommandProcessor
 from hw.dma_engine import DmaEngine, ext_port_signature
 from hw.layouts import COMMAND_WORD_LAYOUT, PARAM_RECORD_LAYOUT
+from hw.eltwise_sequencer import EltwiseSequencer
 from hw.mac_sequencer import MacSequencer
+from hw.pool_sequencer import PoolSequencer
 from hw.output_stage import REGISTER_MAP as OUTPUT_STAGE_MAP
 from hw.output_stage import OutputStage
 from hw.output_writer import OutputWriter
-from hw.register_map import drive_map
+from hw.register_map import AmaranthOps, drive_map
 from hw.variable_sram import VariableSram
 
 # Faults a bench self-check can build into the core (see docs/verification.md).
@@ -124,36 +126,55 @@ class NpuCore(wiring.Component):
         ]
 
         # ---- compute units: started by the command processor, one at a time ----
-        is_mac = cp.unit_op == Opcode.MAC
-        m.d.comb += [mac.regs.eq(cp.regs), mac.start.eq(cp.unit_start & is_mac), mac.mode.eq(cp.unit_sub)]
+        m.submodules.eltwise = elt = EltwiseSequencer(cfg)
+        m.submodules.pool = pool = PoolSequencer(cfg)
+        regs = cp.regs
+        active = Signal(8)             # the opcode of the running (or last) compute command
+        with m.If(cp.unit_start):
+            m.d.sync += active.eq(cp.unit_op)
+        units = ((Opcode.MAC, mac), (Opcode.ELTWISE, elt), (Opcode.POOL, pool))
+        for op, unit in units:
+            m.d.comb += [unit.regs.eq(regs), unit.start.eq(cp.unit_start & (cp.unit_op == op))]
+        m.d.comb += [mac.mode.eq(cp.unit_sub), elt.sub.eq(cp.unit_sub), pool.sub.eq(cp.unit_sub)]
+        m.d.comb += [cp.unit_done.eq(mac.done | elt.done | pool.done),
+                     cp.unit_status.eq(Mux(mac.done, mac.status, Mux(elt.done, elt.status, pool.status)))]
+
+        # the SRAMs' compute ports, to the running unit
         in_rd = input_sram.read_port()
         w_rd = weight_sram.read_port()
         p_rd = param_sram.read_port()
         o_wr = output_sram.write_port(granularity=8)
         m.d.comb += [
-            in_rd.addr.eq(mac.ifm_addr), mac.ifm_data.eq(in_rd.data),
-            w_rd.addr.eq(mac.wgt_addr), mac.wgt_data.eq(w_rd.data),
-            p_rd.addr.eq(mac.prm_addr), mac.prm_data.eq(p_rd.data),
+            mac.ifm_data.eq(in_rd.data), elt.a_data.eq(in_rd.data), pool.i_data.eq(in_rd.data),
+            mac.wgt_data.eq(w_rd.data), elt.b_data.eq(w_rd.data),
+            mac.prm_data.eq(p_rd.data), elt.p_data.eq(p_rd.data), pool.p_data.eq(p_rd.data),
         ]
+        with m.Switch(active):
+            with m.Case(Opcode.ELTWISE):
+                m.d.comb += [in_rd.addr.eq(elt.a_addr), w_rd.addr.eq(elt.b_addr), p_rd.addr.eq(elt.p_addr)]
+            with m.Case(Opcode.POOL):
+                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr)]
+            with m.Default():
+                m.d.comb += [in_rd.addr.eq(mac.ifm_addr), w_rd.addr.eq(mac.wgt_addr), p_rd.addr.eq(mac.prm_addr)]
 
-        # ---- the output stage and the writer: configured from the registers (its register map) ----
-        regs = cp.regs
-        drive_map(m, OUTPUT_STAGE_MAP, ost.cfg, regs, cp.unit_sub)
-        m.d.comb += ost.cfg.raw.eq((regs.ofm_dtype == DType.INT48) & ((regs.out_mode & OutMode.RESCALE) == 0))
-        wiring.connect(m, mac.out, ost.i)
+        # ---- the output stage and the writer, to the running unit ----
+        mac_cfg = Signal.like(ost.cfg)
+        drive_map(m, OUTPUT_STAGE_MAP, mac_cfg, regs, cp.unit_sub)
+        m.d.comb += mac_cfg.raw.eq((regs.ofm_dtype == DType.INT48) & ((regs.out_mode & OutMode.RESCALE) == 0))
+        with m.Switch(active):
+            for op, unit in units:
+                with m.Case(op):
+                    m.d.comb += [ost.i.valid.eq(unit.out.valid), ost.i.payload.eq(unit.out.payload),
+                                 unit.out.ready.eq(ost.i.ready)]
+                    if op == Opcode.MAC:
+                        m.d.comb += [ost.cfg.eq(mac_cfg), writer.esize.eq(AmaranthOps.size_of(regs.ofm_dtype))]
+                    else:
+                        m.d.comb += [ost.cfg.eq(unit.out_cfg), writer.esize.eq(unit.esize)]
         wiring.connect(m, ost.o, writer.i)
-        m.d.comb += [
-            writer.esize.eq(Mux(regs.ofm_dtype == DType.INT8, 1, Mux(regs.ofm_dtype == DType.INT16, 2,
-                            Mux(regs.ofm_dtype == DType.INT48, 8, 4)))),
-            o_wr.addr.eq(writer.sram.addr), o_wr.data.eq(writer.sram.data), o_wr.en.eq(writer.sram.en),
-        ]
+        m.d.comb += [o_wr.addr.eq(writer.sram.addr), o_wr.data.eq(writer.sram.data), o_wr.en.eq(writer.sram.en)]
+
         # the LUT SRAM: DMA beats (2-byte entries) become the LUT engine's writes
         lp = dma.lut
         m.d.comb += [ost.w.valid.eq(lp.wen != 0), ost.w.payload.addr.eq(lp.waddr),
                      ost.w.payload.data.eq(lp.wdata), ost.w.payload.en.eq(lp.wen), lp.rdata.eq(0)]
-        # Units this core does not have yet answer at once with BAD_OPCODE.
-        absent_done = Signal()
-        m.d.sync += absent_done.eq(cp.unit_start & ~is_mac)
-        m.d.comb += [cp.unit_done.eq(mac.done | absent_done),
-                     cp.unit_status.eq(Mux(absent_done, Status.BAD_OPCODE, mac.status))]
         return m

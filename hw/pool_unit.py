@@ -39,6 +39,8 @@ perf.POOL_PIPELINE = 42. One tap per clock; the whole unit stalls while a result
 not taken.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -46,7 +48,7 @@ from amaranth.lib.wiring import In, Out
 from firmware_model.arch.isa import OutMode, PoolMode, Reg
 from firmware_model.tosa_ops.dtypes import DType
 from hw.output_stage import LATENCY as OUTPUT_LATENCY
-from hw.output_stage import OUT_LAYOUT, OutputStage, lut_write_layout, out_config_layout
+from hw.output_stage import OUT_LAYOUT, OutputStage, OutputStageIn, lut_write_layout, out_config_layout
 from hw.output_stage import REGISTER_MAP as OUTPUT_STAGE_MAP
 from hw.register_map import FromReg, FromSub, prefixed
 from hw.rescale_unit import DTYPE_BITS
@@ -54,7 +56,8 @@ from hw.rescale_unit import DTYPE_BITS
 QUOTIENT_BITS = 31        # reciprocal_scale's multiplier: < 2^31 for every count below 2^30
 WINDOW_LATENCY = 1
 DIVIDER_LATENCY = 1 + QUOTIENT_BITS
-LATENCY = WINDOW_LATENCY + DIVIDER_LATENCY + OUTPUT_LATENCY      # 40
+FRONT_LATENCY = WINDOW_LATENCY + DIVIDER_LATENCY                 # 33
+LATENCY = FRONT_LATENCY + OUTPUT_LATENCY                          # 40
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -88,8 +91,10 @@ REGISTER_MAP = {
 }
 
 
-class PoolUnit(wiring.Component):
-    """`lut_entries`: the LUT SRAM's size in 16-bit entries; `count_bits`: the real-tap counter."""
+class PoolFront(wiring.Component):
+    """The pooling unit up to its output stage: the taps, the window and the reciprocal divider.
+    `o` carries the output stage's input; `out_cfg` the output stage's configuration for the
+    command (the registers', or AVG's scaling). FRONT_LATENCY clocks deep."""
 
     def __init__(self, lut_entries: int = 2048, count_bits: int = 24):
         if not 1 <= count_bits <= 30:
@@ -97,21 +102,17 @@ class PoolUnit(wiring.Component):
         self.lut_entries, self.count_bits = lut_entries, count_bits
         self.config = config_layout(lut_entries)
         super().__init__({
-            "w": In(stream.Signature(lut_write_layout(lut_entries))),     # LUT SRAM writes: addr, data
             "i": In(stream.Signature(PoolTap)),
-            "o": Out(stream.Signature(OUT_LAYOUT)),      # result s32, tag u32
+            "o": Out(stream.Signature(OutputStageIn)),
             "cfg": In(self.config),
+            "out_cfg": Out(out_config_layout(lut_entries)),
         })
-
-    @classmethod
-    def for_config(cls, cfg) -> "PoolUnit":
-        return cls(cfg.lut_entries)
 
     def elaborate(self, platform):
         m = Module()
         C = self.count_bits
-        m.submodules.out_stage = ost = OutputStage(self.lut_entries)
         cfg, p = self.cfg, self.i.payload
+        ost = SimpleNamespace(i=self.o, cfg=self.out_cfg)
         stages = WINDOW_LATENCY + DIVIDER_LATENCY
         valid = Signal(stages, name="stage_valid")
         advance = self.i.ready
@@ -224,6 +225,33 @@ class PoolUnit(wiring.Component):
         with m.If(avg):
             m.d.comb += [ost.cfg.out_mode.eq(OutMode.RESCALE | OutMode.SCALE32),
                          ost.cfg.rescale_dtype.eq(cfg.out_dtype)]
+        return m
+
+
+class PoolUnit(wiring.Component):
+    """`lut_entries`: the LUT SRAM's size in 16-bit entries; `count_bits`: the real-tap counter."""
+
+    def __init__(self, lut_entries: int = 2048, count_bits: int = 24):
+        self.lut_entries, self.count_bits = lut_entries, count_bits
+        self.config = config_layout(lut_entries)
+        super().__init__({
+            "w": In(stream.Signature(lut_write_layout(lut_entries))),     # LUT SRAM writes: addr, data
+            "i": In(stream.Signature(PoolTap)),
+            "o": Out(stream.Signature(OUT_LAYOUT)),      # the result and the tag
+            "cfg": In(self.config),
+        })
+
+    @classmethod
+    def for_config(cls, cfg) -> "PoolUnit":
+        return cls(cfg.lut_entries)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.front = front = PoolFront(self.lut_entries, self.count_bits)
+        m.submodules.out_stage = ost = OutputStage(self.lut_entries)
+        wiring.connect(m, wiring.flipped(self.i), front.i)
+        m.d.comb += [front.cfg.eq(self.cfg), ost.cfg.eq(front.out_cfg)]
+        wiring.connect(m, front.o, ost.i)
         wiring.connect(m, wiring.flipped(self.w), ost.w)
         wiring.connect(m, ost.o, wiring.flipped(self.o))
         return m

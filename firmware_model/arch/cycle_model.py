@@ -215,8 +215,9 @@ ELT_PIPELINE = 16
 
 def eltwise_command_cycles(count: int, element_clocks: int = 1) -> int:
     """Clocks of an ELTWISE command over `count` elements, from its start to its done pulse;
-    `element_clocks` per element (2 when an 8-byte element spans two 4-byte words)."""
-    return ELT_FIXED + count * element_clocks + ELT_PIPELINE
+    `element_clocks` per element (2 when an 8-byte element spans two 4-byte words: its words are
+    read on two clocks, it is written on two, the last one's second half one clock later)."""
+    return ELT_FIXED + count * element_clocks + ELT_PIPELINE + element_clocks - 1
 
 
 # Pooling unit (POOL): one window tap per clock. For each output element (row-major over OFM_H x
