@@ -71,6 +71,10 @@ class CoreBench:
 
     async def reset(self) -> None:
         d = self.dut
+        # A change of rst after time 0 is what first evaluates Icarus' combinational blocks
+        # (always @* waits for an event): let the clock run before raising it.
+        await RisingEdge(d.clk)
+        await RisingEdge(d.clk)
         d.rst.value = 1
         d.start.value = 0
         d.host_ack.value = 0
@@ -127,7 +131,9 @@ class CoreBench:
             self.dut.dump_req.value = 1
             await RisingEdge(self.dut.clk)
             await RisingEdge(self.dut.clk)
-            words = [ln for ln in path.read_text().split() if not ln.startswith("@") and not ln.startswith("//")]
+            # words, one per token; Icarus writes "// 0x..." address comments, both may write @address
+            words = [w for line in path.read_text().splitlines() for w in line.split("//")[0].split()
+                     if not w.startswith("@")]
             hexs = "".join(w.replace("x", "0").replace("z", "0").rjust(2 * E, "0") for w in words)
             raw = np.frombuffer(bytes.fromhex(hexs), np.uint8).reshape(-1, E)[:, ::-1].tobytes()
         lo = addr - w0 * E
