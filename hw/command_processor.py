@@ -41,8 +41,9 @@ def sram_bytes(cfg: NpuConfig, sram: Sram) -> int:
 
 
 class CommandProcessor(wiring.Component):
-    def __init__(self, cfg: NpuConfig):
+    def __init__(self, cfg: NpuConfig, fault: str | None = None):
         self.cfg = cfg
+        self.fault = fault          # "stall_at_end": the core's self-check (hw/npu_core.CORE_FAULTS)
         super().__init__({
             "start": In(1),                # begin an invocation at command 0 (registers keep their values)
             "prog_addr": In(32),           # byte address of the command stream in external memory
@@ -196,7 +197,7 @@ class CommandProcessor(wiring.Component):
                     with m.Case(Opcode.BARRIER):
                         m.d.comb += advance.eq(self.dma_idle)
                     with m.Case(Opcode.END):
-                        with m.If(self.dma_idle):
+                        with m.If(self.dma_idle & (self.fault != "stall_at_end")):
                             finish(Status.OK)
                     with m.Case(Opcode.HOST):
                         with m.If(self.dma_idle):

@@ -108,9 +108,10 @@ def _mask(n, width: int):
 
 
 class DmaEngine(wiring.Component):
-    def __init__(self, cfg: NpuConfig, queue_depth: int = DMA_QUEUE_DEPTH):
+    def __init__(self, cfg: NpuConfig, queue_depth: int = DMA_QUEUE_DEPTH, fault: str | None = None):
         self.cfg = cfg
         self.queue_depth = queue_depth
+        self.fault = fault          # "dma_address": the core's self-check (hw/npu_core.CORE_FAULTS)
         members = {
             "push": In(stream.Signature(DESCRIPTOR)),
             "idle": Out(1),                 # the queue is empty and no transfer is in flight
@@ -248,7 +249,7 @@ class DmaEngine(wiring.Component):
             m.d.comb += [
                 port.raddr.eq(word),
                 port.ren.eq(issue & store & ours),
-                port.waddr.eq(s2_word),
+                port.waddr.eq(s2_word + (1 if self.fault == "dma_address" and s == Sram.INPUT else 0)),
                 port.wdata.eq(Mux(fill, fill_word, (self.ext.rdata << (s2_offset * 8))[:8 * wb])),
                 port.wen.eq(Mux(s2_valid & ours & ~store, (_mask(s2_n, wb) << s2_offset)[:wb], 0)),
                 port.var.eq(d.var),

@@ -34,8 +34,12 @@ from hw.output_writer import OutputWriter
 from hw.register_map import AmaranthOps, drive_map
 from hw.variable_sram import VariableSram
 
-# Faults a bench self-check can build into the core (see docs/verification.md).
-CORE_FAULTS = ("rescale_rounding",)
+# Faults a bench self-check can build into the core (docs/verification.md): name -> what breaks.
+CORE_FAULTS = {
+    "rescale_rounding": "the output stage's rescale truncates instead of rounding",
+    "dma_address": "a DMA_LOAD into the input SRAM writes one word above where it should",
+    "stall_at_end": "the command processor never finishes END (the watchdog must stop the run)",
+}
 
 
 def cmd_port_signature() -> wiring.Signature:
@@ -73,13 +77,14 @@ class NpuCore(wiring.Component):
         cfg = self.cfg
         W = cfg.word_bytes
 
-        m.submodules.cp = cp = CommandProcessor(cfg)
-        m.submodules.dma = dma = DmaEngine(cfg)
+        m.submodules.cp = cp = CommandProcessor(cfg, fault=self.fault)
+        m.submodules.dma = dma = DmaEngine(cfg, fault=self.fault)
         m.submodules.mac = mac = MacSequencer(cfg)
         m.submodules.variable_sram = var = VariableSram.for_config(cfg)
         # one output stage (rescale, clamp, LUT engine: it holds the LUT SRAM) and one writer, shared
         # by the compute units: one command runs at a time
-        m.submodules.output_stage = ost = OutputStage(cfg.lut_entries, fault=self.fault)
+        m.submodules.output_stage = ost = OutputStage(
+            cfg.lut_entries, fault=self.fault if self.fault == "rescale_rounding" else None)
         m.submodules.output_writer = writer = OutputWriter(W, cfg.output_words)
 
         m.submodules.input_sram = input_sram = memory.Memory(shape=8 * W, depth=cfg.input_words, init=[])

@@ -322,3 +322,20 @@ POOL_RULES: tuple[Rule, ...] = (
              _box_end(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h, r.ofm_row_stride, r.ofm_w,
                       r.ofm_pix_stride, r.ofm_c) > cfg.output_sram))),
 )
+
+
+TABLES = {"MAC": MAC_RULES, "ELTWISE": ELT_RULES, "POOL": POOL_RULES}
+
+
+def markdown() -> str:
+    """The rule tables as docs/isa.md shows them (`python -m firmware_model.arch.checks`)."""
+    out = []
+    for unit, rules in TABLES.items():
+        out += [f"### {unit}", "", "| # | rule | status | requires |", "|---|---|---|---|"]
+        out += [f"| {k + 1} | {r.name} | {r.status.name} | {r.text} |" for k, r in enumerate(rules)]
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown())

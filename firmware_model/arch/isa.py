@@ -30,7 +30,7 @@ from firmware_model.arch.fields import FieldTable
 from firmware_model.errors import IsaError
 from firmware_model.tosa_ops.dtypes import DType
 
-ISA_VERSION = 1
+ISA_VERSION = 2          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing")
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command

@@ -61,6 +61,8 @@ def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
     what = f"VAR {op.name} slot {slot}" + (f" (variable '{names[slot]}')" if names and slot in names else "")
     if slot >= VAR_SLOTS:
         raise GoldenModelError(f"{what}: there are {VAR_SLOTS} variable slots", Status.ADDRESS_RANGE)
+    if nbytes == 0:
+        raise GoldenModelError(f"{what}: VAR_BYTES is 0 (a slot holds at least one byte)", Status.ADDRESS_RANGE)
     if addr % cfg.word_bytes:
         raise GoldenModelError(f"{what}: VAR_ADDR {addr} is not a multiple of the {cfg.word_bytes}-byte word",
                                Status.ADDRESS_RANGE)

@@ -78,12 +78,21 @@ def _add_sim(sub) -> None:
     p.add_argument("model", nargs="?", default=None,
                    help="a .tosa flatbuffer (default: the demo network in models/demo_conv)")
     p.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="graph input (default: the model's committed input, else seeded random data)")
+                   help="graph input; repeat a name for successive invocations (default: the model's committed "
+                        "inputs, else seeded random data)")
+    p.add_argument("--invocations", type=int, default=None, metavar="N",
+                   help="run at most N invocations of the committed inputs, or N of seeded random data")
+    p.add_argument("--state", metavar="FILE.npz",
+                   help="variable state: loaded before the run (RTL and golden alike), saved after a passing run")
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE",
+                   help="bind a symbolic dimension (the inputs' shapes bind the rest)")
     p.add_argument("--sim", dest="simulator", choices=("verilator", "icarus"), default="verilator")
     p.add_argument("--config", default="default", help="NPU configuration (name or .toml)")
     p.add_argument("--waves", action="store_true", help="write a waveform and print its path")
     p.add_argument("--report", metavar="DIR", default=None,
                    help="write report.json and report.xml (JUnit) here (default: build/sim/<model>)")
+    p.add_argument("--stop-at-first-mismatch", action="store_true",
+                   help="stop the simulation at the first tile that differs from golden (default: run on)")
     p.add_argument("--inject-fault", metavar="NAME", default=None,
                    help="build the RTL with a deliberate fault (self-check of the bench; see docs)")
     p.set_defaults(func=cmd_sim)

@@ -168,13 +168,29 @@ class CoreBench:
         await self.load(writes)
 
     # --- one invocation ------------------------------------------------------------------------
-    def _check_tile(self, exp, t0_ns: float) -> TileCheck:
+    def _check_tile(self, exp, t0_ns: float, start_clock: int) -> TileCheck:
         a, b = exp.output
         actual, bad = read_range(self.core.output_sram, self.cfg.word_bytes, a, b)
         diff = np.flatnonzero((actual != exp.expected) | bad).tolist()
         return TileCheck(exp.command_index, exp.tile_id, exp.opcode, int(self.dut.cycles.value), exp.end,
                          (a, b), diff, actual, exp.expected, exp.regs, (t0_ns, get_sim_time("ns")),
-                         found=int(self.dut.pc.value) == exp.command_index)
+                         found=int(self.dut.pc.value) == exp.command_index,
+                         unknown_offsets=np.flatnonzero(bad).tolist(), start_clock=start_clock)
+
+    def progress(self, k: int, check: TileCheck) -> None:
+        """One line per checked tile, for the parent's progress display."""
+        with open(self.dir / "progress.txt", "a") as f:
+            f.write(f"{k} {check.tile_id} {int(check.ok)}\n")
+
+    async def load_variables(self, image: np.ndarray, flags: np.ndarray) -> None:
+        """Start the variable SRAM from a saved state (npu sim --state): its words and slot flags."""
+        W = self.cfg.word_bytes
+        var = self.core.variable_sram
+        words = np.asarray(image, np.uint8).reshape(-1, W)
+        for w, word in enumerate(words):
+            var.mem[w].value = int.from_bytes(word.tobytes(), "little")
+        var.written.value = sum(1 << s for s, on in enumerate(flags) if on)
+        await RisingEdge(self.dut.clk)
 
     async def invoke(self, k: int, inv) -> InvocationResult:
         d = self.dut
@@ -193,7 +209,7 @@ class CoreBench:
         tiles: list[TileCheck] = []
         pending = list(inv.tiles)
         note = ""
-        last_ns = t_start
+        last_ns, last_clock = t_start, 0
         while True:
             left = deadline - get_sim_time("ns")
             if left <= 0:
@@ -207,9 +223,10 @@ class CoreBench:
             await ReadOnly()
             if int(d.unit_event.value):
                 if pending:
-                    check = self._check_tile(pending.pop(0), last_ns)
+                    check = self._check_tile(pending.pop(0), last_ns, last_clock)
                     tiles.append(check)
-                    last_ns = get_sim_time("ns")
+                    self.progress(k, check)
+                    last_ns, last_clock = get_sim_time("ns"), check.rtl_end
                     if self.job.stop_at_first_mismatch and not check.ok:
                         note = "stopped at the first mismatch"
                         await RisingEdge(d.clk)
@@ -244,8 +261,11 @@ class CoreBench:
         flags_word = var.written.value
         flags_int = flags_word.to_unsigned() if flags_word.is_resolvable else 0
         flags = np.array([(flags_int >> s) & 1 for s in range(len(flags_word))], bool)
+        out_sram = None
+        if inv.read_output_sram is not None:
+            out_sram, _ = read_range(self.core.output_sram, self.cfg.word_bytes, *inv.read_output_sram)
         return InvocationResult(status, cycles, tiles, outputs, image, flags, (t_start, get_sim_time("ns")),
-                                time.perf_counter() - t_wall, note)
+                                time.perf_counter() - t_wall, note, out_sram)
 
 
 def _job() -> tuple[Path, ProgramJob]:
@@ -260,6 +280,8 @@ async def run_program(dut):
     bench = CoreBench(dut, job, job_dir)
     t0 = time.perf_counter()
     await bench.reset()
+    if job.initial_variables is not None:
+        await bench.load_variables(*job.initial_variables)
     await bench.load(job.image)
     result = ProgramResult([], load_seconds=time.perf_counter() - t0)
     for k, inv in enumerate(job.invocations):

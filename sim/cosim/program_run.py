@@ -63,11 +63,11 @@ def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.nda
     image = [(program.constants_addr, program.constants), (prog_addr, commands)]
 
     golden = GoldenModel(program, cfg)
+    initial = None
     if state is not None:
         golden.load_state(state)
-    if golden.mem.variable_slots.any():
-        # a loaded state starts the RTL's variable SRAM too: the bench writes it before the first run
-        raise CosimError("a variable state file cannot be given to the RTL run yet")
+        image, _ = golden.variable_sram_image()
+        initial = (image, golden.mem.variable_slots.copy())    # the RTL starts from the same state
     run = GoldenRun([], [], [], [], [], golden)
     jobs = []
     for inputs in invocations:
@@ -106,7 +106,7 @@ def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.nda
     golden.event_hook = None
     job = ProgramJob(config_ref(cfg), image, prog_addr, len(program.commands), jobs,
                      host_ops=list(program.manifest.get("host_ops", [])),
-                     stop_at_first_mismatch=stop_at_first_mismatch)
+                     stop_at_first_mismatch=stop_at_first_mismatch, initial_variables=initial)
     return job, run
 
 

@@ -36,6 +36,7 @@ class InvocationJob:
     variable_image: np.ndarray | None = None    # golden's variable SRAM after the invocation
     variable_flags: np.ndarray | None = None    # and its slot flags
     host_cycles: int = 0
+    read_output_sram: tuple[int, int] | None = None   # output SRAM bytes to read back at the end
 
 
 @dataclass
@@ -46,6 +47,7 @@ class ProgramJob:
     prog_words: int
     invocations: list[InvocationJob]
     host_ops: list = field(default_factory=list)   # manifest["host_ops"] (the bench plays the host)
+    initial_variables: tuple | None = None      # (SRAM image, slot flags) to start from (a state file)
     stop_at_first_mismatch: bool = False
     watchdog_factor: int = 4                    # a run stops after factor x golden's clocks + slack
     watchdog_slack: int = 10000
@@ -66,6 +68,8 @@ class TileCheck:
     regs: dict
     sim_ns: tuple[float, float]     # simulation time from the previous tile's end to this one's
     found: bool = True              # False: the RTL's event did not come (or came for another command)
+    unknown_offsets: list[int] = field(default_factory=list)   # bytes the RTL held as X or Z
+    start_clock: int = 0            # the clock the previous tile ended (the start of the waveform window)
 
     @property
     def ok(self) -> bool:
@@ -83,6 +87,7 @@ class InvocationResult:
     sim_ns: tuple[float, float]
     wall_seconds: float
     note: str = ""                              # e.g. the watchdog's report
+    output_sram: np.ndarray | None = None       # InvocationJob.read_output_sram's bytes
 
 
 @dataclass

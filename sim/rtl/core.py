@@ -1,24 +1,19 @@
 """The NPU core RTL as a simulation target: its design per configuration, and job runs.
 
 `core_design(cfg, fault)` is the RtlDesign for one configuration (built once per run by
-sim.rtl.build); `run_core_job()` hands a job to the cocotb benches in sim/cosim/core_bench.py
-and returns their results.
+sim.rtl.build, and not regenerated while the RTL's sources are unchanged); sim/cosim/program_run.py
+runs programs on it.
 """
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
-import shutil
-import tempfile
 from pathlib import Path
 
 from firmware_model.arch.config import NpuConfig
-from sim.paths import BUILD_ROOT
-from sim.rtl.build import BuiltRtl, RtlDesign, build, run_bench
+from sim.rtl.build import BuiltRtl, RtlDesign, build
 from sim.rtl.sim_top import CORE, TOP, sim_top_verilog
 
-BENCH_MODULE = "sim.cosim.core_bench"
 
 
 def _rtl_sources() -> tuple[Path, ...]:
@@ -68,25 +63,3 @@ def cached_core(config, simulator: str, fault: str | None = None, waves: bool = 
     if key not in _BUILT:
         _BUILT[key] = build_core(cfg, simulator, fault=fault, waves=waves)
     return _BUILT[key]
-
-
-def run_core_job(built: BuiltRtl, testcase: str, job: dict, *, job_dir: Path | None = None,
-                 waves: bool = False) -> tuple[dict, "object"]:
-    """Run one bench (`cosim_program` or `replay_tiles`) with `job`; returns (results, BenchResult)."""
-    own_dir = job_dir is None
-    job_dir = Path(job_dir or tempfile.mkdtemp(prefix="job-", dir=BUILD_ROOT))
-    job_dir.mkdir(parents=True, exist_ok=True)
-    with open(job_dir / "job.pkl", "wb") as f:
-        pickle.dump(job, f)
-    results_file = job_dir / "results.pkl"
-    if results_file.exists():
-        results_file.unlink()
-    bench = run_bench(built, BENCH_MODULE, testcase=testcase, test_dir=job_dir,
-                      extra_env={"NPU_BENCH_JOB": str(job_dir)}, waves=waves)
-    results = {}
-    if results_file.exists():
-        with open(results_file, "rb") as f:
-            results = pickle.load(f)
-    if own_dir and bench.ok:
-        shutil.rmtree(job_dir, ignore_errors=True)
-    return results, bench

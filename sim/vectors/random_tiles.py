@@ -45,19 +45,21 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         in_bytes = ih * iw * pix
         n_ocb = -(-oc // R)
         w_bytes = n_ocb * kh * kw * cb * R * L
-        out_dtype = DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))
-        esize = {DType.INT8: 1, DType.INT16: 2, DType.INT32: 4}[out_dtype]
-        opix = -(-(oc * esize) // L) * L
+        raw48 = int16 and rng.random() < 0.3          # the raw int48 result of an int16 tile
+        out_dtype = DType.INT48 if raw48 else DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))
+        esize = out_dtype.size_bytes
+        align = max(L, esize)                           # an element never straddles a word
+        opix = -(-(oc * esize) // align) * align
         out_bytes = oh * ow * opix
         if (in_bytes <= cfg.input_sram and w_bytes <= cfg.weight_sram and out_bytes <= cfg.output_sram
                 and oc <= cfg.param_records):
             break
     in_addr = int(rng.integers(0, (cfg.input_sram - in_bytes) // L + 1)) * L
     w_addr = int(rng.integers(0, (cfg.weight_sram - w_bytes) // L + 1)) * L
-    out_addr = int(rng.integers(0, (cfg.output_sram - out_bytes) // L + 1)) * L
+    out_addr = int(rng.integers(0, (cfg.output_sram - out_bytes) // align + 1)) * align
     p_addr = int(rng.integers(0, cfg.param_records - oc + 1))
 
-    rescale = out_dtype != DType.INT32 or bool(rng.integers(0, 2)) or int16
+    rescale = not raw48 and (out_dtype != DType.INT32 or bool(rng.integers(0, 2)) or int16)
     scale32 = (bool(rng.integers(0, 2)) if out_dtype != DType.INT32 else True) and not int16
     double_round = scale32 and bool(rng.integers(0, 2))
     unsigned_out = rescale and out_dtype != DType.INT32 and bool(rng.integers(0, 4) == 0) and not int16
@@ -78,6 +80,14 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
 
     rdtype = out_dtype if rescale else DType.INT32
     lo, hi = (0, rdtype.umax) if unsigned_out else (rdtype.min, rdtype.max)
+    # a fused table lookup (TABLE after the rescale) on a quarter of the rescaled tiles
+    lut_mode, lut_addr, lut_range = LutMode.OFF, 0, None
+    if rescale and rng.random() < 0.25:
+        lut_mode = LutMode(int(rng.choice([LutMode.INT8, LutMode.INT16])))
+        n_entries = 256 if lut_mode == LutMode.INT8 else 513
+        lut_addr = int(rng.integers(0, cfg.lut_entries - n_entries + 1))
+        lut_range = (2 * lut_addr, 2 * (lut_addr + n_entries))
+        mem.sram[Sram.LUT][lut_range[0]:lut_range[1]] = rng.integers(0, 256, lut_range[1] - lut_range[0], dtype=np.uint8)
     cmin = int(rng.integers(lo, (lo + hi) // 2 + 1)) if rng.integers(0, 2) else lo
     cmax = int(rng.integers((lo + hi) // 2, hi + 1)) if rng.integers(0, 2) else hi
     out_mode = ((OutMode.RESCALE if rescale else 0) | (OutMode.SCALE32 if scale32 else 0)
@@ -92,7 +102,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         Reg.OFM_H: oh, Reg.OFM_W: ow, Reg.OFM_C: oc, Reg.OFM_DTYPE: int(out_dtype),
         Reg.OFM_ZP: (int(rng.integers(lo // 2, hi // 2 + 1)) if rescale and out_dtype != DType.INT32 else 0) & 0xFFFFFFFF,
         Reg.PARAM_ADDR: p_addr, Reg.OUT_MODE: int(out_mode), Reg.CLAMP_MIN: cmin & 0xFFFFFFFF,
-        Reg.CLAMP_MAX: cmax & 0xFFFFFFFF, Reg.LUT_MODE: int(LutMode.OFF), Reg.LUT_ADDR: 0,
+        Reg.CLAMP_MAX: cmax & 0xFFFFFFFF, Reg.LUT_MODE: int(lut_mode), Reg.LUT_ADDR: lut_addr,
         Reg.RESCALE_DTYPE: int(rdtype),
     }
     regs = {int(k): int(v) for k, v in regs.items()}
@@ -103,7 +113,8 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         "tile": tile_id, "regs": regs, "mode": int(MacMode.CONV2D),
         "images": {Sram.INPUT: (mem.sram[Sram.INPUT], result.region.input),
                    Sram.WEIGHT: (mem.sram[Sram.WEIGHT], result.region.weight),
-                   Sram.PARAM: (mem.sram[Sram.PARAM], result.region.param)},
+                   Sram.PARAM: (mem.sram[Sram.PARAM], result.region.param),
+                   **({Sram.LUT: (mem.sram[Sram.LUT], lut_range)} if lut_range else {})},
         "output_before": before, "output_range": (a, b), "expected": mem.sram[Sram.OUTPUT][a:b].copy(),
         "golden_cycles": result.cycles,
     }

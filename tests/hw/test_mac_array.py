@@ -191,31 +191,3 @@ def test_golden_int16_refuses_input_zero_point_and_rescaled_int48():
     regs.update({Reg.IFM_ZP: 0, Reg.OUT_MODE: int(OutMode.RESCALE)})
     with pytest.raises(GoldenModelError, match="rescaled int48"):
         execute_mac(CONFIG, mem, regs, 0)
-
-
-# ---------------------------------------------------------------------------------------------
-# The int16 mode in the NPU core: random int16 x int8 tiles through the MAC sequencer
-
-CORE_INT16_CASES = [("tiny", "verilator", 60), ("tiny", "icarus", 20), ("default", "verilator", 30)]
-
-
-@pytest.mark.rtl
-@pytest.mark.parametrize("config,simulator,n", CORE_INT16_CASES, ids=[f"{c}-{s}" for c, s, _ in CORE_INT16_CASES])
-def test_core_int16_tiles_match_golden(config, simulator, n):
-    """Every output byte and the cycle counter of random int16 tiles (sim.vectors.random_tiles with
-    ifm_dtype INT16) equal the golden model's, as for int8 tiles in tests/test_npu_core_rtl.py."""
-    from firmware_model.arch.isa import Status
-    from sim.rtl.core import cached_core, run_core_job
-    from sim.vectors.random_tiles import random_tiles
-
-    cfg = load_config(config)
-    tiles = random_tiles(cfg, n, seed=len(config) * 1000 + n, ifm_dtype=DType.INT16)
-    assert all(t["regs"][int(Reg.IFM_DTYPE)] == DType.INT16 for t in tiles)
-    results, bench = run_core_job(cached_core(config, simulator), "replay_tiles", {"config": config, "tiles": tiles})
-    records = results["tiles"]
-    assert len(records) == n
-    for r in records:
-        assert r["status"] == Status.OK, f"tile {r['tile']}: status {Status(r['status']).name}"
-        assert np.array_equal(r["actual"], r["expected"]), f"tile {r['tile']}: bytes {r['mismatch_offsets'][:8]} differ"
-        assert r["cycles"] == r["expected_cycles"], f"tile {r['tile']}: {r['cycles']} cycles, model says {r['expected_cycles']}"
-    assert bench.ok

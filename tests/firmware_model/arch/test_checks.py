@@ -156,3 +156,12 @@ def test_signed_registers_read_signed(reg):
     assert Registers({int(reg): 0xFFFFFFFE})[reg] == -2
     assert getattr(Registers({int(reg): 0x7FFFFFFF}), reg.name.lower()) == 0x7FFFFFFF
     assert Registers({})[reg] == 0
+
+
+def test_isa_doc_lists_every_rule():
+    """docs/isa.md shows the tables as checks.markdown() prints them (regenerate: python -m
+    firmware_model.arch.checks)."""
+    from firmware_model.arch.checks import markdown
+    from sim.paths import REPO_ROOT
+
+    assert markdown() in (REPO_ROOT / "docs" / "isa.md").read_text()

@@ -50,22 +50,25 @@ def test_npu_sim_demo(simulator, tmp_path, capsys):
     assert last.startswith("sim: 6/6 tiles match golden (" + simulator + "), ")
     assert "rtl == reference model: yes" in out and "rtl == interpreter: yes" in out
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["passed"] == report["total"] == 6
-    assert all(t["cycles"] == t["expected_cycles"] for t in report["tiles"])
+    assert report["schema"] == 1 and report["tiles"] == {"total": 6, "passed": 6, "failed": 0, "golden_only": 0}
+    assert report["cycles"]["rtl"] == report["cycles"]["model"] > 0
+    assert [i["rtl_cycles"] == i["model_cycles"] for i in report["invocations"]] == [True]
+    assert report["inputs"].startswith("committed") and report["speed"]["simulated_cycles_per_second"] > 0
     assert (tmp_path / "report.xml").read_text().count("<testcase") == 6 + len(report["outputs"])
 
 
 @pytest.mark.rtl
 def test_npu_sim_reports_a_wrong_rtl():
-    rep = run_sim(DEFAULT_MODEL, load_config("default"), "verilator", fault="rescale_rounding")
+    rep = run_sim(DEFAULT_MODEL, load_config("default"), "verilator", fault="rescale_rounding", progress=False)
     assert not rep.ok
     failed = [t for t in rep.tiles if not t.ok]
     assert failed, "the faulty rescale stage went unnoticed"
     for t in failed:
-        assert t.status == "OK" and t.mismatches
+        assert t.rtl_end == t.golden_end and t.mismatches and t.n_mismatch >= len(t.mismatches)
         for m in t.mismatches:
             # Rounding dropped: the RTL truncates, so it is off by exactly one, towards -inf.
             assert m["actual"] == m["expected"] - 1
+            assert set(m["coords"]) == {"n", "y", "x", "c"}
     text = format_report(rep)
     assert "FAIL" in text and "expected" in text and "actual" in text
     assert text.splitlines()[-1].startswith(f"sim: {rep.passed}/6 tiles match golden (verilator)")
@@ -104,13 +107,16 @@ def test_npu_run_writes_outputs_with_exact_dtype(tmp_path):
 @pytest.mark.rtl
 def test_npu_sim_stateful_network_over_its_invocations():
     """The GRU's three invocations on the RTL, the state carried in the variable SRAM between them:
-    every MAC tile matches, the outputs equal the committed reference outputs of all three, and the
-    tiles of units the RTL lacks are counted as golden-only, never as passes."""
+    every tile (MAC, ELTWISE, VAR transfers through the DMA) matches, each invocation's cycles equal
+    the model's, the variable SRAM equals golden's after each, and the outputs equal the committed
+    reference outputs of all three. No tile is left to the golden model."""
     model = DEMO_DIR.parent / "gru" / "model.tosa"
-    rep = run_sim(model, load_config("default"), "verilator")
-    assert rep.ok and rep.passed == len(rep.tiles) > 0
+    rep = run_sim(model, load_config("default"), "verilator", progress=False)
+    assert rep.ok and rep.passed == len(rep.tiles) > 0 and rep.golden_only == 0
+    assert len(rep.invocations) == 3 and all(i.variables_match and i.rtl_cycles == i.model_cycles
+                                             for i in rep.invocations)
+    assert {t.unit for t in rep.tiles} == {"MAC", "ELTWISE"}
     assert rep.output_checks == {"rtl == golden": True, "rtl == interpreter": True, "rtl == reference model": True}
-    assert rep.golden_only > 0 and any("golden model only" in n for n in rep.output_notes)
 
 
 @pytest.mark.rtl

@@ -1,0 +1,178 @@
+"""The NPU core RTL running whole programs by itself, against the golden model, on both simulators.
+
+Random tiles of every unit (sim/vectors/random_programs.py) run as real programs: the core's DMA
+loads their operands from external memory, FILLs and stores their outputs; the scoreboard checks
+every tile's bytes and done clock, the invocation's status and cycle count, and the outputs the
+program stored. Faults built into the core (hw/npu_core.CORE_FAULTS) must be caught: a rescale
+that truncates, a DMA that loads one word off, a command processor that never ends (the watchdog).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from firmware_model.arch.config import load_config
+from firmware_model.arch.isa import Reg, Sram, Status
+from firmware_model.errors import GoldenModelError
+from firmware_model.golden.mac_unit import execute_mac
+from firmware_model.golden.memories import Memories
+from firmware_model.tosa_ops.dtypes import DType
+from sim import seeds
+from sim.cosim.program_run import prepare, run_on_rtl
+from sim.rtl.core import cached_core
+from sim.vectors import random_programs as rp
+from sim.vectors.random_tiles import FAULTS, random_tile
+
+
+def run(cfg, simulator, tiles, fault=None):
+    program = rp.tile_program(cfg, tiles)
+    job, golden = prepare(program, cfg, [{}])
+    result, bench = run_on_rtl(cached_core(cfg, simulator, fault=fault), job)
+    assert result is not None, bench.failures
+    return program, job, golden, result.invocations[0]
+
+
+def assert_matches_golden(program, job, golden, r):
+    exp = job.invocations[0]
+    assert r.status == exp.status == Status.OK and not r.note, r.note
+    assert len(r.tiles) == len(exp.tiles) == len(program.tiles)
+    for c in r.tiles:
+        assert c.found, f"tile {c.tile_id}: the core never finished its {c.opcode}"
+        assert not c.mismatch_offsets, f"tile {c.tile_id} ({c.opcode}): bytes {c.mismatch_offsets[:8]} differ"
+        assert c.rtl_end == c.golden_end, f"tile {c.tile_id}: done at {c.rtl_end}, the cycle model says {c.golden_end}"
+    assert r.cycles == exp.cycles
+    for place in program.outputs:
+        want = np.ascontiguousarray(golden.outputs[0][place.name]).view(np.uint8).reshape(-1)
+        assert np.array_equal(r.outputs[place.name], want), place.name
+
+
+MAC_CASES = [("tiny", "verilator", 80), ("tiny", "icarus", 25), ("default", "verilator", 50),
+             ("default", "icarus", 12)]
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("config,simulator,n", MAC_CASES, ids=[f"{c}-{s}" for c, s, _ in MAC_CASES])
+def test_random_mac_programs(config, simulator, n):
+    cfg = load_config(config)
+    tiles = rp.mac_tiles(cfg, seeds.rng(n, f"mac programs {config} {simulator}"), n)
+    assert any(Sram.LUT in t.loads for t in tiles), "no tile with a fused table"
+    assert_matches_golden(*run(cfg, simulator, tiles))
+
+
+INT16_CASES = [("tiny", "verilator", 60), ("tiny", "icarus", 20), ("default", "verilator", 30)]
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("config,simulator,n", INT16_CASES, ids=[f"{c}-{s}" for c, s, _ in INT16_CASES])
+def test_random_int16_mac_programs(config, simulator, n):
+    """int16 x int8 tiles (cols/2 int16 lanes per word), rescaled, with fused tables, and raw int48
+    results (two write clocks per element on tiny's 4-byte words)."""
+    cfg = load_config(config)
+    tiles = rp.mac_tiles(cfg, seeds.rng(2 * n, f"int16 programs {config} {simulator}"), n, DType.INT16)
+    assert any(t.regs[int(Reg.OFM_DTYPE)] == DType.INT48 for t in tiles)
+    assert_matches_golden(*run(cfg, simulator, tiles))
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator,n", [("verilator", 40), ("icarus", 8)])
+def test_random_eltwise_programs(simulator, n):
+    """Every ELTWISE operation, operand type (int48 too), scalar operands, input and output
+    rescales, clamps and tables, as the elementwise unit's own vectors draw them."""
+    cfg, tiles = rp.eltwise_tiles(seeds.rng(n, f"eltwise programs {simulator}"), n)
+    assert_matches_golden(*run(cfg, simulator, tiles))
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator,n", [("verilator", 30), ("icarus", 6)])
+def test_random_pool_programs(simulator, n):
+    cfg, tiles = rp.pool_tiles(seeds.rng(n, f"pool programs {simulator}"), n)
+    assert_matches_golden(*run(cfg, simulator, tiles))
+
+
+@pytest.mark.rtl
+def test_rescale_rounding_fault_is_caught():
+    """A core whose output stage truncates instead of rounding fails tiles, with their done
+    clocks still right: the scoreboard names the tiles and their differing bytes."""
+    cfg = load_config("tiny")
+    tiles = rp.mac_tiles(cfg, seeds.rng(5, "rescale fault programs"), 30)
+    program, job, golden, r = run(cfg, "verilator", tiles, fault="rescale_rounding")
+    bad = [c for c in r.tiles if c.mismatch_offsets]
+    assert len(bad) >= 10, f"only {len(bad)} of 30 tiles caught the fault"
+    assert all(c.found and c.rtl_end == c.golden_end for c in r.tiles)
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_dma_fault_is_caught_and_localised(simulator):
+    """A core whose DMA loads the input SRAM one word off: the first tile that reads it differs,
+    and the report names that tile, its layer and the differing output elements."""
+    from sim.cosim.report import tile_reports
+
+    cfg = load_config("tiny")
+    tiles = rp.mac_tiles(cfg, seeds.rng(7, "dma fault programs"), 6)
+    program, job, golden, r = run(cfg, simulator, tiles, fault="dma_address")
+    assert not r.tiles[0].ok and r.tiles[0].mismatch_offsets
+    report = tile_reports(0, r.tiles, program.manifest)[0]
+    assert report.tile == 0 and report.unit == "MAC" and report.n_mismatch > 0
+    assert report.mismatches and {"n", "y", "x", "c"} <= set(report.mismatches[0]["coords"])
+    assert report.cycle_window[1] >= report.cycle_window[0]
+
+
+def faulty_tiles(cfg, rng) -> list[tuple[str, rp.TileSpec, int]]:
+    """One tile per random_tiles.FAULTS entry: a valid random tile with registers changed so that
+    the golden model refuses it; (what, tile, golden's status)."""
+    out = []
+    for what, change in FAULTS:
+        t = random_tile(cfg, rng, 0)
+        regs = {**t["regs"], **{int(r): v for r, v in change.items()}}
+        try:
+            execute_mac(cfg, Memories(cfg), regs, t["mode"])
+        except GoldenModelError as e:
+            status = e.status
+        else:
+            raise AssertionError(f"{what}: the golden model accepts the tile")
+        spec = rp.TileSpec(rp.Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"], fill=0x5A)
+        out.append((what, spec, int(status)))
+    return out
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_core_reports_the_golden_status_for_faulty_tiles(simulator):
+    """Tiles the golden model refuses (empty, too many pixels, unimplemented types) end the program
+    with the same completion code on the core, which writes nothing where the tile would have."""
+    cfg = load_config("tiny")
+    cases = faulty_tiles(cfg, seeds.rng(11, "faulty tiles"))
+    assert {s for _, _, s in cases} == {Status.BAD_MODE, Status.ADDRESS_RANGE}
+    wrong, written = {}, []
+    for what, spec, status in cases:
+        program = rp.tile_program(cfg, [spec])
+        job, golden = prepare(program, cfg, [{}])
+        assert job.invocations[0].status == status
+        a, b = spec.output
+        job.invocations[0].read_output_sram = (a, b)
+        result, bench = run_on_rtl(cached_core(cfg, simulator), job)
+        r = result.invocations[0]
+        if r.status != status:
+            wrong[what] = (Status(r.status).name if r.status >= 0 else "no END", Status(status).name)
+        if not np.all(r.output_sram == 0x5A):
+            written.append(what)
+    assert not wrong, f"(core, golden) status: {wrong}"
+    assert not written, f"faulting commands wrote the output SRAM: {written}"
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_watchdog_stops_a_core_that_never_ends(simulator):
+    """A command processor that never finishes END: the bench stops the run after its budget and
+    says where the core was; it does not hang."""
+    cfg = load_config("tiny")
+    tiles = rp.mac_tiles(cfg, seeds.rng(3, "watchdog programs"), 2)
+    program = rp.tile_program(cfg, tiles)
+    job, golden = prepare(program, cfg, [{}])
+    job.watchdog_factor, job.watchdog_slack = 2, 2000
+    result, bench = run_on_rtl(cached_core(cfg, simulator, fault="stall_at_end"), job)
+    r = result.invocations[0]
+    assert "watchdog" in r.note and f"command {len(program.commands) - 1}" in r.note
+    assert all(c.ok for c in r.tiles) and r.status == -1
