@@ -108,8 +108,12 @@ class CommandProcessor(wiring.Component):
         ]
 
         def span_end(base, stride1, stride2):
-            """One past the last byte a pattern touches (exact: 66 bits)."""
-            return (base + (regs.dma_len2 - 1) * stride2 + (regs.dma_len1 - 1) * stride1 + regs.dma_len0)
+            """One past the last byte a pattern touches; the products saturate above 2^33 (every
+            memory is smaller), which keeps the sum within 64 bits."""
+            def run_offset(n, stride):
+                product = Mux(n == 0, 0, n - 1)[:32] * stride
+                return Mux(product > (1 << 33), 1 << 33, product)[:34]
+            return base + run_offset(regs.dma_len2, stride2) + run_offset(regs.dma_len1, stride1) + regs.dma_len0
 
         empty = Signal()
         m.d.comb += empty.eq((regs.dma_len0 == 0) | (regs.dma_len1 == 0) | (regs.dma_len2 == 0))
@@ -120,8 +124,8 @@ class CommandProcessor(wiring.Component):
                     m.d.comb += sram_size.eq(sram_bytes(cfg, s))
             with m.Default():
                 m.d.comb += sram_size.eq(0)
-        ext_end = Signal(unsigned(68), name="dma_ext_end")
-        sram_end = Signal(unsigned(68), name="dma_sram_end")
+        ext_end = Signal(unsigned(37), name="dma_ext_end")
+        sram_end = Signal(unsigned(37), name="dma_sram_end")
         m.d.comb += [ext_end.eq(span_end(regs.dma_ext_addr, regs.dma_ext_stride1, regs.dma_ext_stride2)),
                      sram_end.eq(span_end(regs.dma_sram_addr, regs.dma_sram_stride1, regs.dma_sram_stride2))]
         bad_sram = Signal()
@@ -151,6 +155,17 @@ class CommandProcessor(wiring.Component):
         ]
         push_var = Signal()
 
+        # The register file: one 32-bit register each (a SET writes one; cheaper to simulate than a
+        # write into one wide struct), seen by the units as the REGISTER_FILE struct.
+        write_register = Signal()
+        known_register = Signal()
+        m.d.comb += known_register.eq(sub.matches(*(int(r) for r in Reg)))
+        for reg in Reg:
+            storage = Signal(32, name=f"reg_{reg.name.lower()}")
+            with m.If(write_register & (sub == reg)):
+                m.d.sync += storage.eq(value)
+            m.d.comb += getattr(regs, reg.name.lower()).eq(storage)
+
         m.d.comb += [self.dma.valid.eq(0), self.unit_start.eq(0), self.unit_event.eq(0), counting.eq(self.busy)]
         with m.FSM(name="cp"):
             with m.State("IDLE"):
@@ -173,13 +188,10 @@ class CommandProcessor(wiring.Component):
                     with m.Case(Opcode.NOP):
                         m.d.comb += advance.eq(1)
                     with m.Case(Opcode.SET):
-                        with m.Switch(sub):
-                            for reg in Reg:
-                                with m.Case(reg):
-                                    m.d.sync += getattr(regs, reg.name.lower()).eq(value)
-                                    m.d.comb += advance.eq(1)
-                            with m.Default():
-                                finish(Status.BAD_REGISTER)
+                        with m.If(known_register):
+                            m.d.comb += [write_register.eq(1), advance.eq(1)]
+                        with m.Else():
+                            finish(Status.BAD_REGISTER)
                     with m.Case(Opcode.MARK):
                         m.d.sync += self.mark.eq(value)
                         m.d.comb += advance.eq(1)

@@ -32,7 +32,7 @@ raw access (no flag).
 """
 
 from amaranth import Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
@@ -128,7 +128,9 @@ class DmaEngine(wiring.Component):
         Q = self.queue_depth
 
         # ---- the queue: a ring of descriptors; a push is seen by the engine the clock after ----
-        ring = Signal(data.ArrayLayout(DESCRIPTOR, Q))
+        m.submodules.queue = ring = memory.Memory(shape=DESCRIPTOR, depth=Q, init=[])
+        ring_wr = ring.write_port()
+        ring_rd = ring.read_port(domain="comb")
         head = Signal(range(Q))
         tail = Signal(range(Q))
         count = Signal(range(Q + 1))
@@ -136,8 +138,10 @@ class DmaEngine(wiring.Component):
         m.d.comb += self.push.ready.eq(count < Q)
         push = Signal()
         m.d.comb += push.eq(self.push.valid & self.push.ready)
+        m.d.comb += [ring_wr.addr.eq(tail), ring_wr.data.eq(self.push.payload), ring_wr.en.eq(push),
+                     ring_rd.addr.eq(head)]
         with m.If(push):
-            m.d.sync += [ring[tail].eq(self.push.payload), tail.eq(Mux(tail == Q - 1, 0, tail + 1))]
+            m.d.sync += tail.eq(Mux(tail == Q - 1, 0, tail + 1))
         with m.If(pop):
             m.d.sync += head.eq(Mux(head == Q - 1, 0, head + 1))
         m.d.sync += count.eq(count + push - pop)
@@ -151,7 +155,7 @@ class DmaEngine(wiring.Component):
         left = Signal(32)                                  # bytes left in the current run
         i1, i2 = Signal(32), Signal(32)
 
-        front = ring[head]
+        front = ring_rd.data
         empty_xfer = Signal()
         m.d.comb += empty_xfer.eq((front.len0 == 0) | (front.len1 == 0) | (front.len2 == 0))
 

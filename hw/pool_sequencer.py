@@ -14,7 +14,7 @@ firmware_model/arch/checks.py), TAPS (one clock per tap), DRAIN until the last r
 written, DONE.
 """
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Module, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -74,19 +74,27 @@ class PoolSequencer(wiring.Component):
         taps_left = Signal(1)          # 1 while TAPS has a tap to issue
         drain = Signal(range(POOL_PIPELINE + 1))
 
-        # the tap of this clock
-        y = Signal(signed(66), name="tap_y")
-        xx = Signal(signed(66), name="tap_x")
-        m.d.comb += [y.eq(oy * regs.stride_h + ky - regs.pool_pad_top),
-                     xx.eq(ox * regs.stride_w + kx - regs.pool_pad_left)]
+        # The tap's box position and addresses, kept by additions as the loops advance (no
+        # multiplier per tap): y = y0 + ky with y0 = oy*STRIDE_H - PAD_TOP, x = x0 + kx likewise;
+        # the input address wraps at 32 bits like the registers (exact for every real tap, which
+        # the rules keep inside the SRAM; a padding tap's read is masked).
+        y0, x0 = Signal(signed(40), name="tap_y0"), Signal(signed(40), name="tap_x0")
+        y = Signal(signed(40), name="tap_y")
+        xx = Signal(signed(40), name="tap_x")
+        m.d.comb += [y.eq(y0 + ky), xx.eq(x0 + kx)]
         pad = Signal(name="tap_pad")
         m.d.comb += pad.eq((y < 0) | (y >= regs.pool_in_h) | (xx < 0) | (xx >= regs.pool_in_w))
+        row_base, col_base, c_off, k_row, k_col = (Signal(32, name=n) for n in
+                                                   ("tap_row_base", "tap_col_base", "tap_c_off", "tap_k_row", "tap_k_col"))
         addr = Signal(32, name="tap_addr")
-        m.d.comb += addr.eq(regs.ifm_addr + y * regs.ifm_row_stride + xx * regs.ifm_pix_stride + c * i_size)
+        m.d.comb += addr.eq(row_base + col_base + c_off + k_row + k_col)
+        o_row, o_col, o_c = Signal(32, name="out_row"), Signal(32, name="out_col"), Signal(32, name="out_c")
+        tag = Signal(32, name="tap_tag")
+        m.d.comb += tag.eq(regs.ofm_addr + o_row + o_col + o_c)
         last = Signal(name="tap_last")
         m.d.comb += last.eq((ky + 1 == regs.kernel_h) & (kx + 1 == regs.kernel_w))
-        tag = Signal(32, name="tap_tag")
-        m.d.comb += tag.eq(regs.ofm_addr + oy * regs.ofm_row_stride + ox * regs.ofm_pix_stride + c * o_size)
+        # per-command steps (products of two registers: 64 bits, once per command)
+        step_oy, step_ox = Signal(32), Signal(32)
         m.d.comb += [self.i_addr.eq(addr >> lg_w), self.p_addr.eq(regs.param_addr + c)]
 
         # the tap enters the front the clock after its read
@@ -114,6 +122,12 @@ class PoolSequencer(wiring.Component):
             with m.State("SETUP"):
                 m.d.sync += [i_size.eq(x.size_of(regs.ifm_dtype)), o_size.eq(x.size_of(regs.ofm_dtype)),
                              oy.eq(0), ox.eq(0), c.eq(0), ky.eq(0), kx.eq(0), drain.eq(0), status.eq(Status.OK),
+                             y0.eq(-regs.pool_pad_top), x0.eq(-regs.pool_pad_left),
+                             row_base.eq(regs.ifm_addr - regs.pool_pad_top * regs.ifm_row_stride),
+                             col_base.eq(-(regs.pool_pad_left * regs.ifm_pix_stride)),
+                             c_off.eq(0), k_row.eq(0), k_col.eq(0), o_row.eq(0), o_col.eq(0), o_c.eq(0),
+                             step_oy.eq(regs.stride_h * regs.ifm_row_stride),
+                             step_ox.eq(regs.stride_w * regs.ifm_pix_stride),
                              taps_left.eq((regs.ofm_h != 0) & (regs.ofm_w != 0) & (regs.ofm_c != 0)
                                           & (regs.kernel_h != 0) & (regs.kernel_w != 0))]
                 m.next = "CHECK"
@@ -132,16 +146,22 @@ class PoolSequencer(wiring.Component):
             with m.State("TAPS"):
                 m.d.sync += [issued.eq(1), r_off.eq(addr[:lg_w] if lg_w else 0), r_pad.eq(pad), r_last.eq(last),
                              r_tag.eq(tag)]
+                new_window = [kx.eq(0), ky.eq(0), k_row.eq(0), k_col.eq(0)]
                 with m.If(kx + 1 < regs.kernel_w):
-                    m.d.sync += kx.eq(kx + 1)
+                    m.d.sync += [kx.eq(kx + 1), k_col.eq(k_col + regs.ifm_pix_stride)]
                 with m.Elif(ky + 1 < regs.kernel_h):
-                    m.d.sync += [kx.eq(0), ky.eq(ky + 1)]
+                    m.d.sync += [kx.eq(0), k_col.eq(0), ky.eq(ky + 1), k_row.eq(k_row + regs.ifm_row_stride)]
                 with m.Elif(c + 1 < regs.ofm_c):
-                    m.d.sync += [kx.eq(0), ky.eq(0), c.eq(c + 1)]
+                    m.d.sync += new_window + [c.eq(c + 1), c_off.eq(c_off + i_size), o_c.eq(o_c + o_size)]
                 with m.Elif(ox + 1 < regs.ofm_w):
-                    m.d.sync += [kx.eq(0), ky.eq(0), c.eq(0), ox.eq(ox + 1)]
+                    m.d.sync += new_window + [c.eq(0), c_off.eq(0), o_c.eq(0), ox.eq(ox + 1), x0.eq(x0 + regs.stride_w),
+                                              col_base.eq(col_base + step_ox), o_col.eq(o_col + regs.ofm_pix_stride)]
                 with m.Elif(oy + 1 < regs.ofm_h):
-                    m.d.sync += [kx.eq(0), ky.eq(0), c.eq(0), ox.eq(0), oy.eq(oy + 1)]
+                    m.d.sync += new_window + [c.eq(0), c_off.eq(0), o_c.eq(0), ox.eq(0), oy.eq(oy + 1),
+                                              x0.eq(-regs.pool_pad_left),
+                                              col_base.eq(-(regs.pool_pad_left * regs.ifm_pix_stride)), o_col.eq(0),
+                                              y0.eq(y0 + regs.stride_h), row_base.eq(row_base + step_oy),
+                                              o_row.eq(o_row + regs.ofm_row_stride)]
                 with m.Else():
                     m.next = "DRAIN"
             with m.State("DRAIN"):

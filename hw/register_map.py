@@ -146,6 +146,17 @@ class AmaranthOps:
     def min_(a, b):
         return Mux(a < b, a, b)
 
+    @staticmethod
+    def sat(value):
+        from firmware_model.arch.checks import SAT
+
+        bits = SAT.bit_length() + 1        # SAT and the -1 of an empty dimension, signed
+        return Mux(value > SAT, SAT, value)[:bits].as_signed()
+
+    @staticmethod
+    def low32(value):
+        return Value.cast(value)[:32]
+
 
 class _SignedView:
     """The register-file struct with the ISA's signed registers read as signed values."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.config import SRAM_MAX_BYTES, NpuConfig
 from firmware_model.arch.isa import (ELEMENT_BYTES, PARAM_RECORD_BYTES, EltMode, EltOp, LutMode, MacMode, OutMode,
                                      PoolMode, Status)
 from firmware_model.tosa_ops.dtypes import DType
@@ -90,6 +90,31 @@ class PyOps:
     def min_(a, b):
         return min(a, b)
 
+    @staticmethod
+    def sat(value):
+        """`value`, at most SAT (see `_mul`)."""
+        return min(value, SAT)
+
+    @staticmethod
+    def low32(value):
+        """The low 32 bits of `value`, unsigned (a count minus one, where the count is not 0)."""
+        return value & 0xFFFFFFFF
+
+
+# Products in range rules saturate at SAT after every multiplication: every SRAM is smaller
+# (config.validate), so a saturated product still breaks the rule it would break exactly, and the
+# RTL's comparisons stay within 64 bits (cheap to simulate, and small in gates).
+SAT = 1 << 24
+assert SAT == SRAM_MAX_BYTES
+
+
+def _mul(x, *factors):
+    """The product of `factors` (>= 0, or -1 for an empty dimension), saturating at SAT."""
+    out = x.sat(factors[0])
+    for f in factors[1:]:
+        out = x.sat(out * x.sat(f))
+    return out
+
 
 def first_violation(rules: tuple[Rule, ...], regs, sub: int, cfg: NpuConfig) -> Rule | None:
     """The first rule of `rules` the command (its `Registers` view and `sub`) breaks, or None."""
@@ -110,8 +135,8 @@ def param_bytes(cfg: NpuConfig) -> int:
 
 def _box_end(x, base, size, n1, stride1, n2, stride2, n3):
     """One past the last byte of n1 x n2 x n3 elements of `size` bytes at base + i*stride1 +
-    j*stride2 + k*size (n1, n2, n3 > 0)."""
-    return base + (n1 - 1) * stride1 + (n2 - 1) * stride2 + n3 * size
+    j*stride2 + k*size (n1, n2, n3 > 0; saturating products, see _mul)."""
+    return base + _mul(x, n1 - 1, stride1) + _mul(x, n2 - 1, stride2) + _mul(x, n3, size)
 
 
 def _box_aligned(x, base, size, n1, stride1, n2, stride2):
@@ -173,7 +198,7 @@ MAC_RULES: tuple[Rule, ...] = (
          "OFM_H x OFM_W pixels fit the accumulator SRAM",
          ("OFM_H", "OFM_W", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS"),
          lambda x, r, sub, cfg: x.any(r.ofm_h == 0, r.ofm_w == 0, r.ofm_c == 0, r.kernel_h == 0, r.kernel_w == 0,
-                                      r.ifm_cblocks == 0, r.ofm_h * r.ofm_w > cfg.acc_depth)),
+                                      r.ifm_cblocks == 0, _mul(x, r.ofm_h, r.ofm_w) > cfg.acc_depth)),
     Rule("word alignment", Status.ADDRESS_RANGE,
          "IFM_ADDR, IFM_ROW_STRIDE, IFM_PIX_STRIDE and WGT_ADDR are multiples of the SRAM word (mac.cols bytes)",
          ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "WGT_ADDR"),
@@ -182,17 +207,19 @@ MAC_RULES: tuple[Rule, ...] = (
     Rule("input range", Status.ADDRESS_RANGE,
          "the input words the tile reads lie inside the input SRAM",
          ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "IFM_CBLOCKS", "OFM_H", "OFM_W"),
-         lambda x, r, sub, cfg: r.ifm_addr + ((r.ofm_h - 1) * r.stride_h + (r.kernel_h - 1) * r.dilation_h)
-         * r.ifm_row_stride + ((r.ofm_w - 1) * r.stride_w + (r.kernel_w - 1) * r.dilation_w) * r.ifm_pix_stride
-         + r.ifm_cblocks * cfg.word_bytes > cfg.input_sram),
+         lambda x, r, sub, cfg: r.ifm_addr
+         + _mul(x, _mul(x, r.ofm_h - 1, r.stride_h) + _mul(x, r.kernel_h - 1, r.dilation_h), r.ifm_row_stride)
+         + _mul(x, _mul(x, r.ofm_w - 1, r.stride_w) + _mul(x, r.kernel_w - 1, r.dilation_w), r.ifm_pix_stride)
+         + _mul(x, r.ifm_cblocks, cfg.word_bytes) > cfg.input_sram),
     Rule("weight range", Status.ADDRESS_RANGE,
          "the weight blocks lie inside the weight SRAM", ("WGT_ADDR", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS"),
-         lambda x, r, sub, cfg: r.wgt_addr + ((r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows) * r.kernel_h * r.kernel_w
-         * r.ifm_cblocks * cfg.mac_rows * cfg.word_bytes > cfg.weight_sram),
+         lambda x, r, sub, cfg: r.wgt_addr + _mul(x, (r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows, r.kernel_h,
+                                                  r.kernel_w, r.ifm_cblocks, cfg.mac_rows * cfg.word_bytes)
+         > cfg.weight_sram),
     Rule("record range", Status.ADDRESS_RANGE,
          "the tile's parameter records (PARAM_ADDR, one per output channel) lie inside the parameter SRAM",
          ("PARAM_ADDR", "OFM_C"),
-         lambda x, r, sub, cfg: (r.param_addr + r.ofm_c) * PARAM_RECORD_BYTES > param_bytes(cfg)),
+         lambda x, r, sub, cfg: _mul(x, r.param_addr + r.ofm_c, PARAM_RECORD_BYTES) > param_bytes(cfg)),
     *output_stage_rules(bypassed=_mac_raw48),
     Rule("output alignment", Status.ADDRESS_RANGE,
          "OFM_ADDR, OFM_ROW_STRIDE and OFM_PIX_STRIDE are multiples of the output element's size",
@@ -250,25 +277,28 @@ ELT_RULES: tuple[Rule, ...] = (
          ("ELT_A_ADDR", "ELT_COUNT", "ELT_MODE", "ELT_A_DTYPE"),
          lambda x, r, sub, cfg: x.any(
              x.not_(x.aligned_to(r.elt_a_addr, x.size_of(r.elt_a_dtype))),
-             r.elt_a_addr + _operand_count(x, r, EltMode.A_SCALAR) * x.size_of(r.elt_a_dtype) > cfg.input_sram)),
+             r.elt_a_addr + _mul(x, _operand_count(x, r, EltMode.A_SCALAR), x.size_of(r.elt_a_dtype))
+             > cfg.input_sram)),
     Rule("B range", Status.ADDRESS_RANGE,
          "operand B (ELT_COUNT elements, one with B_SCALAR) lies inside the weight SRAM at a multiple of its size",
          ("ELT_B_ADDR", "ELT_COUNT", "ELT_MODE", "ELT_B_DTYPE"),
          lambda x, r, sub, cfg: x.all(_binary(x, sub), x.any(
              x.not_(x.aligned_to(r.elt_b_addr, x.size_of(r.elt_b_dtype))),
-             r.elt_b_addr + _operand_count(x, r, EltMode.B_SCALAR) * x.size_of(r.elt_b_dtype) > cfg.weight_sram))),
+             r.elt_b_addr + _mul(x, _operand_count(x, r, EltMode.B_SCALAR), x.size_of(r.elt_b_dtype))
+             > cfg.weight_sram))),
     Rule("record range", Status.ADDRESS_RANGE,
          "with RESCALE, the records PARAM_ADDR .. + min(ELT_CHANNELS, ELT_COUNT) lie inside the parameter SRAM",
          ("OUT_MODE", "PARAM_ADDR", "ELT_CHANNELS", "ELT_COUNT"),
          lambda x, r, sub, cfg: x.all(x.flag(r.out_mode, _RESCALE),
-                                      (r.param_addr + _elt_records(x, r)) * PARAM_RECORD_BYTES > param_bytes(cfg))),
+                                      _mul(x, r.param_addr + _elt_records(x, r), PARAM_RECORD_BYTES)
+                                      > param_bytes(cfg))),
     *output_stage_rules(),
     Rule("output range", Status.ADDRESS_RANGE,
          "the ELT_COUNT results lie inside the output SRAM at a multiple of their size",
          ("ELT_OUT_ADDR", "ELT_COUNT", "OFM_DTYPE"),
          lambda x, r, sub, cfg: x.all(r.elt_count != 0, x.any(
              x.not_(x.aligned_to(r.elt_out_addr, x.size_of(r.ofm_dtype))),
-             r.elt_out_addr + r.elt_count * x.size_of(r.ofm_dtype) > cfg.output_sram))),
+             r.elt_out_addr + _mul(x, r.elt_count, x.size_of(r.ofm_dtype)) > cfg.output_sram))),
 )
 
 
@@ -276,7 +306,7 @@ ELT_RULES: tuple[Rule, ...] = (
 def _real_taps(x, pad, kernel, stride, n_out, n_in):
     """Every window along one axis holds a real position: the first reaches position 0, the last
     starts before the end (windows move monotonically, so the rest follow)."""
-    return x.all(n_in != 0, kernel > pad, (n_out - 1) * stride < n_in + pad)
+    return x.all(n_in != 0, kernel > pad, x.low32(n_out - 1) * stride < n_in + pad)
 
 
 POOL_RULES: tuple[Rule, ...] = (
@@ -311,7 +341,7 @@ POOL_RULES: tuple[Rule, ...] = (
     Rule("record range", Status.ADDRESS_RANGE,
          "with RESCALE, the records PARAM_ADDR .. + OFM_C lie inside the parameter SRAM", ("OUT_MODE", "PARAM_ADDR", "OFM_C"),
          lambda x, r, sub, cfg: x.all(x.flag(r.out_mode, _RESCALE),
-                                      (r.param_addr + r.ofm_c) * PARAM_RECORD_BYTES > param_bytes(cfg))),
+                                      _mul(x, r.param_addr + r.ofm_c, PARAM_RECORD_BYTES) > param_bytes(cfg))),
     *output_stage_rules(),
     Rule("output range", Status.ADDRESS_RANGE,
          "the output box (OFM_H x OFM_W x OFM_C) lies inside the output SRAM at multiples of the element size",

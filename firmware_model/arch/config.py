@@ -24,6 +24,7 @@ from firmware_model.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
+SRAM_MAX_BYTES = 1 << 24  # the range rules' saturation (arch/checks.SAT): every SRAM is smaller
 ACC_LANE_BYTES = 6        # int48 accumulator lanes
 ACC_BITS = 8 * ACC_LANE_BYTES
 LUT_ENTRY_BYTES = 2       # 16-bit table entries
@@ -184,6 +185,11 @@ def validate(cfg: NpuConfig) -> None:
         if v & (v - 1):
             bad(fld, "must be a power of two (SRAM words and weight blocks are indexed by shifting)")
     w = cfg.word_bytes
+    for fld in ("input_sram", "weight_sram", "param_sram", "accumulator_sram", "output_sram", "variable_sram",
+                "lut_sram"):
+        if getattr(cfg, fld) > SRAM_MAX_BYTES:
+            bad(fld, f"an on-chip SRAM holds at most {SRAM_MAX_BYTES} bytes (16 MiB): the command checks "
+                     "compare addresses with it in 24 bits")
     for fld in ("input_sram", "weight_sram", "output_sram", "variable_sram"):
         v = getattr(cfg, fld)
         if v < 0 or v % w:

@@ -67,7 +67,10 @@ class CoreBench:
         self.dir = job_dir
         self.cfg = load_config(job.config)
         self.E = ext_word_bytes(self.cfg)
-        self.core = dut.core
+
+    @property
+    def core(self):
+        return self.dut.core
 
     async def reset(self) -> None:
         d = self.dut

@@ -9,6 +9,9 @@ the Amaranth core `npu_core` and
   of two >= 16 and >= the DMA bandwidth) covering `external.size` bytes. The command port reads
   one 8-byte command per clock; the DMA port reads or writes `bandwidth` bytes at any byte
   address (two words at most), the data of a read arriving the clock after;
+- marks what the bench reads and drives `/*verilator public_flat_rw*/`: Verilator builds without
+  `--public-flat-rw` (every signal public keeps it from optimising the design), so only these,
+  and the core's memories the scoreboard reads (sim/rtl/core.py's control file), are visible;
 - loads and dumps the external memory in bulk for the bench: `load_req` reads `ext_load.hex`
   ($readmemh, words with @address lines: only what it names changes) in the clock it is seen;
   `dump_req` writes words `dump_lo` .. `dump_hi` to `ext_dump.hex` ($writememh). Files are in
@@ -49,22 +52,29 @@ def sim_top_verilog(cfg: NpuConfig) -> str:
 module {TOP};
     localparam EXT_WORD = {E};
     localparam EXT_WORDS = {words};
-    reg clk = 1'b0;
+    reg clk /*verilator public_flat_rw*/ = 1'b0;
     always #{CLOCK_HALF_PERIOD_NS} clk = ~clk;
 
-    reg rst = 1'b0;           // the bench raises it: the change itself starts Icarus' combinational blocks
-    reg start = 1'b0;
-    reg [31:0] prog_addr = 32'd0;
-    reg [31:0] prog_words = 32'd0;
-    reg host_ack = 1'b0;
-    reg load_req = 1'b0;
-    reg dump_req = 1'b0;
-    reg [31:0] dump_lo = 32'd0;
-    reg [31:0] dump_hi = 32'd0;
+    reg rst /*verilator public_flat_rw*/ = 1'b0;           // the bench raises it: the change itself starts Icarus' combinational blocks
+    reg start /*verilator public_flat_rw*/ = 1'b0;
+    reg [31:0] prog_addr /*verilator public_flat_rw*/ = 32'd0;
+    reg [31:0] prog_words /*verilator public_flat_rw*/ = 32'd0;
+    reg host_ack /*verilator public_flat_rw*/ = 1'b0;
+    reg load_req /*verilator public_flat_rw*/ = 1'b0;
+    reg dump_req /*verilator public_flat_rw*/ = 1'b0;
+    reg [31:0] dump_lo /*verilator public_flat_rw*/ = 32'd0;
+    reg [31:0] dump_hi /*verilator public_flat_rw*/ = 32'd0;
 
-    wire ready, busy, done, unit_event, host_req;
-    wire [7:0] status;
-    wire [31:0] cycles, mark, pc, host_op;
+    wire ready /*verilator public_flat_rw*/;
+    wire busy /*verilator public_flat_rw*/;
+    wire done /*verilator public_flat_rw*/;
+    wire unit_event /*verilator public_flat_rw*/;
+    wire host_req /*verilator public_flat_rw*/;
+    wire [7:0] status /*verilator public_flat_rw*/;
+    wire [31:0] cycles /*verilator public_flat_rw*/;
+    wire [31:0] mark /*verilator public_flat_rw*/;
+    wire [31:0] pc /*verilator public_flat_rw*/;
+    wire [31:0] host_op /*verilator public_flat_rw*/;
     wire [31:0] cmd_addr;
     reg [63:0] cmd_data;
     wire [31:0] ext_addr;
@@ -73,7 +83,7 @@ module {TOP};
     wire [{8 * B - 1}:0] ext_wdata;
     wire [{B - 1}:0] ext_wen;
 
-    reg [{8 * E - 1}:0] ext_mem [0:EXT_WORDS-1];
+    reg [{8 * E - 1}:0] ext_mem [0:EXT_WORDS-1] /*verilator public_flat_rw*/;
 
     {CORE} core (
         .clk(clk), .rst(rst),
