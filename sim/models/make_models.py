@@ -53,7 +53,7 @@ ENV_DIR = ROOT / "build" / "models-env"
 WORK_DIR = ROOT / "build" / "models"
 MODELS_DIR = ROOT / "models"
 
-MODELS = ("cnn32", "mlp", "lstm", "resnet_pool", "gru")
+MODELS = ("cnn32", "mlp", "lstm", "resnet_pool", "gru", "blazeface")
 
 # env A, pinned: keras and numpy too, since they decide the trained weights (and lstm.py uses
 # keras' private backend API).

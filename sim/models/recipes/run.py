@@ -8,7 +8,7 @@ import importlib
 import sys
 from pathlib import Path
 
-RECIPES = ("cnn32", "mlp", "lstm", "resnet_pool", "gru")
+RECIPES = ("cnn32", "mlp", "lstm", "resnet_pool", "gru", "blazeface")
 
 
 def main() -> None:

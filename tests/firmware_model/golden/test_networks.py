@@ -21,7 +21,7 @@ from firmware_model.golden.model import GoldenModel
 from firmware_model.arch.config import load_config
 
 MODELS = MODELS_DIR
-NETWORKS = ("cnn32", "mlp", "resnet_pool", "lstm", "gru")
+NETWORKS = ("cnn32", "mlp", "resnet_pool", "lstm", "gru", "blazeface")
 CONFIGS = ("tiny", "default", "large")
 HOST_OPS = {"mlp": ["CLZ"]}
 

@@ -46,8 +46,10 @@ def test_files_present_and_listed(name):
 
 
 def test_models_are_small():
+    # ~0.87 MB for the five small networks plus ~0.65 MB for blazeface (29.6 M MACs, 80 K int8
+    # weights, held in model.tflite, in model.tosa and as hex text in model.mlir)
     total = sum(p.stat().st_size for n in NAMES for p in (MODELS_DIR / n).iterdir())
-    assert total < 1_500_000, f"models/ holds {total} bytes of generated networks"
+    assert total < 1_800_000, f"models/ holds {total} bytes of generated networks"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -105,6 +107,8 @@ def test_networks_cover_the_npu_ops():
     assert hist["gru"].get("SUB", 0) >= 1
     for op in ("ADD", "AVG_POOL2D", "MAX_POOL2D", "CONV2D"):
         assert hist["resnet_pool"].get(op, 0) >= 1, op
+    for op in ("DEPTHWISE_CONV2D", "ADD", "MAX_POOL2D", "PAD", "CONCAT", "RESHAPE"):
+        assert hist["blazeface"].get(op, 0) >= 1, op
 
 
 @pytest.mark.parametrize("name", NAMES)
