@@ -8,9 +8,14 @@ and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from firmware_model.errors import NpuBenchError
+# numpy's OpenBLAS starts a thread per core that spins after each BLAS call; the integer work here
+# gains nothing from them, and on a small machine they take cores from the simulator.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from firmware_model.errors import NpuBenchError  # noqa: E402
 
 EXIT_USER_ERROR = 2
 

@@ -24,40 +24,34 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import First, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
 from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import Status
 from sim.cosim.records import InvocationResult, ProgramJob, ProgramResult, TileCheck
-from sim.rtl.sim_top import CLOCK_HALF_PERIOD_NS, DUMP_FILE, LOAD_FILE, ext_word_bytes
+from sim.rtl.sim_top import (CLOCK_HALF_PERIOD_NS, DUMP_FILE, EXTERNAL, LOAD_FILE, OUTPUT_SRAM, TILE_FILE,
+                             VARIABLE_SRAM, ext_word_bytes)
 
 CLOCK_NS = 2 * CLOCK_HALF_PERIOD_NS
 
 
-def read_word(handle, nbytes: int) -> tuple[bytes, bool]:
-    """A memory word's bytes (little-endian) and whether every bit was 0 or 1."""
-    v = handle.value
-    if v.is_resolvable:
-        return v.to_unsigned().to_bytes(nbytes, "little"), True
-    text = str(v).lower()[-8 * nbytes:].rjust(8 * nbytes, "0")
-    clean = "".join(c if c in "01" else "0" for c in text)
-    return int(clean, 2).to_bytes(nbytes, "little"), False
+def parse_memh(text: str, word_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """A $writememh file's words as little-endian bytes, and a mask of bytes whose word held X or
+    Z digits. Verilator and Icarus may write @address lines, Icarus also // comments."""
+    words = [w for line in text.splitlines() for w in line.split("//")[0].split() if not w.startswith("@")]
+    lower = [w.lower().rjust(2 * word_bytes, "0") for w in words]
+    clean = "".join(w.replace("x", "0").replace("z", "0") for w in lower)
+    raw = np.frombuffer(bytes.fromhex(clean), np.uint8).reshape(-1, word_bytes)[:, ::-1].reshape(-1).copy()
+    bad = np.repeat(np.array([("x" in w) or ("z" in w) for w in lower], bool), word_bytes)
+    return raw, bad
 
 
-def read_range(array, word_bytes: int, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes [a, b) of an SRAM array (words of `word_bytes`), and a mask of bytes whose word held
-    X or Z bits."""
-    if b <= a:
-        return np.zeros(0, np.uint8), np.zeros(0, bool)
-    w0, w1 = a // word_bytes, (b - 1) // word_bytes + 1
-    raw, bad = bytearray(), []
-    for w in range(w0, w1):
-        data, ok = read_word(array[w], word_bytes)
-        raw += data
-        bad += [not ok] * word_bytes
-    lo = a - w0 * word_bytes
-    return np.frombuffer(bytes(raw), np.uint8)[lo:lo + b - a].copy(), np.array(bad[lo:lo + b - a], bool)
+def memh_lines(w0: int, data: bytes, word_bytes: int) -> list[str]:
+    """$readmemh lines writing whole words from word w0 on."""
+    words = np.frombuffer(data, np.uint8).reshape(-1, word_bytes)[:, ::-1]
+    text = words.tobytes().hex()
+    return [f"@{w0:x}"] + [text[i:i + 2 * word_bytes] for i in range(0, len(text), 2 * word_bytes)]
 
 
 class CoreBench:
@@ -67,27 +61,62 @@ class CoreBench:
         self.dir = job_dir
         self.cfg = load_config(job.config)
         self.E = ext_word_bytes(self.cfg)
+        self.requests = 0                 # back-door requests made (sim top's bd_req)
 
     @property
     def core(self):
         return self.dut.core
 
     async def reset(self) -> None:
+        """The sim top resets the core by itself; wait for that and for the variable SRAM, which
+        clears itself after reset."""
         d = self.dut
-        # A change of rst after time 0 is what first evaluates Icarus' combinational blocks
-        # (always @* waits for an event): let the clock run before raising it.
-        await RisingEdge(d.clk)
-        await RisingEdge(d.clk)
-        d.rst.value = 1
-        d.start.value = 0
-        d.host_ack.value = 0
-        for _ in range(3):
+        d.start_in.value = 0
+        d.host_ack_in.value = 0
+        d.tile_dump.value = 1
+        await RisingEdge(d.clk)               # values settle after time 0 (Icarus shows X before)
+        while str(d.booted.value) != "1":
             await RisingEdge(d.clk)
-        d.rst.value = 0
+        while str(d.ready.value) != "1":
+            await RisingEdge(d.clk)
         await RisingEdge(d.clk)
-        while not int(d.ready.value):        # the variable SRAM clears itself after reset
-            await RisingEdge(d.ready)
+
+    async def _backdoor(self, op: int, mem: int, lo: int = 0, hi: int = 0) -> None:
+        d = self.dut
+        d.bd_mem.value = mem
+        d.bd_lo.value = lo
+        d.bd_hi.value = hi
+        d.bd_op.value = op
+        self.requests = (self.requests + 1) % 256
+        d.bd_req.value = self.requests
+        # Done by the second edge at the latest (a write may land after the first edge's
+        # processes); ReadOnly waits for them, the falling edge gives back a writable step.
         await RisingEdge(d.clk)
+        await RisingEdge(d.clk)
+        await ReadOnly()
+        await FallingEdge(d.clk)
+
+    async def dump_words(self, mem: int, w0: int, w1: int, word_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+        """Words w0 .. w1 (inclusive) of a memory by one $writememh: bytes and X/Z mask."""
+        path = self.dir / DUMP_FILE
+        if path.exists():
+            path.unlink()
+        await self._backdoor(2, mem, w0, w1)
+        raw, bad = parse_memh(path.read_text(), word_bytes)
+        n = (w1 - w0 + 1) * word_bytes
+        if raw.size != n:
+            raise RuntimeError(f"{path}: {raw.size} bytes dumped, {n} asked for")
+        return raw, bad
+
+    async def read_sram(self, mem: int, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes [a, b) of the output (OUTPUT_SRAM) or variable SRAM and their X/Z mask (a dump)."""
+        W = self.cfg.word_bytes
+        if b <= a:
+            return np.zeros(0, np.uint8), np.zeros(0, bool)
+        w0, w1 = a // W, (b - 1) // W
+        raw, bad = await self.dump_words(mem, w0, w1, W)
+        lo = a - w0 * W
+        return raw[lo:lo + b - a], bad[lo:lo + b - a]
 
     # --- external memory in bulk -------------------------------------------------------------
     async def load(self, writes: list[tuple[int, bytes]]) -> None:
@@ -98,24 +127,18 @@ class CoreBench:
             if not data:
                 continue
             w0, w1 = addr // E, (addr + len(data) - 1) // E + 1
-            buf = bytearray((w1 - w0) * E)
             lo = addr - w0 * E
-            # the first and last words keep the bytes outside the region
-            for w in {w0, w1 - 1}:
-                if (w == w0 and lo) or (w == w1 - 1 and (addr + len(data)) % E):
-                    word, _ = read_word(self.dut.ext_mem[w], E)
-                    buf[(w - w0) * E:(w - w0 + 1) * E] = word
+            if lo or (addr + len(data)) % E:
+                # the first and last words keep the bytes outside the region
+                buf = bytearray(await self.dump(w0 * E, (w1 - w0) * E))
+            else:
+                buf = bytearray((w1 - w0) * E)
             buf[lo:lo + len(data)] = data
-            words = np.frombuffer(bytes(buf), np.uint8).reshape(-1, E)[:, ::-1]
-            text = words.tobytes().hex()
-            lines.append(f"@{w0:x}")
-            lines += [text[i:i + 2 * E] for i in range(0, len(text), 2 * E)]
+            lines += memh_lines(w0, bytes(buf), E)
         if not lines:
             return
         (self.dir / LOAD_FILE).write_text("\n".join(lines) + "\n")
-        self.dut.load_req.value = 1
-        await RisingEdge(self.dut.clk)
-        await RisingEdge(self.dut.clk)
+        await self._backdoor(1, EXTERNAL)
 
     async def dump(self, addr: int, nbytes: int) -> bytes:
         """Bytes [addr, addr + nbytes) of the external memory (one $writememh)."""
@@ -123,24 +146,9 @@ class CoreBench:
             return b""
         E = self.E
         w0, w1 = addr // E, (addr + nbytes - 1) // E
-        if w1 - w0 < 64:      # a few words: straight through VPI
-            raw = b"".join(read_word(self.dut.ext_mem[w], E)[0] for w in range(w0, w1 + 1))
-        else:
-            path = self.dir / DUMP_FILE
-            if path.exists():
-                path.unlink()
-            self.dut.dump_lo.value = w0
-            self.dut.dump_hi.value = w1
-            self.dut.dump_req.value = 1
-            await RisingEdge(self.dut.clk)
-            await RisingEdge(self.dut.clk)
-            # words, one per token; Icarus writes "// 0x..." address comments, both may write @address
-            words = [w for line in path.read_text().splitlines() for w in line.split("//")[0].split()
-                     if not w.startswith("@")]
-            hexs = "".join(w.replace("x", "0").replace("z", "0").rjust(2 * E, "0") for w in words)
-            raw = np.frombuffer(bytes.fromhex(hexs), np.uint8).reshape(-1, E)[:, ::-1].tobytes()
+        raw, _ = await self.dump_words(EXTERNAL, w0, w1, E)
         lo = addr - w0 * E
-        return raw[lo:lo + nbytes]
+        return raw[lo:lo + nbytes].tobytes()
 
     # --- the host CPU, on the RTL's external memory ---------------------------------------------
     async def host_op(self, index: int) -> None:
@@ -171,14 +179,37 @@ class CoreBench:
         await self.load(writes)
 
     # --- one invocation ------------------------------------------------------------------------
-    def _check_tile(self, exp, t0_ns: float, start_clock: int) -> TileCheck:
+    def _arm_tile(self, exp) -> None:
+        """Name the output words the sim top dumps in the clock after the tile's unit_event."""
         a, b = exp.output
-        actual, bad = read_range(self.core.output_sram, self.cfg.word_bytes, a, b)
+        W = self.cfg.word_bytes
+        w0, w1 = (a // W, (b - 1) // W) if b > a else (0, 0)
+        self.dut.tile_lo.value = w0
+        self.dut.tile_hi.value = min(w1, self.cfg.output_sram // W - 1)
+        (self.dir / TILE_FILE).unlink(missing_ok=True)   # a stale file must not pass for this tile
+
+    async def _check_tile(self, exp, t0_ns: float, start_clock: int) -> TileCheck:
+        """At the tile's end (ReadOnly of the unit_event clock): its clock and command, then its
+        bytes from the dump the sim top writes in the next clock."""
+        d = self.dut
+        end_clock, found, t_end = int(d.cycles.value), int(d.pc.value) == exp.command_index, get_sim_time("ns")
+        path = self.dir / TILE_FILE
+        await RisingEdge(d.clk)
+        await ReadOnly()
+        a, b = exp.output
+        W = self.cfg.word_bytes
+        if b > a:
+            raw, bad = parse_memh(path.read_text(), W)
+            lo = a - (a // W) * W
+            actual, bad = raw[lo:lo + b - a], bad[lo:lo + b - a]
+        else:
+            actual, bad = np.zeros(0, np.uint8), np.zeros(0, bool)
+        if actual.size != b - a:
+            raise RuntimeError(f"{path}: {actual.size} bytes of tile {exp.tile_id}, {b - a} expected")
         diff = np.flatnonzero((actual != exp.expected) | bad).tolist()
-        return TileCheck(exp.command_index, exp.tile_id, exp.opcode, int(self.dut.cycles.value), exp.end,
-                         (a, b), diff, actual, exp.expected, exp.regs, (t0_ns, get_sim_time("ns")),
-                         found=int(self.dut.pc.value) == exp.command_index,
-                         unknown_offsets=np.flatnonzero(bad).tolist(), start_clock=start_clock)
+        return TileCheck(exp.command_index, exp.tile_id, exp.opcode, end_clock, exp.end,
+                         (a, b), diff, actual, exp.expected, exp.regs, (t0_ns, t_end),
+                         found=found, unknown_offsets=np.flatnonzero(bad).tolist(), start_clock=start_clock)
 
     def progress(self, k: int, check: TileCheck) -> None:
         """One line per checked tile, for the parent's progress display."""
@@ -188,23 +219,22 @@ class CoreBench:
     async def load_variables(self, image: np.ndarray, flags: np.ndarray) -> None:
         """Start the variable SRAM from a saved state (npu sim --state): its words and slot flags."""
         W = self.cfg.word_bytes
-        var = self.core.variable_sram
-        words = np.asarray(image, np.uint8).reshape(-1, W)
-        for w, word in enumerate(words):
-            var.mem[w].value = int.from_bytes(word.tobytes(), "little")
-        var.written.value = sum(1 << s for s, on in enumerate(flags) if on)
-        await RisingEdge(self.dut.clk)
+        (self.dir / LOAD_FILE).write_text("\n".join(memh_lines(0, np.asarray(image, np.uint8).tobytes(), W)) + "\n")
+        await self._backdoor(1, VARIABLE_SRAM)
+        self.dut.bd_flags.value = sum(1 << s for s, on in enumerate(flags) if on)
+        await self._backdoor(3, VARIABLE_SRAM)
 
     async def invoke(self, k: int, inv) -> InvocationResult:
         d = self.dut
         t_wall = time.perf_counter()
         await self.load(inv.inputs)
-        d.prog_addr.value = self.job.prog_addr
-        d.prog_words.value = self.job.prog_words
+        d.prog_addr_in.value = self.job.prog_addr
+        d.prog_words_in.value = self.job.prog_words
         await RisingEdge(d.clk)
-        d.start.value = 1
+        d.start_in.value = 1
         await RisingEdge(d.clk)
-        d.start.value = 0
+        d.start_in.value = 0
+        await RisingEdge(d.clk)          # the sim top registers start before the core sees it
         t_start = get_sim_time("ns")
         golden = inv.cycles if inv.cycles is not None else 4 * self.job.prog_words
         budget = (self.job.watchdog_factor * max(golden, 1) + self.job.watchdog_slack) * CLOCK_NS
@@ -213,35 +243,40 @@ class CoreBench:
         pending = list(inv.tiles)
         note = ""
         last_ns, last_clock = t_start, 0
+        bench_s, t_py = time.perf_counter() - t_wall, time.perf_counter()
         while True:
             left = deadline - get_sim_time("ns")
             if left <= 0:
                 note = "watchdog"
                 break
+            bench_s += time.perf_counter() - t_py
             trig = await First(RisingEdge(d.unit_event), RisingEdge(d.done), RisingEdge(d.host_req),
                                Timer(left, "ns"))
+            t_py = time.perf_counter()
             if isinstance(trig, Timer):
                 note = "watchdog"
                 break
+            tile = pending[0] if pending and int(d.unit_event.value) else None
+            if tile is not None:
+                self._arm_tile(tile)
             await ReadOnly()
-            if int(d.unit_event.value):
-                if pending:
-                    check = self._check_tile(pending.pop(0), last_ns, last_clock)
-                    tiles.append(check)
-                    self.progress(k, check)
-                    last_ns, last_clock = get_sim_time("ns"), check.rtl_end
-                    if self.job.stop_at_first_mismatch and not check.ok:
-                        note = "stopped at the first mismatch"
-                        await RisingEdge(d.clk)
-                        break
-                continue
+            if tile is not None and int(d.unit_event.value):
+                check = await self._check_tile(pending.pop(0), last_ns, last_clock)
+                tiles.append(check)
+                self.progress(k, check)
+                last_ns, last_clock = check.sim_ns[1], check.rtl_end
+                if self.job.stop_at_first_mismatch and not check.ok:
+                    note = "stopped at the first mismatch"
+                    await RisingEdge(d.clk)
+                    break
             if int(d.host_req.value) and not int(d.done.value):
                 op = int(d.host_op.value)
                 await RisingEdge(d.clk)
                 await self.host_op(op)
-                d.host_ack.value = 1
+                d.host_ack_in.value = 1
                 await RisingEdge(d.clk)
-                d.host_ack.value = 0
+                d.host_ack_in.value = 0
+                await RisingEdge(d.clk)  # registered by the sim top: the core sees it now
                 continue
             if int(d.done.value):
                 break
@@ -259,16 +294,16 @@ class CoreBench:
         outputs = {}
         for name, addr, nbytes in inv.outputs:
             outputs[name] = np.frombuffer(await self.dump(addr, nbytes), np.uint8).copy()
-        var = self.core.variable_sram
-        image, _ = read_range(var.mem, self.cfg.word_bytes, 0, self.cfg.variable_sram)
-        flags_word = var.written.value
+        image, _ = await self.read_sram(VARIABLE_SRAM, 0, self.cfg.variable_sram)
+        flags_word = d.var_written.value
         flags_int = flags_word.to_unsigned() if flags_word.is_resolvable else 0
         flags = np.array([(flags_int >> s) & 1 for s in range(len(flags_word))], bool)
         out_sram = None
         if inv.read_output_sram is not None:
-            out_sram, _ = read_range(self.core.output_sram, self.cfg.word_bytes, *inv.read_output_sram)
+            out_sram, _ = await self.read_sram(OUTPUT_SRAM, *inv.read_output_sram)
+        bench_s += time.perf_counter() - t_py
         return InvocationResult(status, cycles, tiles, outputs, image, flags, (t_start, get_sim_time("ns")),
-                                time.perf_counter() - t_wall, note, out_sram)
+                                time.perf_counter() - t_wall, note, out_sram, bench_s)
 
 
 def _job() -> tuple[Path, ProgramJob]:

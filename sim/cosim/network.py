@@ -179,7 +179,8 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
                       and np.array_equal(r.variable_flags, exp.variable_flags))
         inv_reports.append(InvocationReport(
             k, Status(r.status).name if r.status >= 0 else "no END", Status(exp.status).name, r.cycles,
-            exp.cycles, exp.host_cycles, bool(outputs_match), bool(vars_match), round(r.wall_seconds, 3), r.note))
+            exp.cycles, exp.host_cycles, bool(outputs_match), bool(vars_match), round(r.wall_seconds, 3), r.note,
+            round(r.bench_seconds, 3)))
     if len(result.invocations) < len(job.invocations):
         inv_reports[-1].note = (inv_reports[-1].note + "; " if inv_reports[-1].note else "") + \
             f"stopped: {len(job.invocations) - len(result.invocations)} invocation(s) not run"

@@ -88,6 +88,7 @@ class InvocationResult:
     wall_seconds: float
     note: str = ""                              # e.g. the watchdog's report
     output_sram: np.ndarray | None = None       # InvocationJob.read_output_sram's bytes
+    bench_seconds: float = 0.0                  # of wall_seconds, the bench's own work (scoreboard, host ops, I/O)
 
 
 @dataclass

@@ -58,6 +58,10 @@ class RtlDesign:
     # The files whose contents decide the Verilog (with `params`): when given, a build of the same
     # sources is found without generating the Verilog again (an index by their hash).
     source_files: tuple = ()
+    # Verilator: True builds with --public-flat-rw (every signal visible to the bench, which keeps
+    # Verilator from optimising much); False makes public only what the Verilog marks
+    # (`/*verilator public_flat_rw*/`, `public_flat_rd`).
+    public_all: bool = True
 
     def verilog_text(self) -> str:
         top = self.elaborate()
@@ -70,7 +74,7 @@ class RtlDesign:
         for f in sorted(str(p) for p in self.source_files):
             h.update(f.encode())
             h.update(Path(f).read_bytes())
-        h.update(repr((self.name, self.params, self.verilator_extra, simulator, waves,
+        h.update(repr((self.name, self.params, self.verilator_extra, self.public_all, simulator, waves,
                        verilator_args(waves, self.verilator_extra), TIMESCALE)).encode())
         return h.hexdigest()[:24]
 
@@ -103,7 +107,8 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
                             meta.get("build_seconds", 0.0), reused=True, meta=meta)
     text = design.verilog_text()
     vargs = verilator_args(waves, design.verilator_extra)
-    digest = hashlib.sha256("\n".join([text, simulator, version, repr(vargs),
+    public_all = design.public_all or simulator != "verilator"
+    digest = hashlib.sha256("\n".join([text, simulator, version, repr(vargs), repr(public_all),
                                        repr(TIMESCALE), str(waves)]).encode()).hexdigest()[:16]
     build_dir = BUILD_ROOT / "rtl" / simulator / f"{design.name}-{digest}{'-waves' if waves else ''}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -117,9 +122,7 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
             return BuiltRtl(design.name, simulator, build_dir, [src], waves,
                             meta.get("build_seconds", 0.0), reused=True, meta=meta)
         src.write_text(text)
-        from cocotb_tools.runner import get_runner
-
-        runner = get_runner(simulator)
+        runner = _runner(simulator, public_all)
         t0 = time.monotonic()
         log = build_dir / "build.log"
         try:
@@ -131,10 +134,28 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
         seconds = time.monotonic() - t0
         meta = {"design": design.name, "params": repr(design.params), "simulator": simulator,
                 "simulator_version": version, "build_seconds": round(seconds, 2),
-                "verilog_lines": text.count("\n"), "verilator_args": vargs}
+                "verilog_lines": text.count("\n"), "verilator_args": vargs,
+                "public_all": public_all}
         stamp.write_text(json.dumps(meta, indent=1))
         _write_index(index if key else None, build_dir)
         return BuiltRtl(design.name, simulator, build_dir, [src], waves, seconds, False, meta)
+
+
+def _runner(simulator: str, public_all: bool = True):
+    """cocotb's runner for `simulator`; for Verilator without `--public-flat-rw` when asked (the
+    runner always passes it, and cocotb needs only the signals it touches to be public)."""
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner(simulator)
+    if simulator == "verilator" and not public_all:
+        command = runner._build_command
+
+        def without_public_all():
+            cmds = command()
+            cmds[0] = [c for c in cmds[0] if c != "--public-flat-rw"]
+            return cmds
+        runner._build_command = without_public_all
+    return runner
 
 
 def _write_index(index: Path | None, build_dir: Path) -> None:
@@ -166,15 +187,14 @@ def run_bench(built: BuiltRtl, test_module: str, *, testcase: str | None = None,
     """Run cocotb test(s) from `test_module` on a built design; returns the parsed results. cocotb's
     own random seed is `seed`, else the run's (sim.seeds)."""
     ensure_simulator_env(built.simulator)
-    from cocotb_tools.runner import get_runner
-
-    runner = get_runner(built.simulator)
+    runner = _runner(built.simulator, built.meta.get("public_all", True))
     test_dir = Path(test_dir or built.build_dir / "run")
     test_dir.mkdir(parents=True, exist_ok=True)
     xml = test_dir / "results.xml"
     if xml.exists():
         xml.unlink()
-    env = {"PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {"PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OPENBLAS_NUM_THREADS": "1"}   # numpy's idle BLAS threads would spin beside the simulator
     env.update(extra_env or {})
     t0 = time.monotonic()
     _restore_build_state(runner, built)

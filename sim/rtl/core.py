@@ -43,7 +43,7 @@ class CoreDesign(RtlDesign):
 
 def core_design(cfg: NpuConfig, fault: str | None = None) -> RtlDesign:
     return CoreDesign(name=TOP, elaborate=None, params=(cfg.key(), fault), verilator_extra=("--timing",),
-                      source_files=_rtl_sources(), cfg=cfg, fault=fault)
+                      source_files=_rtl_sources(), public_all=False, cfg=cfg, fault=fault)
 
 
 def build_core(cfg: NpuConfig, simulator: str, fault: str | None = None, waves: bool = False) -> BuiltRtl:

@@ -9,27 +9,38 @@ the Amaranth core `npu_core` and
   of two >= 16 and >= the DMA bandwidth) covering `external.size` bytes. The command port reads
   one 8-byte command per clock; the DMA port reads or writes `bandwidth` bytes at any byte
   address (two words at most), the data of a read arriving the clock after;
-- marks what the bench reads and drives `/*verilator public_flat_rw*/`: Verilator builds without
-  `--public-flat-rw` (every signal public keeps it from optimising the design), so only these,
-  and the core's memories the scoreboard reads (sim/rtl/core.py's control file), are visible;
-- loads and dumps the external memory in bulk for the bench: `load_req` reads `ext_load.hex`
-  ($readmemh, words with @address lines: only what it names changes) in the clock it is seen;
-  `dump_req` writes words `dump_lo` .. `dump_hi` to `ext_dump.hex` ($writememh). Files are in
-  the simulator's working directory (the job folder).
-
-The bench drives `rst`, `start`, `prog_addr`, `prog_words`, `host_ack`, `load_req`, `dump_req`,
-`dump_lo`, `dump_hi` and reads the core's status through `core`.
+- makes the reset itself (rst high for clocks 2..4; `booted` after clock 7) and registers what
+  the bench drives (`start_in`, `host_ack_in`, `prog_addr_in`, `prog_words_in`) before the core:
+  Verilator re-evaluates, at every step, all logic reading a signal that VPI may write, and rst
+  alone reaches every register's next value;
+- marks only what the bench touches public: `/*verilator public_flat_rw*/` what it drives,
+  `public_flat_rd` what it reads (the core's status and flags); memories only through the back
+  doors below. Verilator builds without `--public-flat-rw` (every signal
+  public keeps it from optimising the design);
+- loads and dumps memories in bulk for the bench (a new `bd_req` count asks for `bd_op` on
+  `bd_mem`: 0 external, 1 the output
+  SRAM, 2 the variable SRAM): op 1 reads `bd_load.hex` into memory `bd_mem` ($readmemh, words with
+  @address lines: only what it names changes), op 2 writes its words `bd_lo` .. `bd_hi` to
+  `bd_dump.hex` ($writememh), op 3 sets the variable SRAM's written flags to `bd_flags`; each in
+  the clock it is seen. Files are in the simulator's working directory (the job folder);
+- dumps each tile's output range for the scoreboard (`tile_dump`): in the clock after `unit_event`
+  the words `tile_lo` .. `tile_hi` of the output SRAM go to `tile.hex`; that clock's $writememh
+  sees the SRAM as it was at the tile's end. The bench sets the range when unit_event rises.
 """
 
 from __future__ import annotations
 
 from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import VAR_SLOTS
 
 TOP = "npu_sim_top"
 CORE = "npu_core"
 CLOCK_HALF_PERIOD_NS = 5
-LOAD_FILE = "ext_load.hex"
-DUMP_FILE = "ext_dump.hex"
+LOAD_FILE = "bd_load.hex"
+DUMP_FILE = "bd_dump.hex"
+TILE_FILE = "tile.hex"
+# bd_mem values
+EXTERNAL, OUTPUT_SRAM, VARIABLE_SRAM = 0, 1, 2
 
 
 def ext_word_bytes(cfg: NpuConfig) -> int:
@@ -46,35 +57,73 @@ def sim_top_verilog(cfg: NpuConfig) -> str:
     lg_e = E.bit_length() - 1
     cpw = E // 8                      # commands per external word
     lg_cpw = cpw.bit_length() - 1
+    slots = VAR_SLOTS
     return f"""
 // Simulation top of npu-bench (sim/rtl/sim_top.py): clock, external memory, bench back doors.
 `timescale 1ns/1ps
 module {TOP};
     localparam EXT_WORD = {E};
     localparam EXT_WORDS = {words};
-    reg clk /*verilator public_flat_rw*/ = 1'b0;
+    reg clk /*verilator public_flat_rd*/ = 1'b0;
     always #{CLOCK_HALF_PERIOD_NS} clk = ~clk;
 
-    reg rst /*verilator public_flat_rw*/ = 1'b0;           // the bench raises it: the change itself starts Icarus' combinational blocks
-    reg start /*verilator public_flat_rw*/ = 1'b0;
-    reg [31:0] prog_addr /*verilator public_flat_rw*/ = 32'd0;
-    reg [31:0] prog_words /*verilator public_flat_rw*/ = 32'd0;
-    reg host_ack /*verilator public_flat_rw*/ = 1'b0;
-    reg load_req /*verilator public_flat_rw*/ = 1'b0;
-    reg dump_req /*verilator public_flat_rw*/ = 1'b0;
-    reg [31:0] dump_lo /*verilator public_flat_rw*/ = 32'd0;
-    reg [31:0] dump_hi /*verilator public_flat_rw*/ = 32'd0;
+    // Reset, made here rather than driven by the bench: logic that reads a signal VPI may write is
+    // re-evaluated by Verilator at every step, and rst reaches every register's next value. It
+    // rises after time 0 (that change is what first evaluates Icarus' always @* blocks).
+    reg rst = 1'b0;
+    reg [2:0] boot = 3'd0;
+    wire booted /*verilator public_flat_rd*/ = boot == 3'd7;
+    always @(posedge clk)
+        if (!booted) begin
+            boot <= boot + 3'd1;
+            rst <= boot >= 3'd1 && boot < 3'd4;
+        end
 
-    wire ready /*verilator public_flat_rw*/;
-    wire busy /*verilator public_flat_rw*/;
-    wire done /*verilator public_flat_rw*/;
-    wire unit_event /*verilator public_flat_rw*/;
-    wire host_req /*verilator public_flat_rw*/;
-    wire [7:0] status /*verilator public_flat_rw*/;
-    wire [31:0] cycles /*verilator public_flat_rw*/;
-    wire [31:0] mark /*verilator public_flat_rw*/;
-    wire [31:0] pc /*verilator public_flat_rw*/;
-    wire [31:0] host_op /*verilator public_flat_rw*/;
+    // What the bench drives, registered before the core for the same reason.
+    reg start_in /*verilator public_flat_rw*/ = 1'b0;
+    reg host_ack_in /*verilator public_flat_rw*/ = 1'b0;
+    reg [31:0] prog_addr_in /*verilator public_flat_rw*/ = 32'd0;
+    reg [31:0] prog_words_in /*verilator public_flat_rw*/ = 32'd0;
+    reg start = 1'b0;
+    reg host_ack = 1'b0;
+    reg [31:0] prog_addr = 32'd0;
+    reg [31:0] prog_words = 32'd0;
+    always @(posedge clk) begin
+        start <= start_in;
+        host_ack <= host_ack_in;
+        prog_addr <= prog_addr_in;
+        prog_words <= prog_words_in;
+    end
+
+    // bench back doors, one per new value of bd_req (the bench counts; this side never writes
+    // what the bench drives, so no request can be lost to a clearing write in the same step):
+    // bd_op 1 loads memory bd_mem from its file ($readmemh), 2 dumps its words
+    // bd_lo .. bd_hi to a file ($writememh); 3 sets the variable SRAM's written flags to bd_flags.
+    reg [7:0] bd_req /*verilator public_flat_rw*/ = 8'd0;
+    reg [7:0] bd_seen = 8'd0;
+    reg [1:0] bd_op /*verilator public_flat_rw*/ = 2'd0;
+    reg [1:0] bd_mem /*verilator public_flat_rw*/ = 2'd0;
+    reg [31:0] bd_lo /*verilator public_flat_rw*/ = 32'd0;
+    reg [31:0] bd_hi /*verilator public_flat_rw*/ = 32'd0;
+    reg [{slots - 1}:0] bd_flags /*verilator public_flat_rw*/ = {slots}'d0;
+
+    // the scoreboard's view of each tile: in the clock after a unit_event, output SRAM words
+    // tile_lo .. tile_hi go to the tile file
+    reg tile_dump /*verilator public_flat_rw*/ = 1'b0;
+    reg [31:0] tile_lo /*verilator public_flat_rw*/ = 32'd0;
+    reg [31:0] tile_hi /*verilator public_flat_rw*/ = 32'd0;
+
+    wire ready /*verilator public_flat_rd*/;
+    wire busy /*verilator public_flat_rd*/;
+    wire done /*verilator public_flat_rd*/;
+    wire unit_event /*verilator public_flat_rd*/;
+    wire host_req /*verilator public_flat_rd*/;
+    wire [7:0] status /*verilator public_flat_rd*/;
+    wire [31:0] cycles /*verilator public_flat_rd*/;
+    wire [31:0] mark /*verilator public_flat_rd*/;
+    wire [31:0] pc /*verilator public_flat_rd*/;
+    wire [31:0] host_op /*verilator public_flat_rd*/;
+    wire [{slots - 1}:0] var_written /*verilator public_flat_rd*/ = core.variable_sram.written;
     wire [31:0] cmd_addr;
     reg [63:0] cmd_data;
     wire [31:0] ext_addr;
@@ -83,7 +132,7 @@ module {TOP};
     wire [{8 * B - 1}:0] ext_wdata;
     wire [{B - 1}:0] ext_wen;
 
-    reg [{8 * E - 1}:0] ext_mem [0:EXT_WORDS-1] /*verilator public_flat_rw*/;
+    reg [{8 * E - 1}:0] ext_mem [0:EXT_WORDS-1];
 
     {CORE} core (
         .clk(clk), .rst(rst),
@@ -115,16 +164,24 @@ module {TOP};
         end
     end
 
-    // bench back doors
     always @(posedge clk) begin
-        if (load_req) begin
-            $readmemh("{LOAD_FILE}", ext_mem);
-            load_req <= 1'b0;
-        end
-        if (dump_req) begin
-            $writememh("{DUMP_FILE}", ext_mem, dump_lo, dump_hi);
-            dump_req <= 1'b0;
-        end
+        if (bd_req != bd_seen && bd_op == 2'd1)
+            case (bd_mem)
+                2'd0: $readmemh("{LOAD_FILE}", ext_mem);
+                2'd1: $readmemh("{LOAD_FILE}", core.output_sram);
+                default: $readmemh("{LOAD_FILE}", core.variable_sram.mem);
+            endcase
+        if (bd_req != bd_seen && bd_op == 2'd2)
+            case (bd_mem)
+                2'd0: $writememh("{DUMP_FILE}", ext_mem, bd_lo, bd_hi);
+                2'd1: $writememh("{DUMP_FILE}", core.output_sram, bd_lo, bd_hi);
+                default: $writememh("{DUMP_FILE}", core.variable_sram.mem, bd_lo, bd_hi);
+            endcase
+        if (bd_req != bd_seen && bd_op == 2'd3)
+            core.variable_sram.written <= bd_flags;
+        bd_seen <= bd_req;
+        if (tile_dump && unit_event)
+            $writememh("{TILE_FILE}", core.output_sram, tile_lo, tile_hi);
     end
 endmodule
 """
