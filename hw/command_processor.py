@@ -24,6 +24,7 @@ from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import VAR_SLOTS, Opcode, Reg, Sram, Status, VarOp
+from hw.clock_gate import add_gated_domain
 from hw.dma_engine import DESCRIPTOR, SRAMS, DmaKind
 from hw.layouts import COMMAND_WORD_LAYOUT
 from hw.register_file import REGISTER_FILE
@@ -156,14 +157,17 @@ class CommandProcessor(wiring.Component):
         push_var = Signal()
 
         # The register file: one 32-bit register each (a SET writes one; cheaper to simulate than a
-        # write into one wide struct), seen by the units as the REGISTER_FILE struct.
+        # write into one wide struct), seen by the units as the REGISTER_FILE struct. Its clock
+        # ticks only for a SET (hw/clock_gate.py), so what is computed from the registers alone
+        # (the units' configurations, the rules' products) is evaluated once per SET in simulation.
         write_register = Signal()
         known_register = Signal()
         m.d.comb += known_register.eq(sub.matches(*(int(r) for r in Reg)))
+        add_gated_domain(m, "regs", write_register)
         for reg in Reg:
             storage = Signal(32, name=f"reg_{reg.name.lower()}")
             with m.If(write_register & (sub == reg)):
-                m.d.sync += storage.eq(value)
+                m.d.regs += storage.eq(value)
             m.d.comb += getattr(regs, reg.name.lower()).eq(storage)
 
         m.d.comb += [self.dma.valid.eq(0), self.unit_start.eq(0), self.unit_event.eq(0), counting.eq(self.busy)]

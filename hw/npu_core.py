@@ -15,13 +15,14 @@ The SRAMs are `amaranth.lib.memory` arrays named after the ISA's SRAM identifier
 can read them by their hierarchical names.
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, DomainRenamer, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES, Opcode, OutMode
 from firmware_model.tosa_ops.dtypes import DType
+from hw.clock_gate import add_gated_domain
 from hw.command_processor import CommandProcessor
 from hw.dma_engine import DmaEngine, ext_port_signature
 from hw.layouts import COMMAND_WORD_LAYOUT, PARAM_RECORD_LAYOUT
@@ -77,15 +78,17 @@ class NpuCore(wiring.Component):
         cfg = self.cfg
         W = cfg.word_bytes
 
+        # Each compute unit and the DMA engine run in a clock domain of their own, gated off while
+        # they are idle (hw/clock_gate.py): their results and timing are the same either way.
         m.submodules.cp = cp = CommandProcessor(cfg, fault=self.fault)
-        m.submodules.dma = dma = DmaEngine(cfg, fault=self.fault)
-        m.submodules.mac = mac = MacSequencer(cfg)
+        m.submodules.dma = dma = DomainRenamer({"sync": "dma"})(DmaEngine(cfg, fault=self.fault))
+        m.submodules.mac = mac = DomainRenamer({"sync": "mac"})(MacSequencer(cfg))
         m.submodules.variable_sram = var = VariableSram.for_config(cfg)
         # one output stage (rescale, clamp, LUT engine: it holds the LUT SRAM) and one writer, shared
         # by the compute units: one command runs at a time
-        m.submodules.output_stage = ost = OutputStage(
-            cfg.lut_entries, fault=self.fault if self.fault == "rescale_rounding" else None)
-        m.submodules.output_writer = writer = OutputWriter(W, cfg.output_words)
+        m.submodules.output_stage = ost = DomainRenamer({"sync": "out"})(OutputStage(
+            cfg.lut_entries, fault=self.fault if self.fault == "rescale_rounding" else None))
+        m.submodules.output_writer = writer = DomainRenamer({"sync": "out"})(OutputWriter(W, cfg.output_words))
 
         m.submodules.input_sram = input_sram = memory.Memory(shape=8 * W, depth=cfg.input_words, init=[])
         m.submodules.weight_sram = weight_sram = memory.Memory(shape=8 * W, depth=cfg.weight_words, init=[])
@@ -107,6 +110,7 @@ class NpuCore(wiring.Component):
         # ---- the DMA engine between the external memory port and every SRAM ----
         wiring.connect(m, cp.dma, dma.push)
         m.d.comb += cp.dma_idle.eq(dma.idle)
+        add_gated_domain(m, "dma", cp.dma.valid | ~dma.idle)
         wiring.connect(m, wiring.flipped(self.ext), dma.ext)
         for mem, port in ((input_sram, dma.input), (weight_sram, dma.weight), (param_sram, dma.param),
                           (output_sram, dma.output)):
@@ -131,15 +135,24 @@ class NpuCore(wiring.Component):
         ]
 
         # ---- compute units: started by the command processor, one at a time ----
-        m.submodules.eltwise = elt = EltwiseSequencer(cfg)
-        m.submodules.pool = pool = PoolSequencer(cfg)
+        m.submodules.eltwise = elt = DomainRenamer({"sync": "eltwise"})(EltwiseSequencer(cfg))
+        m.submodules.pool = pool = DomainRenamer({"sync": "pool"})(PoolSequencer(cfg))
         regs = cp.regs
         active = Signal(8)             # the opcode of the running (or last) compute command
         with m.If(cp.unit_start):
             m.d.sync += active.eq(cp.unit_op)
         units = ((Opcode.MAC, mac), (Opcode.ELTWISE, elt), (Opcode.POOL, pool))
+        unit_enables = []
         for op, unit in units:
             m.d.comb += [unit.regs.eq(regs), unit.start.eq(cp.unit_start & (cp.unit_op == op))]
+            # a unit changes state from its start to its done (the clock it leaves DONE) only
+            running = Signal(name=f"{op.name.lower()}_running")
+            with m.If(unit.start):
+                m.d.sync += running.eq(1)
+            with m.Elif(unit.done):
+                m.d.sync += running.eq(0)
+            add_gated_domain(m, op.name.lower(), unit.start | running)
+            unit_enables.append(unit.start | running)
         m.d.comb += [mac.mode.eq(cp.unit_sub), elt.sub.eq(cp.unit_sub), pool.sub.eq(cp.unit_sub)]
         m.d.comb += [cp.unit_done.eq(mac.done | elt.done | pool.done),
                      cp.unit_status.eq(Mux(mac.done, mac.status, Mux(elt.done, elt.status, pool.status)))]
@@ -182,4 +195,7 @@ class NpuCore(wiring.Component):
         lp = dma.lut
         m.d.comb += [ost.w.valid.eq(lp.wen != 0), ost.w.payload.addr.eq(lp.waddr),
                      ost.w.payload.data.eq(lp.wdata), ost.w.payload.en.eq(lp.wen), lp.rdata.eq(0)]
+        # the output stage and writer work for the running unit (drained by its done) and take
+        # the DMA's LUT beats
+        add_gated_domain(m, "out", Cat(*unit_enables).any() | ost.w.valid)
         return m

@@ -27,7 +27,7 @@ from amaranth.back import verilog
 from firmware_model.errors import NpuBenchError
 from sim import seeds
 from sim.paths import BUILD_ROOT, REPO_ROOT
-from sim.rtl.toolchain import ensure_simulator_env, simulator_version
+from sim.rtl.toolchain import MAKE_OVERRIDES, ensure_simulator_env, simulator_version
 
 TIMESCALE = ("1ns", "1ps")
 CLOCK_PERIOD_NS = 10
@@ -75,7 +75,7 @@ class RtlDesign:
             h.update(f.encode())
             h.update(Path(f).read_bytes())
         h.update(repr((self.name, self.params, self.verilator_extra, self.public_all, simulator, waves,
-                       verilator_args(waves, self.verilator_extra), TIMESCALE)).encode())
+                       verilator_args(waves, self.verilator_extra), TIMESCALE, MAKE_OVERRIDES)).encode())
         return h.hexdigest()[:24]
 
 
@@ -108,7 +108,7 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
     text = design.verilog_text()
     vargs = verilator_args(waves, design.verilator_extra)
     public_all = design.public_all or simulator != "verilator"
-    digest = hashlib.sha256("\n".join([text, simulator, version, repr(vargs), repr(public_all),
+    digest = hashlib.sha256("\n".join([text, simulator, version, repr(vargs), repr(public_all), repr(MAKE_OVERRIDES),
                                        repr(TIMESCALE), str(waves)]).encode()).hexdigest()[:16]
     build_dir = BUILD_ROOT / "rtl" / simulator / f"{design.name}-{digest}{'-waves' if waves else ''}"
     build_dir.mkdir(parents=True, exist_ok=True)

@@ -23,9 +23,12 @@ SIMULATORS = ("verilator", "icarus")
 # - CFG_CXXFLAGS_PCH_I: once a design is big enough for a precompiled header, g++ is handed
 #   "Vtop__pch.h.fast" as a plain file and fails without "-include";
 # - CFG_CXXFLAGS_STD / CFG_CXXFLAGS_COROUTINES: designs that keep time in the HDL (Verilator's
-#   --timing: the simulation top's clock) need C++20 coroutines.
+#   --timing: the simulation top's clock) need C++20 coroutines;
+# - OPT_FAST / OPT_GLOBAL: the model's hot code and Verilator's runtime (its VPI, which cocotb
+#   calls in every time step) at -O2 instead of -Os: the whole-program bench runs 1.45x as fast
+#   (BlazeFace on default: 731k -> 1,060k cycles/s), for about the same build time.
 MAKE_OVERRIDES = ("CFG_CXXFLAGS_PCH_I=-include", "CFG_CXXFLAGS_STD=-std=gnu++20",
-                  "CFG_CXXFLAGS_COROUTINES=-fcoroutines")
+                  "CFG_CXXFLAGS_COROUTINES=-fcoroutines", "OPT_FAST=-O2", "OPT_GLOBAL=-O2")
 
 
 class ToolchainError(NpuBenchError):
