@@ -16,6 +16,7 @@ BENCHMARKS = {
     "interpreter": ("sim.benchmarks.interpreter", []),   # TOSA interpreter vs Arm's reference model
     "units": ("sim.benchmarks.units", []),               # datapath unit benches and Yosys cell counts
     "golden": ("sim.benchmarks.golden", []),             # compile + golden model vs the interpreter, per network
+    "cosim": ("sim.benchmarks.cosim", []),               # whole networks on the core RTL, both simulators
 }
 
 
