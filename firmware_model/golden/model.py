@@ -90,6 +90,7 @@ class GoldenModel:
         self.program = program
         self.cfg = cfg
         self.mem = Memories(cfg)
+        self.fault_variables = None       # (variable SRAM, slot flags) the last fault left, before rollback
         if host is None and program.manifest.get("host_ops"):
             from firmware_model.golden.host_cpu import HostCpu
             host = HostCpu(program)
@@ -141,10 +142,13 @@ class GoldenModel:
         program faults, the variable SRAM and its flags are put back as they were before it (the
         host driver's part; the hardware itself does not roll back)."""
         saved = self._variable_snapshot()
+        self.fault_variables = None
         try:
             self.begin_invocation(inputs)
             self.run()
         except BaseException:
+            # what the hardware left behind, for a bench that checks the driver's rollback too
+            self.fault_variables = (self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_slots.copy())
             self._variable_restore(saved)
             raise
         return self.read_outputs()

@@ -224,9 +224,20 @@ class CoreBench:
         self.dut.bd_flags.value = sum(1 << s for s, on in enumerate(flags) if on)
         await self._backdoor(3, VARIABLE_SRAM)
 
+    async def read_variables(self) -> tuple[np.ndarray, np.ndarray]:
+        """The variable SRAM's bytes and its slot flags."""
+        image, _ = await self.read_sram(VARIABLE_SRAM, 0, self.cfg.variable_sram)
+        word = self.dut.var_written.value
+        bits = word.to_unsigned() if word.is_resolvable else 0
+        return image, np.array([(bits >> s) & 1 for s in range(len(word))], bool)
+
     async def invoke(self, k: int, inv) -> InvocationResult:
         d = self.dut
         t_wall = time.perf_counter()
+        # The host driver makes an invocation a transaction for the variables: when it faults, it
+        # puts the variable SRAM back as it was (the golden model's invoke does the same). Golden
+        # says which invocations fault, so only those pay for the snapshot.
+        saved = await self.read_variables() if inv.status != Status.OK else None
         await self.load(inv.inputs)
         d.prog_addr_in.value = self.job.prog_addr
         d.prog_words_in.value = self.job.prog_words
@@ -294,16 +305,18 @@ class CoreBench:
         outputs = {}
         for name, addr, nbytes in inv.outputs:
             outputs[name] = np.frombuffer(await self.dump(addr, nbytes), np.uint8).copy()
-        image, _ = await self.read_sram(VARIABLE_SRAM, 0, self.cfg.variable_sram)
-        flags_word = d.var_written.value
-        flags_int = flags_word.to_unsigned() if flags_word.is_resolvable else 0
-        flags = np.array([(flags_int >> s) & 1 for s in range(len(flags_word))], bool)
+        image, flags = await self.read_variables()
+        fault_image = fault_flags = None
+        if status not in (Status.OK, -1) and saved is not None:
+            fault_image, fault_flags = image, flags
+            await self.load_variables(*saved)
+            image, flags = await self.read_variables()
         out_sram = None
         if inv.read_output_sram is not None:
             out_sram, _ = await self.read_sram(OUTPUT_SRAM, *inv.read_output_sram)
         bench_s += time.perf_counter() - t_py
         return InvocationResult(status, cycles, tiles, outputs, image, flags, (t_start, get_sim_time("ns")),
-                                time.perf_counter() - t_wall, note, out_sram, bench_s)
+                                time.perf_counter() - t_wall, note, out_sram, bench_s, fault_image, fault_flags)
 
 
 def _job() -> tuple[Path, ProgramJob]:

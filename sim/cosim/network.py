@@ -127,6 +127,16 @@ class Progress:
                 return
 
 
+def variables_match(r, exp) -> bool:
+    """The variable SRAM and slot flags equal golden's after the invocation and, when it faulted,
+    also as the fault left them (before the host driver's rollback)."""
+    ok = np.array_equal(r.variable_image, exp.variable_image) and np.array_equal(r.variable_flags, exp.variable_flags)
+    if exp.fault_variable_image is not None and r.status == exp.status:
+        ok = ok and (np.array_equal(r.fault_variable_image, exp.fault_variable_image)
+                     and np.array_equal(r.fault_variable_flags, exp.fault_variable_flags))
+    return bool(ok)
+
+
 def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[str] = (), waves: bool = False,
             fault: str | None = None, workdir: Path | None = None, state: dict | None = None,
             invocations: int | None = None, stop_at_first_mismatch: bool = False,
@@ -175,8 +185,7 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
         gout = grun.outputs[k]
         outputs_match = exp.status != Status.OK or all(
             outs[n] is not None and np.array_equal(outs[n], gout[n]) for n in gout)
-        vars_match = (np.array_equal(r.variable_image, exp.variable_image)
-                      and np.array_equal(r.variable_flags, exp.variable_flags))
+        vars_match = variables_match(r, exp)
         inv_reports.append(InvocationReport(
             k, Status(r.status).name if r.status >= 0 else "no END", Status(exp.status).name, r.cycles,
             exp.cycles, exp.host_cycles, bool(outputs_match), bool(vars_match), round(r.wall_seconds, 3), r.note,

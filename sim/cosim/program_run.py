@@ -96,11 +96,14 @@ def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.nda
         run.cycles.append(cycles)
         run.host_cycles.append(golden.counters.host_cycles - before_host)
         image_v, flags_v = golden.variable_sram_image()
+        fault = golden.fault_variables if status != Status.OK else None
         jobs.append(InvocationJob(
             inputs=writes, tiles=tiles, status=status, cycles=cycles,
             outputs=[(p.name, p.addr, p.nbytes) for p in program.outputs],
             variable_image=image_v, variable_flags=golden.mem.variable_slots.copy(),
-            host_cycles=run.host_cycles[-1]))
+            host_cycles=run.host_cycles[-1],
+            fault_variable_image=None if fault is None else fault[0],
+            fault_variable_flags=None if fault is None else fault[1]))
         if status != Status.OK:
             break
     golden.event_hook = None

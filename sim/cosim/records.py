@@ -37,6 +37,10 @@ class InvocationJob:
     variable_flags: np.ndarray | None = None    # and its slot flags
     host_cycles: int = 0
     read_output_sram: tuple[int, int] | None = None   # output SRAM bytes to read back at the end
+    # a faulting invocation: golden's variable SRAM and flags as the fault left them, before the
+    # host driver's rollback (variable_image/flags are after it)
+    fault_variable_image: np.ndarray | None = None
+    fault_variable_flags: np.ndarray | None = None
 
 
 @dataclass
@@ -89,6 +93,10 @@ class InvocationResult:
     note: str = ""                              # e.g. the watchdog's report
     output_sram: np.ndarray | None = None       # InvocationJob.read_output_sram's bytes
     bench_seconds: float = 0.0                  # of wall_seconds, the bench's own work (scoreboard, host ops, I/O)
+    # a faulting invocation: the variable SRAM and flags as the RTL left them, before the bench,
+    # as the host driver, rolled them back (variable_image/flags are after the rollback)
+    fault_variable_image: np.ndarray | None = None
+    fault_variable_flags: np.ndarray | None = None
 
 
 @dataclass

@@ -17,12 +17,13 @@ the Amaranth core `npu_core` and
   `public_flat_rd` what it reads (the core's status and flags); memories only through the back
   doors below. Verilator builds without `--public-flat-rw` (every signal
   public keeps it from optimising the design);
-- loads and dumps memories in bulk for the bench (a new `bd_req` count asks for `bd_op` on
-  `bd_mem`: 0 external, 1 the output
-  SRAM, 2 the variable SRAM): op 1 reads `bd_load.hex` into memory `bd_mem` ($readmemh, words with
-  @address lines: only what it names changes), op 2 writes its words `bd_lo` .. `bd_hi` to
-  `bd_dump.hex` ($writememh), op 3 sets the variable SRAM's written flags to `bd_flags`; each in
-  the clock it is seen. Files are in the simulator's working directory (the job folder);
+- loads and dumps memories in bulk for the bench: a new value of the count `bd_req` asks for
+  operation `bd_op` on memory `bd_mem` (0 external, 1 the output SRAM, 2 the variable SRAM):
+  op 1 reads `bd_load.hex` into it ($readmemh, words with @address lines: only what it names
+  changes), op 2 writes its words `bd_lo` .. `bd_hi` to `bd_dump.hex` ($writememh), op 3 sets
+  the variable SRAM's written flags to `bd_flags` (on the falling edge, where no other process
+  writes them); each in the clock it is seen. Files are in the simulator's working directory
+  (the job folder);
 - dumps each tile's output range for the scoreboard (`tile_dump`): in the clock after `unit_event`
   the words `tile_lo` .. `tile_hi` of the output SRAM go to `tile.hex`; that clock's $writememh
   sees the SRAM as it was at the tile's end. The bench sets the range when unit_event rises.
@@ -177,11 +178,17 @@ module {TOP};
                 2'd1: $writememh("{DUMP_FILE}", core.output_sram, bd_lo, bd_hi);
                 default: $writememh("{DUMP_FILE}", core.variable_sram.mem, bd_lo, bd_hi);
             endcase
-        if (bd_req != bd_seen && bd_op == 2'd3)
-            core.variable_sram.written <= bd_flags;
         bd_seen <= bd_req;
         if (tile_dump && unit_event)
             $writememh("{TILE_FILE}", core.output_sram, tile_lo, tile_hi);
+    end
+    // op 3 on the falling edge: the variable SRAM writes its flags on the rising one, and two
+    // writes of a register on the same edge would race (Icarus keeps either)
+    reg [7:0] bd_seen_fall = 8'd0;
+    always @(negedge clk) begin
+        if (bd_req != bd_seen_fall && bd_op == 2'd3)
+            core.variable_sram.written <= bd_flags;
+        bd_seen_fall <= bd_req;
     end
 endmodule
 """
