@@ -67,6 +67,7 @@ class CommandProcessor(wiring.Component):
             "unit_status": In(8),
             "unit_event": Out(1),          # a compute command finished this clock
             "var_written": In(VAR_SLOTS),  # the variable SRAM's slot flags
+            "var_mark": Out(1),            # one clock: VAR MARK sets flag regs.var_slot
             "host_req": Out(1),            # a HOST command waits for the host
             "host_op": Out(32),
             "host_ack": In(1),
@@ -142,10 +143,13 @@ class CommandProcessor(wiring.Component):
         m.d.comb += slot_written.eq(self.var_written.bit_select(vslot[:max(1, (VAR_SLOTS - 1).bit_length())], 1))
         var_bad_mode = Signal()
         var_bad_range = Signal()
+        flags_only = Signal()            # CHECK and MARK: no transfer, VAR_SLOT only
+        m.d.comb += flags_only.eq((sub == VarOp.CHECK) | (sub == VarOp.MARK))
         m.d.comb += [
             var_bad_mode.eq(sub > max(VarOp)),
-            var_bad_range.eq((vslot >= VAR_SLOTS) | (vaddr[:lg_w] != 0) | (vbytes == 0)
-                             | ((vaddr + vbytes) > cfg.variable_sram) | ((vext + vbytes) > cfg.ext_size)),
+            var_bad_range.eq((vslot >= VAR_SLOTS) | (flags_only == 0) & (
+                (vaddr[:lg_w] != 0) | (vbytes == 0)
+                | ((vaddr + vbytes) > cfg.variable_sram) | ((vext + vbytes) > cfg.ext_size))),
         ]
         var_d = Signal(DESCRIPTOR)
         m.d.comb += [
@@ -170,7 +174,8 @@ class CommandProcessor(wiring.Component):
                 m.d.regs += storage.eq(value)
             m.d.comb += getattr(regs, reg.name.lower()).eq(storage)
 
-        m.d.comb += [self.dma.valid.eq(0), self.unit_start.eq(0), self.unit_event.eq(0), counting.eq(self.busy)]
+        m.d.comb += [self.dma.valid.eq(0), self.unit_start.eq(0), self.unit_event.eq(0), counting.eq(self.busy),
+                     self.var_mark.eq(0)]
         with m.FSM(name="cp"):
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -225,8 +230,14 @@ class CommandProcessor(wiring.Component):
                                 finish(Status.BAD_MODE)
                             with m.Elif(var_bad_range):
                                 finish(Status.ADDRESS_RANGE)
-                            with m.Elif((sub == VarOp.READ) & ~slot_written):
+                            with m.Elif(((sub == VarOp.READ) | (sub == VarOp.CHECK)) & ~slot_written):
                                 finish(Status.VAR_READ_BEFORE_WRITE)
+                            with m.Elif(sub == VarOp.CHECK):
+                                m.d.comb += advance.eq(1)
+                            with m.Elif(sub == VarOp.MARK):
+                                # one store with no byte enabled sets the flag (the variable SRAM
+                                # takes a request every clock the DMA engine leaves it, as now)
+                                m.d.comb += [self.var_mark.eq(1), advance.eq(1)]
                             with m.Elif((sub == VarOp.INIT) & slot_written):
                                 m.d.comb += advance.eq(1)         # written before: nothing moves
                             with m.Else():

@@ -119,15 +119,18 @@ class NpuCore(wiring.Component):
             m.d.comb += [wr.addr.eq(port.waddr), wr.data.eq(port.wdata), wr.en.eq(port.wen),
                          rd.addr.eq(port.raddr), port.rdata.eq(rd.data)]
         # the variable SRAM: DMA beats become its requests (VAR transfers as slot accesses)
+        # VAR MARK (the command processor, while the DMA engine is idle): a store of no byte at
+        # address 0 of the slot sets its flag
         vp = dma.variable
+        mark = cp.var_mark
         m.d.comb += [
-            var.req.valid.eq((vp.wen != 0) | vp.ren),
-            var.req.payload.write.eq(vp.wen != 0),
-            var.req.payload.addr.eq(Mux(vp.wen != 0, vp.waddr, vp.raddr) << (W.bit_length() - 1)),
+            var.req.valid.eq((vp.wen != 0) | vp.ren | mark),
+            var.req.payload.write.eq((vp.wen != 0) | mark),
+            var.req.payload.addr.eq(Mux(mark, 0, Mux(vp.wen != 0, vp.waddr, vp.raddr) << (W.bit_length() - 1))),
             var.req.payload.data.eq(vp.wdata),
-            var.req.payload.en.eq(vp.wen),
-            var.req.payload.raw.eq(~vp.var),
-            var.req.payload.slot.eq(vp.slot),
+            var.req.payload.en.eq(Mux(mark, 0, vp.wen)),
+            var.req.payload.raw.eq(~vp.var & ~mark),
+            var.req.payload.slot.eq(Mux(mark, cp.regs.var_slot, vp.slot)),
             var.rsp.ready.eq(1),
             vp.rdata.eq(var.rsp.payload.data.as_value()),
             var.invocation_start.eq(self.start & self.ready),

@@ -9,6 +9,10 @@ Lowering: the ops state legalization annotated with their slot (`annotations["va
 - a variable write -> VAR WRITE of the slot from the written tensor (from the constants image
   when that tensor is a constant).
 No tiles: a VAR command moves the whole variable (VAR_BYTES) between its slot and external memory.
+
+A variable state legalization put in external memory (placement "external", its `home` in the
+constants image): its declaration with an initial value -> VAR MARK; a read -> VAR CHECK, then DMA
+copies home -> the read's tensor; a write -> DMA copies into the home, then VAR MARK.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value
-from firmware_model.arch.isa import Opcode, Reg, VarOp
+from firmware_model.arch.isa import Opcode, Reg, Sram, VarOp
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -49,24 +53,39 @@ class NpuVariable(NpuOperation):
         return [self.tensor] if self.op == VarOp.READ else []
 
 
+    @property
+    def external(self) -> bool:
+        return self.slot.get("placement") == "external"
+
     def describe(self) -> str:
         s = self.slot
-        where = f"'{s['name']}' slot {s['slot']} @ {s['addr']} ({s['bytes']} B)"
+        where = (f"'{s['name']}' slot {s['slot']} @ {s['addr']} ({s['bytes']} B)" if not self.external
+                 else f"'{s['name']}' slot {s['slot']}, home in external memory ({s['bytes']} B)")
         if self.op == VarOp.INIT:
-            return f"VAR INIT {where}" + ("" if self.data is not None else ": no initial value, nothing to load")
+            if self.data is None:
+                return f"VAR INIT {where}: no initial value, nothing to load"
+            return f"VAR {'MARK' if self.external else 'INIT'} {where}"
         if self.op == VarOp.READ:
-            return f"VAR READ {where} -> {self.tensor}"
-        return f"VAR WRITE {where} <- {self.tensor}" + (" (constant)" if self.data is not None else "")
+            return f"VAR {'CHECK + copy' if self.external else 'READ'} {where} -> {self.tensor}"
+        return (f"VAR {'copy + MARK' if self.external else 'WRITE'} {where} <- {self.tensor}"
+                + (" (constant)" if self.data is not None else ""))
 
     def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
-        return TilePlan([], "whole variable", 1, ())
+        # an external variable's bytes go through the output SRAM (nothing lives there between ops)
+        moves = self.external and self.op != VarOp.INIT
+        return TilePlan([], "whole variable", 1, (Sram.OUTPUT,) if moves else ())
 
     def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
+        # an external variable's initial value is its home's content (the scheduler put it there)
+        if self.external and self.op == VarOp.INIT:
+            return {}
         return {"data": self.data} if self.data is not None else {}
 
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
         if self.op == VarOp.INIT and self.data is None:
             return []
+        if self.external:
+            return self._emit_external(w, ectx)
         ext = ectx.constants["data"] if self.data is not None else ectx.placements[self.tensor].addr
         w.set(Reg.VAR_ADDR, self.slot["addr"])
         w.set(Reg.VAR_BYTES, self.slot["bytes"])
@@ -74,6 +93,33 @@ class NpuVariable(NpuOperation):
         w.set(Reg.VAR_EXT_ADDR, ext)
         w.emit(Opcode.VAR, self.op)
         return []
+
+    def _emit_external(self, w: CommandWriter, ectx: EmitContext) -> list[dict]:
+        """INIT: MARK (the home holds the initial value since program load). READ: CHECK, then
+        home -> tensor. WRITE: tensor (or the constant) -> home, then MARK."""
+        home = self.slot["home"]
+        w.set(Reg.VAR_SLOT, self.slot["slot"])
+        if self.op == VarOp.INIT:
+            w.emit(Opcode.VAR, VarOp.MARK)
+        elif self.op == VarOp.READ:
+            w.emit(Opcode.VAR, VarOp.CHECK)
+            _copy(w, ectx, home, ectx.placements[self.tensor].addr, self.slot["bytes"])
+        else:
+            src = ectx.constants["data"] if self.data is not None else ectx.placements[self.tensor].addr
+            _copy(w, ectx, src, home, self.slot["bytes"])
+            w.emit(Opcode.VAR, VarOp.MARK)
+        return []
+
+
+def _copy(w: CommandWriter, ectx: EmitContext, src: int, dst: int, nbytes: int) -> None:
+    """External memory to external memory through the output SRAM, a buffer's worth at a time
+    (the DMA engine runs its queue in order, so each store follows its load)."""
+    base = ectx.buffers[Sram.OUTPUT][0]
+    chunk = ectx.cfg.output_sram - base
+    for off in range(0, nbytes, chunk):
+        n = min(chunk, nbytes - off)
+        w.dma(Opcode.DMA_LOAD, Sram.OUTPUT, ext=src + off, sram_addr=base, len0=n)
+        w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=dst + off, sram_addr=base, len0=n)
 
 
 def match(block: Block, op: Operator, producers: dict, consumers: dict):

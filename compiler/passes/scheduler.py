@@ -2,7 +2,8 @@
 
 Reads: the lowered, tiled graph; ctx.cfg.
 Writes: ctx.schedule (a Schedule): the execution order (the block's order, which TOSA keeps
-topological), the constants image (each NPU operation's blobs, constant operands of host ops),
+topological), the constants image (each NPU operation's blobs, constant operands of host ops, the
+homes of variables kept in external memory: their records in ctx.variables get `home`),
 the placement of every other tensor in external memory, and per NPU operation the SRAM buffers
 its tiles use.
 
@@ -96,6 +97,15 @@ def run(ctx) -> None:
                 if t is not None and t.data is not None and name not in const_offsets and not t.is_variable:
                     data = np.ascontiguousarray(t.data, dtype=t.dtype.storage.newbyteorder("<"))
                     const_offsets[name] = image.add(data.tobytes())
+    # A variable kept in external memory has its home in the image: its initial value (or zeros)
+    # from program load, then whatever the invocations write there (state legalization).
+    homes: dict[str, int] = {}
+    for record in getattr(ctx, "variables", None) or []:
+        if record.get("placement") == "external":
+            t = block.tensors.get(record["tensor"])
+            data = (np.ascontiguousarray(t.data, dtype=t.dtype.storage.newbyteorder("<")).tobytes()
+                    if t is not None and t.data is not None else bytes(record["bytes"]))
+            homes[record["name"]] = image.add(data)
     # A graph output that is a constant (a CONST, or an op folded into one) is read from the image.
     producers = block.producers()
     for name in block.outputs:
@@ -107,6 +117,9 @@ def run(ctx) -> None:
             const_offsets[name] = image.add(data.tobytes())
 
     constants_addr = 0
+    for record in getattr(ctx, "variables", None) or []:
+        if record["name"] in homes:
+            record["home"] = constants_addr + homes[record["name"]]
     placements: dict[str, Placement] = {}
     for name, off in const_offsets.items():
         t = block.tensors[name]

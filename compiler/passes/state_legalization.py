@@ -3,8 +3,9 @@ persistent variable SRAM (Relay's rewrite of effects on global state into explic
 
 Reads: ctx.graph (validated: the variables' rules hold statically), ctx.cfg.
 Writes: ctx.variables — the layout, one record per variable: name (the variable's uid), tensor,
-shape, dtype, addr (byte address, word-aligned), bytes, slot (written flag), initial (whether the
-graph gives an initial value) — and ctx.graph, where
+shape, dtype, bytes, slot (written flag), initial (whether the graph gives an initial value),
+placement ("sram": addr, its byte address in the variable SRAM, word-aligned; "external": home,
+its address in external memory, which the scheduler fills in, and the reason) — and ctx.graph, where
 - the declarations become one `VARIABLE` op per variable at the start of the block (the spec
   declares every variable at the start of an invocation; the flatbuffer form does so implicitly),
 - the reads (IDENTITY with VariableReadAttribute, VARIABLE_READ) and writes (IDENTITY with
@@ -14,9 +15,10 @@ variable kind's NPU operations (compiler/npu/variable.py: VAR INIT / READ / WRIT
 
 The variables are the interpreter's (`Interpreter.graph_variables`: one implementation of which
 tensors are variables, their uids, types, shapes and initial values). A slot holds the variable's
-dense storage bytes (as in external memory), rounded up to whole words of `mac.cols` bytes. A
-variable SRAM too small for all of them, or more variables than written flags, is a CompileError
-naming the variables.
+dense storage bytes (as in external memory), rounded up to whole words of `mac.cols` bytes. The
+variables take the variable SRAM in declaration order; one that does not fit what is left lives in
+external memory instead (docs/isa.md, "The VAR command"), and the compile report says which and
+why. More variables than written flags is a CompileError naming them.
 
 What is checked where (the interpreter's semantics): read/write shape and type (ERROR_IF) and
 access before declaration or a second declaration (REQUIRE, in every invocation) are static and
@@ -47,17 +49,22 @@ def run(ctx) -> None:
     records, addr = [], 0
     for k, v in enumerate(variables):
         nbytes = int(v.dtype.size_bytes) * _elements(v.shape)
-        records.append({"name": v.uid, "tensor": v.tensor, "shape": list(v.shape), "dtype": v.dtype.name,
-                        "addr": addr, "bytes": nbytes, "slot": k, "initial": v.initial is not None})
-        addr += max(round_up(nbytes, word), word)
-    sizes = ", ".join(f"'{r['name']}' {r['dtype']}{r['shape']} {r['bytes']} B" for r in records)
-    if addr > cfg.variable_sram:
-        raise CompileError(f"{src}: the variables need {addr} bytes of variable SRAM ({sizes}; each slot whole "
-                           f"{word}-byte words); the '{cfg.name}' configuration has {cfg.variable_sram} B "
-                           f"(sram.variable)")
+        need = max(round_up(nbytes, word), word)
+        record = {"name": v.uid, "tensor": v.tensor, "shape": list(v.shape), "dtype": v.dtype.name,
+                  "addr": 0, "bytes": nbytes, "slot": k, "initial": v.initial is not None}
+        if addr + need <= cfg.variable_sram:
+            record.update(placement="sram", addr=addr)
+            addr += need
+        else:
+            # Too big for what is left: its home is in external memory (the scheduler places it in
+            # the constants image); the DMA moves its bytes, VAR CHECK/MARK keep its flag.
+            record.update(placement="external", home=None,
+                          reason=f"needs {need} B, {cfg.variable_sram - addr} B of the {cfg.variable_sram} B "
+                                 f"variable SRAM left")
+        records.append(record)
     if len(records) > VAR_SLOTS:
         raise CompileError(f"{src}: {len(records)} variables ({', '.join(r['name'] for r in records)}); the "
-                           f"variable SRAM has {VAR_SLOTS} slots")
+                           f"variable SRAM has {VAR_SLOTS} written flags (isa.VAR_SLOTS)")
     by_uid = {r["name"]: r for r in records}
     new_ops = [Operator("VARIABLE", [], [], attrs={"uid": r["name"]}, annotations={"variable": r})
                for r in records]
@@ -72,8 +79,13 @@ def run(ctx) -> None:
         new_ops.append(op)
     block.operators = new_ops
     ctx.variables = records
-    ctx.report.append(f"state: {len(records)} variable(s) in {addr} of {cfg.variable_sram} B of variable SRAM "
-                      f"({sizes})")
+    inside = [r for r in records if r["placement"] == "sram"]
+    ctx.report.append(f"state: {len(records)} variable(s); {len(inside)} in {addr} of {cfg.variable_sram} B of "
+                      f"variable SRAM")
+    for r in records:
+        where = (f"variable SRAM @ {r['addr']}" if r["placement"] == "sram"
+                 else f"external memory (its home in the constants image): it {r['reason']}")
+        ctx.report.append(f"  '{r['name']}' {r['dtype']}{r['shape']} {r['bytes']} B, slot {r['slot']}: {where}")
 
 
 def _elements(shape) -> int:

@@ -30,7 +30,8 @@ from firmware_model.arch.fields import FieldTable
 from firmware_model.errors import IsaError
 from firmware_model.tosa_ops.dtypes import DType
 
-ISA_VERSION = 2          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing")
+ISA_VERSION = 3          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
+                         # 3: VAR CHECK and MARK, for variables kept in external memory
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command
@@ -227,6 +228,9 @@ class VarOp(enum.IntEnum):
     INIT = 0                 # if the slot is not written: slot := VAR_BYTES from VAR_EXT_ADDR, mark written
     READ = 1                 # external memory at VAR_EXT_ADDR := slot (VAR_READ_BEFORE_WRITE if not written)
     WRITE = 2                # slot := VAR_BYTES from VAR_EXT_ADDR, mark written
+    # Flags only, for a variable the compiler keeps in external memory (the DMA moves its bytes):
+    CHECK = 3                # VAR_READ_BEFORE_WRITE if the slot is not written; nothing moves
+    MARK = 4                 # mark the slot written; nothing moves
 
 
 # Written flags of the variable SRAM: VAR_SLOT selects one of these (so at most this many variables).

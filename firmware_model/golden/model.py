@@ -148,7 +148,8 @@ class GoldenModel:
             self.run()
         except BaseException:
             # what the hardware left behind, for a bench that checks the driver's rollback too
-            self.fault_variables = (self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_slots.copy())
+            self.fault_variables = (self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_slots.copy(),
+                                    self.home_bytes())
             self._variable_restore(saved)
             raise
         return self.read_outputs()
@@ -284,11 +285,23 @@ class GoldenModel:
     def variable_sram_image(self) -> tuple[np.ndarray, np.ndarray]:
         return self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_written.copy()
 
+    def home_bytes(self) -> list[tuple[int, np.ndarray]]:
+        """(address, bytes) of each variable kept in external memory."""
+        return [(v.home, self.mem.ext[v.home:v.home + v.nbytes].copy()) for v in self.external_variables()]
+
+    def external_variables(self) -> list:
+        """The variables the compiler keeps in external memory (their `home`s)."""
+        return [v for v in program_layout(self.program.manifest) if v.external]
+
     def _variable_snapshot(self):
-        return self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_written.copy(), self.mem.variable_slots.copy()
+        homes = self.home_bytes()
+        return (self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_written.copy(), self.mem.variable_slots.copy(),
+                homes)
 
     def _variable_restore(self, saved) -> None:
-        self.mem.sram[Sram.VARIABLE][:], self.mem.variable_written[:], self.mem.variable_slots[:] = saved
+        self.mem.sram[Sram.VARIABLE][:], self.mem.variable_written[:], self.mem.variable_slots[:], homes = saved
+        for addr, raw in homes:
+            self.mem.ext[addr:addr + len(raw)] = raw
 
     def save_state(self) -> dict[str, np.ndarray]:
         """The variable SRAM (image, slot flags, the program's layout, values by name) as arrays."""

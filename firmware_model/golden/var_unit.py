@@ -12,6 +12,12 @@ clears them (`Memories.power_on_reset`). VAR_EXT_ADDR is the external-memory sid
     VAR READ   external memory at VAR_EXT_ADDR := the slot; a clear flag is VAR_READ_BEFORE_WRITE
                (TOSA: REQUIRE(is_written)): the program stops, nothing is copied.
     VAR WRITE  slot := VAR_BYTES bytes at VAR_EXT_ADDR, flag := set.
+    VAR CHECK  a clear flag is VAR_READ_BEFORE_WRITE; nothing moves.
+    VAR MARK   flag := set; nothing moves.
+
+CHECK and MARK serve a variable the compiler keeps in external memory (its *home*, in the constants
+image, holding its initial value from program load): the DMA copies its bytes, these keep its flag.
+Only VAR_SLOT matters to them (checked as for every mode).
 
 Faults (the command processor stops with the status): a `sub` that is no VarOp is BAD_MODE; a
 VAR_SLOT >= VAR_SLOTS, a VAR_ADDR that is not word-aligned, or bytes outside the variable SRAM
@@ -61,6 +67,14 @@ def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
     what = f"VAR {op.name} slot {slot}" + (f" (variable '{names[slot]}')" if names and slot in names else "")
     if slot >= VAR_SLOTS:
         raise GoldenModelError(f"{what}: there are {VAR_SLOTS} variable slots", Status.ADDRESS_RANGE)
+    if op == VarOp.CHECK:
+        if not mem.variable_slots[slot]:
+            raise GoldenModelError(f"{what}: the variable is read before it is written (REQUIRE is_written)",
+                                   Status.VAR_READ_BEFORE_WRITE)
+        return VarResult(op, 0, 0, slot)
+    if op == VarOp.MARK:
+        mem.variable_slots[slot] = True
+        return VarResult(op, 0, 0, slot)
     if nbytes == 0:
         raise GoldenModelError(f"{what}: VAR_BYTES is 0 (a slot holds at least one byte)", Status.ADDRESS_RANGE)
     if addr % cfg.word_bytes:
@@ -104,18 +118,41 @@ class VariableSlot:
     name: str
     shape: tuple[int, ...]
     dtype: DType
-    addr: int
+    addr: int                   # in the variable SRAM (placement "sram")
     nbytes: int
     slot: int
+    placement: str = "sram"     # or "external": the bytes live at `home` in external memory
+    home: int | None = None
 
     @staticmethod
     def from_json(d: dict) -> "VariableSlot":
+        home = d.get("home")
         return VariableSlot(d["name"], tuple(int(x) for x in d["shape"]), DType[d["dtype"]], int(d["addr"]),
-                            int(d["bytes"]), int(d["slot"]))
+                            int(d["bytes"]), int(d["slot"]), d.get("placement", "sram"),
+                            None if home is None else int(home))
 
     def to_json(self) -> dict:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name, "addr": self.addr,
-                "bytes": self.nbytes, "slot": self.slot}
+                "bytes": self.nbytes, "slot": self.slot, "placement": self.placement, "home": self.home}
+
+    @property
+    def external(self) -> bool:
+        return self.placement == "external"
+
+    def read(self, mem: Memories) -> np.ndarray:
+        """The variable's bytes where they live."""
+        if self.external:
+            return mem.ext[self.home:self.home + self.nbytes].copy()
+        return mem.sram[Sram.VARIABLE][self.addr:self.addr + self.nbytes].copy()
+
+    def write(self, mem: Memories, raw: np.ndarray) -> None:
+        """Put the variable's bytes where they live and mark it written."""
+        if self.external:
+            mem.ext[self.home:self.home + self.nbytes] = raw
+            mem.variable_slots[self.slot] = True
+        else:
+            mem.sram[Sram.VARIABLE][self.addr:self.addr + self.nbytes] = raw
+            _mark_written(mem, self.slot, self.addr, self.nbytes)
 
     def decode(self, raw: np.ndarray) -> np.ndarray:
         st = self.dtype.storage
@@ -140,7 +177,7 @@ def save_state(mem: Memories, layout: list[VariableSlot]) -> dict[str, np.ndarra
     }
     for v in layout:
         if mem.variable_slots[v.slot]:
-            arrays[v.name] = v.decode(var[v.addr:v.addr + v.nbytes].copy())
+            arrays[v.name] = v.decode(v.read(mem))
     return arrays
 
 
@@ -171,17 +208,31 @@ def load_state(mem: Memories, layout: list[VariableSlot], arrays: Mapping[str, n
             if (s.shape, s.dtype) != (v.shape, v.dtype):
                 raise GoldenModelError(f"the state's variable '{s.name}' is {s.dtype.name}{list(s.shape)}, the "
                                        f"program's is {v.dtype.name}{list(v.shape)}")
-            if s.addr + s.nbytes > len(image) or s.slot >= len(flags) or s.nbytes != v.nbytes:
+            if (not s.external and s.addr + s.nbytes > len(image)) or s.slot >= len(flags) or s.nbytes != v.nbytes:
                 raise GoldenModelError(f"the state's slot of variable '{s.name}' lies outside its SRAM image")
+            if s.external and flags[s.slot] and s.name not in arrays:
+                raise GoldenModelError(f"the state's variable '{s.name}' (kept in external memory) is marked "
+                                       f"written but its value is missing")
         missing = [v.name for v in layout if v.name not in names]
         if missing:
             raise GoldenModelError(f"the state has no slot for variable '{missing[0]}' of the program "
                                    f"(saved variables: {', '.join(sorted(names)) or 'none'})")
         for s in saved:
             v = by_name[s.name]
+            written = bool(flags[s.slot])
+            if s.external:       # its value is kept by name (when written); else the home's initial value stays
+                if written:
+                    v.write(mem, s.encode(np.asarray(arrays[s.name])))
+                mem.variable_slots[v.slot] = written
+                continue
+            if v.external:
+                if written:
+                    v.write(mem, image[s.addr:s.addr + s.nbytes])
+                mem.variable_slots[v.slot] = written
+                continue
             var[v.addr:v.addr + v.nbytes] = image[s.addr:s.addr + s.nbytes]
-            mem.variable_slots[v.slot] = bool(flags[s.slot])
-            mem.variable_written[v.addr:v.addr + v.nbytes] = bool(flags[s.slot])
+            mem.variable_slots[v.slot] = written
+            mem.variable_written[v.addr:v.addr + v.nbytes] = written
         return
     encoded = {}
     for name, value in arrays.items():
@@ -201,6 +252,4 @@ def load_state(mem: Memories, layout: list[VariableSlot], arrays: Mapping[str, n
             raise GoldenModelError(f"the state of variable '{name}' has values outside the range of {v.dtype.name}")
         encoded[name] = v.encode(arr)
     for name, raw in encoded.items():
-        v = by_name[name]
-        var[v.addr:v.addr + v.nbytes] = raw
-        _mark_written(mem, v.slot, v.addr, v.nbytes)
+        by_name[name].write(mem, raw)

@@ -224,12 +224,15 @@ class CoreBench:
         self.dut.bd_flags.value = sum(1 << s for s, on in enumerate(flags) if on)
         await self._backdoor(3, VARIABLE_SRAM)
 
-    async def read_variables(self) -> tuple[np.ndarray, np.ndarray]:
-        """The variable SRAM's bytes and its slot flags."""
+    async def read_variables(self, homes: list) -> tuple[np.ndarray, np.ndarray, list]:
+        """The variable SRAM's bytes, its slot flags, and the bytes at each external variable's
+        home (`homes`: (address, bytes) as golden has them, for where and how many)."""
         image, _ = await self.read_sram(VARIABLE_SRAM, 0, self.cfg.variable_sram)
         word = self.dut.var_written.value
         bits = word.to_unsigned() if word.is_resolvable else 0
-        return image, np.array([(bits >> s) & 1 for s in range(len(word))], bool)
+        flags = np.array([(bits >> s) & 1 for s in range(len(word))], bool)
+        found = [(addr, np.frombuffer(await self.dump(addr, len(raw)), np.uint8).copy()) for addr, raw in homes]
+        return image, flags, found
 
     async def invoke(self, k: int, inv) -> InvocationResult:
         d = self.dut
@@ -237,7 +240,7 @@ class CoreBench:
         # The host driver makes an invocation a transaction for the variables: when it faults, it
         # puts the variable SRAM back as it was (the golden model's invoke does the same). Golden
         # says which invocations fault, so only those pay for the snapshot.
-        saved = await self.read_variables() if inv.status != Status.OK else None
+        saved = await self.read_variables(inv.homes) if inv.status != Status.OK else None
         await self.load(inv.inputs)
         d.prog_addr_in.value = self.job.prog_addr
         d.prog_words_in.value = self.job.prog_words
@@ -305,18 +308,20 @@ class CoreBench:
         outputs = {}
         for name, addr, nbytes in inv.outputs:
             outputs[name] = np.frombuffer(await self.dump(addr, nbytes), np.uint8).copy()
-        image, flags = await self.read_variables()
-        fault_image = fault_flags = None
+        image, flags, homes = await self.read_variables(inv.homes)
+        fault_image = fault_flags = fault_homes = None
         if status not in (Status.OK, -1) and saved is not None:
-            fault_image, fault_flags = image, flags
-            await self.load_variables(*saved)
-            image, flags = await self.read_variables()
+            fault_image, fault_flags, fault_homes = image, flags, homes
+            await self.load_variables(saved[0], saved[1])
+            await self.load([(addr, raw.tobytes()) for addr, raw in saved[2]])
+            image, flags, homes = await self.read_variables(inv.homes)
         out_sram = None
         if inv.read_output_sram is not None:
             out_sram, _ = await self.read_sram(OUTPUT_SRAM, *inv.read_output_sram)
         bench_s += time.perf_counter() - t_py
         return InvocationResult(status, cycles, tiles, outputs, image, flags, (t_start, get_sim_time("ns")),
-                                time.perf_counter() - t_wall, note, out_sram, bench_s, fault_image, fault_flags)
+                                time.perf_counter() - t_wall, note, out_sram, bench_s, fault_image, fault_flags,
+                                homes, fault_homes)
 
 
 def _job() -> tuple[Path, ProgramJob]:

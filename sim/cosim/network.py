@@ -128,12 +128,18 @@ class Progress:
 
 
 def variables_match(r, exp) -> bool:
-    """The variable SRAM and slot flags equal golden's after the invocation and, when it faulted,
-    also as the fault left them (before the host driver's rollback)."""
-    ok = np.array_equal(r.variable_image, exp.variable_image) and np.array_equal(r.variable_flags, exp.variable_flags)
+    """The variable SRAM, its slot flags and the homes of variables kept in external memory equal
+    golden's after the invocation and, when it faulted, also as the fault left them (before the
+    host driver's rollback)."""
+    def same_homes(a, b) -> bool:
+        return a is not None and len(a) == len(b) and all(x == y and np.array_equal(p, q) for (x, p), (y, q) in zip(a, b))
+
+    ok = (np.array_equal(r.variable_image, exp.variable_image) and np.array_equal(r.variable_flags, exp.variable_flags)
+          and same_homes(r.homes, exp.homes))
     if exp.fault_variable_image is not None and r.status == exp.status:
         ok = ok and (np.array_equal(r.fault_variable_image, exp.fault_variable_image)
-                     and np.array_equal(r.fault_variable_flags, exp.fault_variable_flags))
+                     and np.array_equal(r.fault_variable_flags, exp.fault_variable_flags)
+                     and same_homes(r.fault_homes, exp.fault_homes))
     return bool(ok)
 
 

@@ -66,8 +66,9 @@ def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.nda
     initial = None
     if state is not None:
         golden.load_state(state)
-        image, _ = golden.variable_sram_image()
-        initial = (image, golden.mem.variable_slots.copy())    # the RTL starts from the same state
+        sram_image, _ = golden.variable_sram_image()
+        initial = (sram_image, golden.mem.variable_slots.copy())    # the RTL starts from the same state
+        image += [(addr, raw.tobytes()) for addr, raw in golden.home_bytes()]   # and the same homes
     run = GoldenRun([], [], [], [], [], golden)
     jobs = []
     for inputs in invocations:
@@ -103,7 +104,8 @@ def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.nda
             variable_image=image_v, variable_flags=golden.mem.variable_slots.copy(),
             host_cycles=run.host_cycles[-1],
             fault_variable_image=None if fault is None else fault[0],
-            fault_variable_flags=None if fault is None else fault[1]))
+            fault_variable_flags=None if fault is None else fault[1],
+            homes=golden.home_bytes(), fault_homes=None if fault is None else fault[2]))
         if status != Status.OK:
             break
     golden.event_hook = None

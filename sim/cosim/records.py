@@ -41,6 +41,10 @@ class InvocationJob:
     # host driver's rollback (variable_image/flags are after it)
     fault_variable_image: np.ndarray | None = None
     fault_variable_flags: np.ndarray | None = None
+    # variables kept in external memory: (home address, bytes) after the invocation, and as the
+    # fault left them
+    homes: list = field(default_factory=list)
+    fault_homes: list | None = None
 
 
 @dataclass
@@ -97,6 +101,8 @@ class InvocationResult:
     # as the host driver, rolled them back (variable_image/flags are after the rollback)
     fault_variable_image: np.ndarray | None = None
     fault_variable_flags: np.ndarray | None = None
+    homes: list = field(default_factory=list)   # (address, bytes) of each external variable's home
+    fault_homes: list | None = None
 
 
 @dataclass

@@ -488,7 +488,8 @@ def _fresh_copy(src: Path, dst: Path) -> Path:
 
 
 def report(name: str, tests: Path, backend: str, jobs: int, config: str | None = None) -> bool:
-    tag = f"{name}-{backend}" + (f"-{config}" if config else "")
+    # a configuration given as a .toml path is named by its file's stem (the tag names folders)
+    tag = f"{name}-{backend}" + (f"-{Path(config).stem}" if config else "")
     run_dir = _fresh_copy(tests, BUILD / f"{tag}-run")
     print(f"{name}: running {sum(1 for _ in run_dir.rglob('desc.json'))} tests through Arm's runner "
           f"(sim.oracles.tosa_sut, backend={backend}{f', config={config}' if config else ''}, -j {jobs}) "

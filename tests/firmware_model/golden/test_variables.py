@@ -33,6 +33,7 @@ from firmware_model.arch.config import load_config
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.golden.var_unit import execute_var
 from sim.cli.main import main
+from sim.vectors.variable_graphs import accumulator_feeds, two_accumulators
 from sim.cli.state_file import load_state, save_state
 from sim.oracles.tosa_sut import ERROR, UNPREDICTABLE, VALID, execute_test
 
@@ -290,18 +291,52 @@ def test_static_variable_rules_are_compile_errors():
         compile_graph(_graph(ts, [Operator("IDENTITY", ["x"], ["v"], attr_kind=WRITE)], ["x"], []), cfg)
 
 
-def test_variable_sram_too_small_names_the_variables():
-    # tiny has a 2 KiB variable SRAM: 2025 + 24 bytes (rounded to 4-byte words: 2028 + 24) do not fit
-    ts = [Tensor("x", [1, 2025], I8), Tensor("x2", [1, 24], I8),
-          Tensor("big", [1, 2025], I8, data=np.zeros((1, 2025), np.int8), is_variable=True, variable_name="big_state"),
-          Tensor("small", [1, 24], I8, data=np.zeros((1, 24), np.int8), is_variable=True, variable_name="small_state")]
-    ops = [Operator("IDENTITY", ["x"], ["big"], attr_kind=WRITE), Operator("IDENTITY", ["x2"], ["small"], attr_kind=WRITE)]
-    g = _graph(ts, ops, ["x", "x2"], [])
-    with pytest.raises(CompileError, match=r"need 2052 bytes of variable SRAM") as e:
-        compile_graph(g, load_config("tiny"))
-    msg = str(e.value)
-    assert "'big_state'" in msg and "'small_state'" in msg and "sram.variable" in msg and "'tiny'" in msg
-    compile_graph(g, load_config("default"))     # 8 KiB: fits
+def test_variables_that_do_not_fit_live_in_external_memory():
+    """The variable SRAM takes what fits; the rest get a home in external memory, which the compile
+    report names with the reason, and they persist and run exactly as the interpreter's."""
+    g = two_accumulators()
+    ctx = compile_graph(g, load_config("tiny"))
+    placed = {r["name"]: r for r in ctx.program.manifest["variables"]}
+    assert placed["big_state"]["placement"] == "sram" and placed["small_state"]["placement"] == "external"
+    assert isinstance(placed["small_state"]["home"], int)
+    report = "\n".join(ctx.report)
+    assert "'small_state'" in report and "external memory" in report and "needs 52 B, 48 B" in report
+    ops = [c for c in ctx.program.commands if c.opcode == Opcode.VAR]
+    assert {VarOp(c.sub) for c in ops} >= {VarOp.CHECK, VarOp.MARK, VarOp.INIT, VarOp.READ, VarOp.WRITE}
+    feeds = accumulator_feeds(np.random.default_rng(5), 3)
+    model, interp = golden(g, "tiny"), Interpreter(g)
+    for f in feeds:
+        got, want = model.invoke(f), interp.run(f)
+        for name in ("rb", "rs"):
+            assert np.array_equal(got[name], want[name]), name
+    # the state moves by name to a configuration where both fit the SRAM, and back
+    state = model.save_state()
+    wide = golden(g, "default")
+    wide.load_state(state)
+    f = feeds[0]
+    assert all(np.array_equal(wide.invoke(f)[n], interp.run(f)[n]) for n in ("rb", "rs"))
+    back = golden(g, "tiny")
+    back.load_state(wide.save_state())
+    assert all(np.array_equal(back.invoke(f)[n], interp.run(f)[n]) for n in ("rb", "rs"))
+
+
+def test_a_faulting_invocation_rolls_back_an_external_variable():
+    """The host driver's rollback puts an external variable's home back too."""
+    g = two_accumulators()
+    model = golden(g, "tiny")
+    layout = {v["name"]: v for v in model.program.manifest["variables"]}
+    home, n = layout["small_state"]["home"], layout["small_state"]["bytes"]
+    before = model.mem.ext[home:home + n].copy()
+    bad = {"x": np.zeros((1, 500), np.int32), "x2": np.zeros((1, 13), np.int32)}
+    model.mem.ext[home:home + n] = before     # nothing changed yet
+    # make the program fault after the small variable's write: a read of slot 31, never written
+    model.program.commands.insert(len(model.program.commands) - 1, Command(Opcode.VAR, VarOp.CHECK, 0, 0))
+    model.program.commands.insert(len(model.program.commands) - 2, Command(Opcode.SET, Reg.VAR_SLOT, 0, 31))
+    bad["x2"][0, 0] = 1
+    with pytest.raises(GoldenModelError):
+        model.invoke(bad)
+    assert not np.array_equal(model.fault_variables[2][0][1], before), "the fault must leave the home changed"
+    assert np.array_equal(model.mem.ext[home:home + n], before)
 
 
 def test_more_variables_than_slots_is_a_compile_error():
@@ -310,7 +345,7 @@ def test_more_variables_than_slots_is_a_compile_error():
     for k in range(VAR_SLOTS + 1):
         ts.append(Tensor(f"v{k}", [1], I8, data=np.zeros(1, np.int8), is_variable=True, variable_name=f"s{k}"))
         ops.append(Operator("IDENTITY", ["x"], [f"v{k}"], attr_kind=WRITE))
-    with pytest.raises(CompileError, match=f"{VAR_SLOTS + 1} variables .*s0, s1.*{VAR_SLOTS} slots"):
+    with pytest.raises(CompileError, match=f"{VAR_SLOTS + 1} variables .*s0, s1.*{VAR_SLOTS} written flags"):
         compile_graph(_graph(ts, ops, ["x"], []), load_config("default"))
 
 
@@ -373,16 +408,27 @@ def test_state_files_between_backends_and_errors(tmp_path, capsys):
 
 # ---- conformance: variable tests, every step, and the SUT's answers -----------------------------
 
-@pytest.mark.parametrize("config", CONFIGS)
+def _config(name: str):
+    """A named configuration, or "tiny-8B": tiny with 8 bytes of variable SRAM, so that most
+    variables of the tests live in external memory."""
+    import dataclasses
+
+    if name == "tiny-8B":
+        return dataclasses.replace(load_config("tiny"), name="tiny-8B", variable_sram=8)
+    return load_config(name)
+
+
+@pytest.mark.parametrize("config", CONFIGS + ("tiny-8B",))
 def test_conformance_variable_sequences_on_golden(config):
-    cfg = load_config(config)
-    checked, problems = 0, []
+    cfg = _config(config)
+    checked, problems, external = 0, [], 0
     for seq_p in sorted(VARIABLE_TESTS.rglob("sequence.json")):
         d = seq_p.parent
         seq, desc = json.loads(seq_p.read_text()), json.loads((d / "desc.json").read_text())
         graph = read_tosa(d / desc["tosa_file"])
         first = {n: np.load(d / f) for n, f in zip(desc["ifm_name"], seq["steps"][0]["ifm_file"])}
         model = GoldenModel(compile_graph(graph, cfg, input_shapes={n: a.shape for n, a in first.items()}).program, cfg)
+        external += len(model.external_variables())
         for k, step in enumerate(seq["steps"]):
             checked += 1
             outs = model.invoke({n: np.load(d / f) for n, f in zip(desc["ifm_name"], step["ifm_file"])})
@@ -395,6 +441,7 @@ def test_conformance_variable_sequences_on_golden(config):
                 if not np.array_equal(state[var], np.load(d / f)):
                     problems.append(f"{d.name} step {k}: state {var}")
     assert checked >= 40 and not problems, problems
+    assert (external >= 8) == (config == "tiny-8B"), f"{external} variables in external memory"
 
 
 def test_sut_golden_answers_for_variable_tests():

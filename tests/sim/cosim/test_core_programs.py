@@ -223,3 +223,36 @@ def test_a_faulting_invocation_is_rolled_back_as_on_golden(simulator):
     assert np.array_equal(r.fault_variable_flags, exp.fault_variable_flags)
     assert np.array_equal(r.variable_image, exp.variable_image) and not r.variable_flags.any()
     assert variables_match(r, exp)
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_a_variable_in_external_memory_persists_on_the_rtl(simulator):
+    """On tiny one variable of two_accumulators lives in external memory (VAR CHECK/MARK and DMA
+    copies): three invocations on the RTL carry both variables, every output and the variable SRAM,
+    its flags and the external home equal golden's, and golden equals the interpreter."""
+    from compiler.interpreter import Interpreter
+    from compiler.pipeline import compile_graph
+    from sim.cosim.network import variables_match
+    from sim.vectors.variable_graphs import accumulator_feeds, two_accumulators
+
+    cfg = load_config("tiny")
+    graph = two_accumulators()
+    program = compile_graph(graph, cfg).program
+    assert [v["placement"] for v in program.manifest["variables"]] == ["sram", "external"]
+    feeds = accumulator_feeds(seeds.rng(8, "external variables"), 3)
+    job, golden = prepare(program, cfg, feeds)
+    interp = Interpreter(graph)
+    for k, f in enumerate(feeds):
+        want = interp.run(f)
+        assert all(np.array_equal(golden.outputs[k][n], want[n]) for n in want)
+    result, bench = run_on_rtl(cached_core(cfg, simulator), job)
+    assert result is not None, bench.failures
+    assert len(result.invocations) == 3
+    for k, (r, exp) in enumerate(zip(result.invocations, job.invocations)):
+        assert r.status == exp.status == Status.OK and r.cycles == exp.cycles, (k, r.note)
+        assert variables_match(r, exp), f"invocation {k}: the variables differ from golden's"
+        assert len(r.homes) == 1 and np.array_equal(r.homes[0][1], exp.homes[0][1])
+        for place in program.outputs:
+            want = np.ascontiguousarray(golden.outputs[k][place.name]).view(np.uint8).reshape(-1)
+            assert np.array_equal(r.outputs[place.name], want), (k, place.name)
