@@ -18,7 +18,7 @@ WAVES  ?= 0
 MODEL  ?= models/demo_conv/model.tosa
 PYTEST_ARGS ?=
 
-.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench models lint clean
+.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants models lint clean
 
 help:
 	@echo "make sim        build the RTL, run the demo network on it, check every tile against golden"
@@ -28,6 +28,7 @@ help:
 	@echo "                (BACKEND=golden CONFIG=tiny: through the compiler and the golden model)"
 	@echo "make conformance-dev  run Arm's developer set (CTS=path, default ../shared/conformance/cts-dev.tar.gz)"
 	@echo "make bench      benchmarks (not part of make test)"
+	@echo "make core-mutants  every unit's mutants inside the core (make test runs one per unit)"
 	@echo "make models     regenerate the real networks in models/ (needs tensorflow; slow)"
 	@echo "make setup      only create .venv"
 
@@ -84,6 +85,10 @@ conformance-dev: setup
 
 bench: setup icarus
 	$(RUN) $(BIN)/python -m sim.benchmarks
+
+# every unit's Verilog mutants inside the core, on random programs (make test runs a sample)
+core-mutants: setup icarus
+	$(RUN) $(BIN)/python -m sim.verification.core_mutants
 
 models: setup
 	$(RUN) $(BIN)/python -m sim.models.make_models

@@ -15,6 +15,7 @@ import time
 BENCHMARKS = {
     "interpreter": ("sim.benchmarks.interpreter", []),   # TOSA interpreter vs Arm's reference model
     "units": ("sim.benchmarks.units", []),               # datapath unit benches and Yosys cell counts
+    "core_area": ("sim.benchmarks.core_area", []),       # Yosys cells of every unit inside the core
     "golden": ("sim.benchmarks.golden", []),             # compile + golden model vs the interpreter, per network
     "cosim": ("sim.benchmarks.cosim", []),               # whole networks on the core RTL, both simulators
 }

@@ -63,7 +63,7 @@ def load_inputs(model: Path, graph, specs: list[str], count: int | None) -> tupl
     data = ModelData.of(model)
     if data is not None and set(data.input_names) == set(names):
         n = data.invocations if count is None else min(count, data.invocations)
-        return data.all_inputs()[:n], f"committed ({data.folder / 'io.json'}, {n} invocation(s))", None
+        return data.all_inputs()[:n], f"committed ({data.source}, {n} invocation(s))", None
     seed = seeds.seed_for("network inputs", 0)
     rng = np.random.default_rng(seed)
     invs = []

@@ -9,12 +9,17 @@ described in models/README.md):
     variables     [{name, variable_name, shape, dtype, state_before: [per invocation],
                     state_after: [after the last]}]   (stateful networks)
 
-`ModelData.of(path)` takes a model.tosa (or its folder) and returns None when there is no io.json.
+`ModelData.of(path)` takes a model.tosa (or its folder) and returns None when there is no data.
+A folder without io.json but with the file names Arm's TFLite-to-TOSA flow uses (`input_<i>.npy`
+and `ref_output_<i>.npy`, or `input_<i>_inv<k>.npy` and `ref_output_<i>_inv<k>.npy` for
+successive invocations, the tensors named `TosaInput_<i>` / `TosaOutput_<i>` as the converter
+names them) is read from its names; the caller checks the names against the graph.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +37,14 @@ class ModelData:
         folder = p if p.is_dir() else p.parent
         io = folder / "io.json"
         if not io.exists():
-            return None
+            meta = _meta_from_file_names(folder)
+            return None if meta is None else ModelData(folder, meta)
         return ModelData(folder, json.loads(io.read_text()))
+
+    @property
+    def source(self) -> str:
+        """Where the data was described: io.json, or the folder's file names."""
+        return str(self.folder / "io.json") if "from_file_names" not in self.meta else f"{self.folder}/*.npy"
 
     @property
     def name(self) -> str:
@@ -79,3 +90,33 @@ class ModelData:
     def state_after_last(self) -> dict[str, np.ndarray]:
         return {v["variable_name"]: np.load(self.folder / v["state_after"][-1], allow_pickle=False)
                 for v in self.variables if v.get("state_after")}
+
+
+def _meta_from_file_names(folder: Path) -> dict | None:
+    """io.json's fields from `input_<i>[_inv<k>].npy` / `ref_output_<i>[_inv<k>].npy`, or None
+    when the folder has no such inputs or their invocation counts disagree."""
+
+    def tensors(prefix: str, tosa_name: str) -> list[dict] | None:
+        found: dict[int, dict[int, str]] = {}
+        for f in folder.glob(f"{prefix}_*.npy"):
+            m = re.fullmatch(rf"{prefix}_(\d+)(?:_inv(\d+))?\.npy", f.name)
+            if m:
+                found.setdefault(int(m[1]), {})[int(m[2]) if m[2] is not None else -1] = f.name
+        out = []
+        for i, files in sorted(found.items()):
+            if -1 in files and len(files) > 1:
+                return None                  # both kinds of name: ambiguous
+            ks = sorted(files)
+            if ks != [-1] and ks != list(range(len(ks))):
+                return None                  # a gap in the invocations
+            out.append({"name": f"{tosa_name}_{i}", "files": [files[k] for k in ks]})
+        return out
+
+    inputs, outputs = tensors("input", "TosaInput"), tensors("ref_output", "TosaOutput")
+    if not inputs or outputs is None or not outputs:
+        return None
+    counts = {len(t["files"]) for t in inputs + outputs}
+    if len(counts) != 1:
+        return None
+    return {"model": folder.name, "invocations": counts.pop(), "inputs": inputs, "outputs": outputs,
+            "from_file_names": True}

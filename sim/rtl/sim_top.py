@@ -9,6 +9,8 @@ the Amaranth core `npu_core` and
   of two >= 16 and >= the DMA bandwidth) covering `external.size` bytes. The command port reads
   one 8-byte command per clock; the DMA port reads or writes `bandwidth` bytes at any byte
   address (two words at most), the data of a read arriving the clock after;
+- fills the variable SRAM with garbage at the first clock (an SRAM's power-up contents: the
+  core's reset walk must clear them);
 - makes the reset itself (rst high for clocks 2..4; `booted` after clock 7) and registers what
   the bench drives (`start_in`, `host_ack_in`, `prog_addr_in`, `prog_words_in`) before the core:
   Verilator re-evaluates, at every step, all logic reading a signal that VPI may write, and rst
@@ -59,6 +61,8 @@ def sim_top_verilog(cfg: NpuConfig) -> str:
     cpw = E // 8                      # commands per external word
     lg_cpw = cpw.bit_length() - 1
     slots = VAR_SLOTS
+    var_words = cfg.variable_sram // cfg.word_bytes
+    var_randoms = ", ".join(["$random(garbage_seed)"] * max(1, cfg.word_bytes // 4))
     return f"""
 // Simulation top of npu-bench (sim/rtl/sim_top.py): clock, external memory, bench back doors.
 `timescale 1ns/1ps
@@ -79,6 +83,15 @@ module {TOP};
             boot <= boot + 3'd1;
             rst <= boot >= 3'd1 && boot < 3'd4;
         end
+
+    // The variable SRAM powers up holding garbage, as an SRAM does: the core's reset walk must
+    // clear it (the golden model starts from zeros after a power-on reset).
+    integer vi;
+    integer garbage_seed = 1;
+    always @(posedge clk)
+        if (boot == 3'd0)
+            for (vi = 0; vi < {var_words}; vi = vi + 1)
+                core.variable_sram.mem[vi] <= {{{var_randoms}}};
 
     // What the bench drives, registered before the core for the same reason.
     reg start_in /*verilator public_flat_rw*/ = 1'b0;

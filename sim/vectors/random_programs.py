@@ -3,7 +3,8 @@
 A tile of the unit vectors (a MAC tile of sim/vectors/random_tiles.py, an ELTWISE or POOL command
 of sim/vectors/eltwise.py and pool.py) comes with the SRAM contents it reads. `tile_program`
 turns a list of them into a compiled-program look-alike the core runs by itself: per tile, MARK,
-DMA_LOADs of its SRAM regions from the constants image (external memory), a FILL of its output
+DMA_LOADs of its SRAM regions from the constants image (external memory; only the bytes that
+differ from what earlier tiles loaded there), a FILL of its output
 range, its registers and command, and a DMA_STORE of the output range to external memory; END.
 So every random tile also exercises the DMA engine, FILL, the command processor and the shared
 output stage. The golden model runs the same program (sim/cosim/program_run.py) for the
@@ -18,7 +19,7 @@ import numpy as np
 
 from compiler.npu.base import CommandWriter
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import Opcode, Reg, Sram
+from firmware_model.arch.isa import EltOp, Opcode, Reg, Sram
 from firmware_model.arch.program import Placement, Program
 from firmware_model.arch.registers import Registers
 from firmware_model.tosa_ops.dtypes import DType
@@ -49,19 +50,40 @@ def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random t
     w = CommandWriter()
     records = []
     out_places = []
-    sources = {}
+    # Each tile loads only the bytes of its ranges that differ from what the program's earlier
+    # loads left in that SRAM (the units write the output SRAM only): the same SRAM contents as
+    # loading the whole range, for a fraction of the DMA clocks.
+    loads: dict[int, list] = {}
+    known: dict[Sram, tuple[np.ndarray, np.ndarray]] = {}
     for k, t in enumerate(tiles):
+        loads[k] = []
         for sram, (image, (a, b)) in t.loads.items():
-            if b > a:
-                sources[(k, sram)] = place(bytes(np.asarray(image, np.uint8)[a:b]))
+            if b <= a:
+                continue
+            image = np.asarray(image, np.uint8)
+            if sram == Sram.OUTPUT:
+                span = (a, b)
+            else:
+                size = max(b, len(image))
+                have, valid = known.setdefault(sram, (np.zeros(size, np.uint8), np.zeros(size, bool)))
+                if len(have) < size:
+                    have, valid = (np.concatenate([have, np.zeros(size - len(have), np.uint8)]),
+                                   np.concatenate([valid, np.zeros(size - len(valid), bool)]))
+                    known[sram] = (have, valid)
+                diff = np.flatnonzero(~valid[a:b] | (have[a:b] != image[a:b]))
+                if diff.size == 0:
+                    continue
+                span = (a + int(diff[0]), a + int(diff[-1]) + 1)
+                have[span[0]:span[1]] = image[span[0]:span[1]]
+                valid[span[0]:span[1]] = True
+            loads[k].append((sram, span, place(bytes(image[span[0]:span[1]]))))
     out_base = -(-len(consts) // ALIGN) * ALIGN
     cursor = out_base
     for k, t in enumerate(tiles):
         start = len(w.commands)
         w.emit(Opcode.MARK, 0, k)
-        for sram, (image, (a, b)) in t.loads.items():
-            if b > a:
-                w.dma(Opcode.DMA_LOAD, sram, ext=sources[(k, sram)], sram_addr=a, len0=b - a)
+        for sram, (a, b), ext in loads[k]:
+            w.dma(Opcode.DMA_LOAD, sram, ext=ext, sram_addr=a, len0=b - a)
         a, b = t.output
         if b > a:
             w.dma(Opcode.FILL, Sram.OUTPUT, sram_addr=a, len0=b - a, value=t.fill)
@@ -107,9 +129,11 @@ def _whole(mem, srams) -> dict:
     return {s: (mem.sram[s].copy(), (0, len(mem.sram[s]))) for s in srams}
 
 
-def eltwise_tiles(rng, n: int) -> tuple[NpuConfig, list[TileSpec]]:
+def eltwise_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[TileSpec]]:
     """Random ELTWISE commands of the elementwise unit's vectors (the default configuration),
-    with the LUT tables they may use."""
+    with the LUT tables they may use; `corners`: instead, its corner commands (every shift and
+    COPY corner, every input rescale with double rounding, and every sixth of the others:
+    extremes of every operand kind, rescales, MUL shifts, rounding ties)."""
     from firmware_model.golden.memories import Memories
     from sim.vectors import eltwise as ev
     from sim.vectors.output_stage import table_run
@@ -117,8 +141,19 @@ def eltwise_tiles(rng, n: int) -> tuple[NpuConfig, list[TileSpec]]:
     mem = Memories(ev.NPU)
     table_run(rng, mem, "tables")
     out = []
-    for k in range(n):
-        c = ev.random_command(rng, mem, f"program {k}")
+    if corners:
+        picked = []
+        for k, c in enumerate(ev.corner_commands(rng, mem)):
+            # double rounding's threshold shows only on the few commands that round twice
+            rounds_twice = any(x is not None and x.rescale and x.double_round for x in (c.a, c.b))
+            if c.op >= EltOp.LOGICAL_LEFT_SHIFT or rounds_twice or k % 6 == 0:
+                picked.append(c)
+        # corner_commands stored each command's operands as it made it: store them again in turn
+        commands = [ev.finish(c, mem, rng) for c in picked]
+    else:
+        commands = None
+    for k in range(len(commands) if commands else n):
+        c = commands[k] if commands else ev.random_command(rng, mem, f"program {k}")
         osize = c.out.ofm_dtype.size_bytes
         regs = dict(c.regs)
         out.append(TileSpec(Opcode.ELTWISE, int(c.op), regs,
@@ -128,8 +163,9 @@ def eltwise_tiles(rng, n: int) -> tuple[NpuConfig, list[TileSpec]]:
     return ev.NPU, out
 
 
-def pool_tiles(rng, n: int) -> tuple[NpuConfig, list[TileSpec]]:
-    """Random POOL commands of the pooling unit's vectors (the default configuration)."""
+def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[TileSpec]]:
+    """Random POOL commands of the pooling unit's vectors (the default configuration); `corners`:
+    instead, its corner commands and AVG reciprocal commands for the counts 1..24, 100 and 129."""
     from firmware_model.golden.memories import Memories
     from sim.vectors import pool as pv
     from sim.vectors.output_stage import table_run
@@ -137,8 +173,12 @@ def pool_tiles(rng, n: int) -> tuple[NpuConfig, list[TileSpec]]:
     mem = Memories(pv.NPU)
     table_run(rng, mem, "tables")
     out = []
-    for k in range(n):
-        c = pv.random_command(rng, mem, f"program {k}")
+    commands = None
+    if corners:
+        made = pv.corner_commands(rng, mem) + pv.reciprocal_commands(rng, mem, list(range(1, 25)) + [100, 129])
+        commands = [pv.finish(c, mem, rng) for c in made]      # their operands stored again in turn
+    for k in range(len(commands) if commands else n):
+        c = commands[k] if commands else pv.random_command(rng, mem, f"program {k}")
         r = Registers(c.regs)
         size = DType(r.ofm_dtype).size_bytes
         end = r.ofm_addr + (r.ofm_h - 1) * r.ofm_row_stride + (r.ofm_w - 1) * r.ofm_pix_stride + r.ofm_c * size
@@ -146,3 +186,25 @@ def pool_tiles(rng, n: int) -> tuple[NpuConfig, list[TileSpec]]:
                             _whole(mem, (Sram.INPUT, Sram.PARAM, Sram.LUT)), (r.ofm_addr, end),
                             fill=int(rng.integers(0, 256))))
     return pv.NPU, out
+
+
+def faulting_variable_program(cfg):
+    """VAR WRITE of slot 0 from the constants, then a VAR READ of slot 1, never written: the
+    invocation faults (VAR_READ_BEFORE_WRITE) after it changed the variable SRAM."""
+    from firmware_model.arch.isa import VarOp
+
+    W = cfg.word_bytes
+    data = bytes(range(1, 2 * W + 1))
+    w = CommandWriter()
+    for slot, op, ext in ((0, VarOp.WRITE, 0), (1, VarOp.READ, 64)):
+        w.set(Reg.VAR_ADDR, slot * 2 * W)
+        w.set(Reg.VAR_BYTES, 2 * W)
+        w.set(Reg.VAR_SLOT, slot)
+        w.set(Reg.VAR_EXT_ADDR, ext)
+        w.emit(Opcode.VAR, op)
+    w.emit(Opcode.END)
+    manifest = {"config": cfg.to_dict(), "source": "faulting VAR program",
+                "memory": {"constants": {"addr": 0, "size": len(data)}, "ext_used": 128},
+                "graph": {"inputs": [], "outputs": []}, "variables": [], "host_ops": [], "layers": [],
+                "stats": {"commands": len(w.commands), "tiles": 0, "npu_macs": 0, "host_macs": 0}}
+    return Program(w.commands, data, manifest)

@@ -178,30 +178,6 @@ def test_watchdog_stops_a_core_that_never_ends(simulator):
     assert all(c.ok for c in r.tiles) and r.status == -1
 
 
-def faulting_variable_program(cfg):
-    """VAR WRITE of slot 0 from the constants, then a VAR READ of slot 1, never written: the
-    invocation faults (VAR_READ_BEFORE_WRITE) after it changed the variable SRAM."""
-    from compiler.npu.base import CommandWriter
-    from firmware_model.arch.isa import Opcode, VarOp
-    from firmware_model.arch.program import Program
-
-    W = cfg.word_bytes
-    data = bytes(range(1, 2 * W + 1))
-    w = CommandWriter()
-    for slot, op, ext in ((0, VarOp.WRITE, 0), (1, VarOp.READ, 64)):
-        w.set(Reg.VAR_ADDR, slot * 2 * W)
-        w.set(Reg.VAR_BYTES, 2 * W)
-        w.set(Reg.VAR_SLOT, slot)
-        w.set(Reg.VAR_EXT_ADDR, ext)
-        w.emit(Opcode.VAR, op)
-    w.emit(Opcode.END)
-    manifest = {"config": cfg.to_dict(), "source": "faulting VAR program",
-                "memory": {"constants": {"addr": 0, "size": len(data)}, "ext_used": 128},
-                "graph": {"inputs": [], "outputs": []}, "variables": [], "host_ops": [], "layers": [],
-                "stats": {"commands": len(w.commands), "tiles": 0, "npu_macs": 0, "host_macs": 0}}
-    return Program(w.commands, data, manifest)
-
-
 @pytest.mark.rtl
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_a_faulting_invocation_is_rolled_back_as_on_golden(simulator):
@@ -211,7 +187,7 @@ def test_a_faulting_invocation_is_rolled_back_as_on_golden(simulator):
     from sim.cosim.network import variables_match
 
     cfg = load_config("tiny")
-    job, golden = prepare(faulting_variable_program(cfg), cfg, [{}])
+    job, golden = prepare(rp.faulting_variable_program(cfg), cfg, [{}])
     exp = job.invocations[0]
     assert exp.status == Status.VAR_READ_BEFORE_WRITE
     assert exp.fault_variable_flags[0] and not exp.variable_flags[0], "the fault must leave something to undo"
