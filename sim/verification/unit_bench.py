@@ -276,7 +276,7 @@ class UnitBench:
             job_dir: Path | None = None, keep: bool = False, extras: list[dict] | None = None) -> UnitRunResults:
         """Run vectors on a simulator. `extras`, one dict per run, asks for what happens before
         that run: {"reset_before": bool, "backdoor": {"path.below.harness": [(index, word), ...]}}
-        (sim/benches/unit_vector_bench.run_extras)."""
+        (sim/verification/vector_bench.run_extras)."""
         built = self.built(simulator, mutation)
         packed = self._pack_runs(runs)
         if extras is not None:
