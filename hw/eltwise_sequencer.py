@@ -15,7 +15,7 @@ STREAM, its data enters the front the clock after its last read; front 7, output
 """
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.checks import ELT_RULES
@@ -26,9 +26,8 @@ from hw.dma_engine import bits_for
 from hw.eltwise_unit import FRONT_LATENCY, REGISTER_MAP, EltwiseFront
 from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.output_stage import LATENCY as OUTPUT_STAGE_LATENCY
-from hw.output_stage import OutputStageIn, out_config_layout
-from hw.register_file import REGISTER_FILE
-from hw.register_map import AmaranthOps, drive_map, elaborate_rules
+from hw.output_stage import vector_sequencer_ports
+from hw.register_map import AmaranthOps, drive_map, rules_pass
 
 # SRAM read 1 + front + output stage + write 1: the pipeline the cycle model counts
 assert 1 + FRONT_LATENCY + OUTPUT_STAGE_LATENCY + 1 == ELT_PIPELINE
@@ -39,22 +38,9 @@ class EltwiseSequencer(wiring.Component):
         self.cfg = cfg
         W = cfg.word_bytes
         self.two_words = W < 8          # an 8-byte element spans two words
-        super().__init__({
-            "start": In(1),
-            "sub": In(8),
-            "done": Out(1),
-            "status": Out(8),
-            "regs": In(REGISTER_FILE),
-            "a_addr": Out(bits_for(cfg.input_words)),
-            "a_data": In(8 * W),
-            "b_addr": Out(bits_for(cfg.weight_words)),
-            "b_data": In(8 * W),
-            "p_addr": Out(bits_for(cfg.param_records)),
-            "p_data": In(PARAM_RECORD_LAYOUT),
-            "out": Out(stream.Signature(OutputStageIn)),
-            "out_cfg": Out(out_config_layout(cfg.lut_entries)),
-            "esize": Out(4),
-        })
+        super().__init__(vector_sequencer_ports(
+            cfg, a_addr=Out(bits_for(cfg.input_words)), a_data=In(8 * W),
+            b_addr=Out(bits_for(cfg.weight_words)), b_data=In(8 * W)))
 
     def elaborate(self, platform):
         m = Module()
@@ -139,13 +125,7 @@ class EltwiseSequencer(wiring.Component):
                     m.d.sync += k2.eq((sa > W) | (so > W) | (binary & (sb > W)))
                 m.next = "CHECK"
             with m.State("CHECK"):
-                with m.If(0):
-                    pass
-                for rule, violated in elaborate_rules(ELT_RULES, regs, sub, cfg):
-                    with m.Elif(violated):
-                        m.d.sync += status.eq(rule.status)
-                        m.next = "DONE"
-                with m.Else():
+                with rules_pass(m, ELT_RULES, regs, sub, cfg, status):
                     m.d.sync += [drain.eq(0), drain_len.eq(Mux(k2, ELT_PIPELINE, ELT_PIPELINE - 1))]
                     with m.If(count == 0):
                         m.next = "DRAIN"

@@ -32,7 +32,7 @@ from firmware_model.arch.cycle_model import MAC_OUTPUT_DRAIN
 from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.mac_array import MacArray
 from hw.register_file import REGISTER_FILE
-from hw.register_map import elaborate_rules
+from hw.register_map import rules_pass
 from hw.output_stage import LATENCY as OUTPUT_STAGE_LATENCY
 from hw.output_stage import OutputStageIn
 
@@ -211,13 +211,7 @@ class MacSequencer(wiring.Component):
                 ]
                 # The ISA's MAC rules and this RTL's gaps (firmware_model/arch/checks.py): the first
                 # rule broken decides the status, as in the golden model.
-                with m.If(0):
-                    pass
-                for rule, violated in elaborate_rules(MAC_RULES + MAC_RTL_GAPS, regs, mode, cfg):
-                    with m.Elif(violated):
-                        m.d.sync += status.eq(rule.status)
-                        m.next = "DONE"
-                with m.Else():
+                with rules_pass(m, MAC_RULES + MAC_RTL_GAPS, regs, mode, cfg, status):
                     m.next = "W_LOAD"
             with m.State("W_LOAD"):
                 # clock k issues the read of row k; the row read at clock k-1 lands now

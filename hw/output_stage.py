@@ -40,11 +40,14 @@ from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.isa import OutMode, Reg
 from firmware_model.tosa_ops.dtypes import DType
+from hw.dma_engine import bits_for
+from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.lut_engine import LATENCY as LUT_LATENCY
 from hw.lut_engine import LutEngine, address_bits
 from hw.rescale_unit import DTYPE_BITS, ZP_BITS, RescaleUnit
 from hw.register_map import FromConst, FromReg
 from hw.rescale_unit import LATENCY as RESCALE_LATENCY
+from hw.register_file import REGISTER_FILE
 
 CLAMP_LATENCY = 1
 LATENCY = RESCALE_LATENCY + CLAMP_LATENCY + LUT_LATENCY     # 7
@@ -99,6 +102,23 @@ class OutputStageIn(data.Struct):
     multiplier: signed(32)        # the element's parameter record (used with RESCALE)
     shift: unsigned(6)
     tag: unsigned(32)             # carried through unchanged
+
+
+def vector_sequencer_ports(cfg, **sram_ports) -> dict:
+    """The ports of a sequencer that feeds this stage (ELTWISE, POOL): the command processor's
+    handshake (`start` with the command's `sub`, `done`, `status`) and register file, its
+    parameter-SRAM read port, the stream into the core's output stage with the stage's
+    configuration and the element size the output writer stores; `sram_ports` adds the unit's own
+    SRAM read ports (name -> member)."""
+    return {
+        "start": In(1), "sub": In(8), "done": Out(1), "status": Out(8), "regs": In(REGISTER_FILE),
+        **sram_ports,
+        "p_addr": Out(bits_for(cfg.param_records)),
+        "p_data": In(PARAM_RECORD_LAYOUT),
+        "out": Out(stream.Signature(OutputStageIn)),
+        "out_cfg": Out(out_config_layout(cfg.lut_entries)),
+        "esize": Out(4),
+    }
 
 
 class OutputStage(wiring.Component):

@@ -15,7 +15,7 @@ written, DONE.
 """
 
 from amaranth import Module, Signal, signed
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.checks import POOL_RULES
@@ -23,12 +23,10 @@ from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import POOL_PIPELINE
 from firmware_model.arch.isa import Status
 from hw.dma_engine import bits_for
-from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.output_stage import LATENCY as OUTPUT_STAGE_LATENCY
-from hw.output_stage import OutputStageIn, out_config_layout
+from hw.output_stage import vector_sequencer_ports
 from hw.pool_unit import FRONT_LATENCY, REGISTER_MAP, PoolFront
-from hw.register_file import REGISTER_FILE
-from hw.register_map import AmaranthOps, drive_map, elaborate_rules
+from hw.register_map import AmaranthOps, drive_map, rules_pass
 
 # tap read 1 + front + output stage + write 1: the pipeline the cycle model counts
 assert 1 + FRONT_LATENCY + OUTPUT_STAGE_LATENCY + 1 == POOL_PIPELINE
@@ -38,20 +36,7 @@ class PoolSequencer(wiring.Component):
     def __init__(self, cfg: NpuConfig):
         self.cfg = cfg
         W = cfg.word_bytes
-        super().__init__({
-            "start": In(1),
-            "sub": In(8),
-            "done": Out(1),
-            "status": Out(8),
-            "regs": In(REGISTER_FILE),
-            "i_addr": Out(bits_for(cfg.input_words)),
-            "i_data": In(8 * W),
-            "p_addr": Out(bits_for(cfg.param_records)),
-            "p_data": In(PARAM_RECORD_LAYOUT),
-            "out": Out(stream.Signature(OutputStageIn)),
-            "out_cfg": Out(out_config_layout(cfg.lut_entries)),
-            "esize": Out(4),
-        })
+        super().__init__(vector_sequencer_ports(cfg, i_addr=Out(bits_for(cfg.input_words)), i_data=In(8 * W)))
 
     def elaborate(self, platform):
         m = Module()
@@ -132,13 +117,7 @@ class PoolSequencer(wiring.Component):
                                           & (regs.kernel_h != 0) & (regs.kernel_w != 0))]
                 m.next = "CHECK"
             with m.State("CHECK"):
-                with m.If(0):
-                    pass
-                for rule, violated in elaborate_rules(POOL_RULES, regs, sub, cfg):
-                    with m.Elif(violated):
-                        m.d.sync += status.eq(rule.status)
-                        m.next = "DONE"
-                with m.Else():
+                with rules_pass(m, POOL_RULES, regs, sub, cfg, status):
                     with m.If(taps_left):
                         m.next = "TAPS"
                     with m.Else():

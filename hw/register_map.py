@@ -15,11 +15,13 @@ A map is a dict from field path ("a.zp", "out.clamp_min") to source. Two evaluat
 - `drive_map(m, map, cfg, regs, sub)`: the same fields as combinational logic from the core's
   register-file struct (the core's sequencers).
 
-`AmaranthOps` and `elaborate_rules` are the RTL evaluator of `firmware_model.arch.checks` rules.
+`AmaranthOps` and `elaborate_rules` are the RTL evaluator of `firmware_model.arch.checks` rules;
+`rules_pass` is a sequencer's CHECK state built from them.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from amaranth import Cat, Const, Module, Mux, Value
@@ -175,3 +177,17 @@ def elaborate_rules(rules: tuple[Rule, ...], regs, sub: Value, cfg) -> list[tupl
     """Each rule's violation as a one-bit value, in table order (the first broken one decides)."""
     view = _SignedView(regs)
     return [(rule, rule.violated(AmaranthOps, view, sub, cfg)) for rule in rules]
+
+
+@contextmanager
+def rules_pass(m: Module, rules: tuple[Rule, ...], regs, sub: Value, cfg, status, fail_state: str = "DONE"):
+    """Inside a sequencer's CHECK state: the first broken rule (table order, as in the golden
+    model) sets `status` to its status and goes to `fail_state`; the body runs when none is."""
+    with m.If(0):
+        pass
+    for rule, violated in elaborate_rules(rules, regs, sub, cfg):
+        with m.Elif(violated):
+            m.d.sync += status.eq(rule.status)
+            m.next = fail_state
+    with m.Else():
+        yield
