@@ -5,8 +5,9 @@ the Amaranth core `npu_core` and
 
 - generates the clock inside the HDL (`always #5 clk = ~clk`): the simulator runs free, with no
   Python callback per edge (Verilator builds with `--timing`);
-- models the external memory of the configuration: `ext_mem`, words of EXT_WORD bytes (a power
-  of two >= 16 and >= the DMA bandwidth) covering `external.size` bytes. The command port reads
+- models the external memory of the configuration: module `npu_sim_ext_memory` (instance `ext`,
+  array `ext.mem`), words of 16 or more bytes (a power of two >= the DMA bandwidth) covering
+  `external.size` bytes. The command port reads
   one 8-byte command per clock; the DMA port reads or writes `bandwidth` bytes at any byte
   address (two words at most), the data of a read arriving the clock after;
 - fills the variable SRAM with garbage at the first clock (an SRAM's power-up contents: the
@@ -38,6 +39,7 @@ from firmware_model.arch.isa import VAR_SLOTS
 
 TOP = "npu_sim_top"
 CORE = "npu_core"
+EXT_MODULE = "npu_sim_ext_memory"
 CLOCK_HALF_PERIOD_NS = 5
 LOAD_FILE = "bd_load.hex"
 DUMP_FILE = "bd_dump.hex"
@@ -67,8 +69,6 @@ def sim_top_verilog(cfg: NpuConfig) -> str:
 // Simulation top of npu-bench (sim/rtl/sim_top.py): clock, external memory, bench back doors.
 `timescale 1ns/1ps
 module {TOP};
-    localparam EXT_WORD = {E};
-    localparam EXT_WORDS = {words};
     reg clk /*verilator public_flat_rd*/ = 1'b0;
     always #{CLOCK_HALF_PERIOD_NS} clk = ~clk;
 
@@ -139,14 +139,17 @@ module {TOP};
     wire [31:0] host_op /*verilator public_flat_rd*/;
     wire [{slots - 1}:0] var_written /*verilator public_flat_rd*/ = core.variable_sram.written;
     wire [31:0] cmd_addr;
-    reg [63:0] cmd_data;
+    wire [63:0] cmd_data;
     wire [31:0] ext_addr;
     wire ext_ren;
-    reg [{8 * B - 1}:0] ext_rdata;
+    wire [{8 * B - 1}:0] ext_rdata;
     wire [{8 * B - 1}:0] ext_wdata;
     wire [{B - 1}:0] ext_wen;
 
-    reg [{8 * E - 1}:0] ext_mem [0:EXT_WORDS-1];
+    {EXT_MODULE} ext (
+        .clk(clk), .cmd_addr(cmd_addr), .cmd_data(cmd_data),
+        .ext_addr(ext_addr), .ext_ren(ext_ren), .ext_rdata(ext_rdata), .ext_wdata(ext_wdata), .ext_wen(ext_wen)
+    );
 
     {CORE} core (
         .clk(clk), .rst(rst),
@@ -157,37 +160,17 @@ module {TOP};
         .ext__addr(ext_addr), .ext__ren(ext_ren), .ext__rdata(ext_rdata), .ext__wdata(ext_wdata), .ext__wen(ext_wen)
     );
 
-    // command fetch: command cmd_addr (8 bytes) of the external memory
-    always @(posedge clk)
-        cmd_data <= ext_mem[cmd_addr >> {lg_cpw}] >> (64 * (cmd_addr & {cpw - 1}));
-
-    // DMA: `bandwidth` bytes at any byte address, in at most two external words
-    wire [31:0] w0 = ext_addr >> {lg_e};
-    wire [{lg_e - 1}:0] off = ext_addr[{lg_e - 1}:0];
-    wire [{16 * E - 1}:0] pair = {{ext_mem[w0 + 1], ext_mem[w0]}};
-    integer i;
-    reg [31:0] a;
-    always @(posedge clk) begin
-        if (ext_ren)
-            ext_rdata <= pair >> (8 * off);
-        for (i = 0; i < {B}; i = i + 1) begin
-            if (ext_wen[i]) begin
-                a = ext_addr + i;
-                ext_mem[a >> {lg_e}][8 * (a & {E - 1}) +: 8] <= ext_wdata[8 * i +: 8];
-            end
-        end
-    end
 
     always @(posedge clk) begin
         if (bd_req != bd_seen && bd_op == 2'd1)
             case (bd_mem)
-                2'd0: $readmemh("{LOAD_FILE}", ext_mem);
+                2'd0: $readmemh("{LOAD_FILE}", ext.mem);
                 2'd1: $readmemh("{LOAD_FILE}", core.output_sram);
                 default: $readmemh("{LOAD_FILE}", core.variable_sram.mem);
             endcase
         if (bd_req != bd_seen && bd_op == 2'd2)
             case (bd_mem)
-                2'd0: $writememh("{DUMP_FILE}", ext_mem, bd_lo, bd_hi);
+                2'd0: $writememh("{DUMP_FILE}", ext.mem, bd_lo, bd_hi);
                 2'd1: $writememh("{DUMP_FILE}", core.output_sram, bd_lo, bd_hi);
                 default: $writememh("{DUMP_FILE}", core.variable_sram.mem, bd_lo, bd_hi);
             endcase
@@ -202,6 +185,43 @@ module {TOP};
         if (bd_req != bd_seen_fall && bd_op == 2'd3)
             core.variable_sram.written <= bd_flags;
         bd_seen_fall <= bd_req;
+    end
+endmodule
+
+// The external memory: its own module, so that the top's scope holds no large array (Icarus
+// searches a scope's items by name one by one, and a 64 MiB array made each bench signal's
+// first lookup cost a quarter of a second).
+module {EXT_MODULE} (
+    input clk,
+    input [31:0] cmd_addr,
+    output reg [63:0] cmd_data,
+    input [31:0] ext_addr,
+    input ext_ren,
+    output reg [{8 * B - 1}:0] ext_rdata,
+    input [{8 * B - 1}:0] ext_wdata,
+    input [{B - 1}:0] ext_wen
+);
+    reg [{8 * E - 1}:0] mem [0:{words - 1}];
+
+    // command fetch: command cmd_addr (8 bytes) of the external memory
+    always @(posedge clk)
+        cmd_data <= mem[cmd_addr >> {lg_cpw}] >> (64 * (cmd_addr & {cpw - 1}));
+
+    // DMA: `bandwidth` bytes at any byte address, in at most two external words
+    wire [31:0] w0 = ext_addr >> {lg_e};
+    wire [{lg_e - 1}:0] off = ext_addr[{lg_e - 1}:0];
+    wire [{16 * E - 1}:0] pair = {{mem[w0 + 1], mem[w0]}};
+    integer i;
+    reg [31:0] a;
+    always @(posedge clk) begin
+        if (ext_ren)
+            ext_rdata <= pair >> (8 * off);
+        for (i = 0; i < {B}; i = i + 1) begin
+            if (ext_wen[i]) begin
+                a = ext_addr + i;
+                mem[a >> {lg_e}][8 * (a & {E - 1}) +: 8] <= ext_wdata[8 * i +: 8];
+            end
+        end
     end
 endmodule
 """
