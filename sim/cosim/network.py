@@ -127,28 +127,12 @@ class Progress:
                 return
 
 
-def variables_match(r, exp) -> bool:
-    """The variable SRAM, its slot flags and the homes of variables kept in external memory equal
-    golden's after the invocation and, when it faulted, also as the fault left them (before the
-    host driver's rollback)."""
-    def same_homes(a, b) -> bool:
-        return a is not None and len(a) == len(b) and all(x == y and np.array_equal(p, q) for (x, p), (y, q) in zip(a, b))
-
-    ok = (np.array_equal(r.variable_image, exp.variable_image) and np.array_equal(r.variable_flags, exp.variable_flags)
-          and same_homes(r.homes, exp.homes))
-    if exp.fault_variable_image is not None and r.status == exp.status:
-        ok = ok and (np.array_equal(r.fault_variable_image, exp.fault_variable_image)
-                     and np.array_equal(r.fault_variable_flags, exp.fault_variable_flags)
-                     and same_homes(r.fault_homes, exp.fault_homes))
-    return bool(ok)
-
-
 def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[str] = (), waves: bool = False,
             fault: str | None = None, workdir: Path | None = None, state: dict | None = None,
             invocations: int | None = None, stop_at_first_mismatch: bool = False,
             binds: dict[str, int] | None = None, progress: bool = True) -> SimReport:
     from compiler.tosa_io import read_tosa
-    from sim.cosim.program_run import prepare, run_on_rtl
+    from sim.cosim.program_run import prepare, run_on_rtl, variables_match
     from sim.oracles.backends import GoldenSession, open_session
     from sim.rtl.core import cached_core
 

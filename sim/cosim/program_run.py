@@ -142,3 +142,59 @@ def _jobs_root() -> Path:
     root = BUILD_ROOT / "jobs"
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def variables_match(r, exp) -> bool:
+    """The variable SRAM, its slot flags and the homes of variables kept in external memory equal
+    golden's after the invocation and, when it faulted, also as the fault left them (before the
+    host driver's rollback)."""
+    def same_homes(a, b) -> bool:
+        return a is not None and len(a) == len(b) and all(x == y and np.array_equal(p, q) for (x, p), (y, q) in zip(a, b))
+
+    ok = (np.array_equal(r.variable_image, exp.variable_image) and np.array_equal(r.variable_flags, exp.variable_flags)
+          and same_homes(r.homes, exp.homes))
+    if exp.fault_variable_image is not None and r.status == exp.status:
+        ok = ok and (np.array_equal(r.fault_variable_image, exp.fault_variable_image)
+                     and np.array_equal(r.fault_variable_flags, exp.fault_variable_flags)
+                     and same_homes(r.fault_homes, exp.fault_homes))
+    return bool(ok)
+
+
+def result_differences(job: ProgramJob, golden, result) -> list[str]:
+    """What the RTL did differently from golden's expectations `job` (and its outputs `golden`,
+    prepare()'s second result), one line each; empty when nothing differs."""
+    if result is None:
+        return ["the bench reported nothing (the simulator stopped)"]
+    found = []
+    if len(result.invocations) != len(job.invocations):
+        found.append(f"{len(result.invocations)} of {len(job.invocations)} invocations ran")
+    for k, (r, exp) in enumerate(zip(result.invocations, job.invocations)):
+        found += [f"invocation {k}: {d}" for d in invocation_differences(exp, golden.outputs[k], r)]
+    return found
+
+
+def invocation_differences(exp: InvocationJob, golden_outputs: dict, r) -> list[str]:
+    """One invocation: golden's status and cycles, every tile checked with golden's bytes and
+    done clock, the outputs (`golden_outputs`, by name) and the variables equal golden's."""
+    found = []
+    if r.status != exp.status or r.note:
+        found.append(f"status {r.status}, golden {exp.status}{'; ' + r.note if r.note else ''}")
+    if exp.status == Status.OK and r.cycles != exp.cycles:
+        found.append(f"{r.cycles} cycles, the model {exp.cycles}")
+    if len(r.tiles) != len(exp.tiles):
+        found.append(f"{len(r.tiles)} of {len(exp.tiles)} tiles checked")
+    bad = [t for t in r.tiles if not t.ok]
+    if bad:
+        t = bad[0]
+        what = (f"{len(t.mismatch_offsets)} byte(s) differ at {t.mismatch_offsets[:8]}" if t.mismatch_offsets
+                else "the core never finished it" if not t.found
+                else f"done at {t.rtl_end}, the model {t.golden_end}")
+        found.append(f"{len(bad)} tile(s) wrong, first tile {t.tile_id} ({t.opcode}): {what}")
+    if exp.status == Status.OK:
+        for name, addr, nbytes in exp.outputs:
+            want = np.ascontiguousarray(golden_outputs.get(name, np.zeros(0))).view(np.uint8).reshape(-1)
+            if not np.array_equal(r.outputs.get(name), want):
+                found.append(f"output {name} differs")
+    if not variables_match(r, exp):
+        found.append("the variables differ")
+    return found

@@ -25,10 +25,8 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import numpy as np
-
-from firmware_model.arch.isa import Status
 from sim import seeds
+from sim.cosim.program_run import result_differences
 from sim.verification.contract import UNITS, contract
 from sim.verification.unit_bench import Mutation, MutationError
 
@@ -150,32 +148,19 @@ def core_run(name: str) -> CoreRun:
 
 def differences(run: CoreRun, result) -> list[str]:
     """What the RTL did differently from golden on `run` (empty: nothing)."""
-    from sim.cosim.network import variables_match
+    return result_differences(run.job, run.golden, result)
 
-    if result is None:
-        return ["the bench reported nothing (the simulator stopped)"]
-    found = []
-    if len(result.invocations) != len(run.job.invocations):
-        found.append(f"{len(result.invocations)} of {len(run.job.invocations)} invocations ran")
-    for k, (r, exp) in enumerate(zip(result.invocations, run.job.invocations)):
-        where = f"invocation {k}"
-        if r.status != exp.status or r.note:
-            found.append(f"{where}: status {r.status}, golden {exp.status}{'; ' + r.note if r.note else ''}")
-        if exp.status == Status.OK and r.cycles != exp.cycles:
-            found.append(f"{where}: {r.cycles} cycles, the model {exp.cycles}")
-        bad = [t for t in r.tiles if not t.ok]
-        if bad:
-            t = bad[0]
-            what = (f"{len(t.mismatch_offsets)} byte(s) differ" if t.mismatch_offsets
-                    else f"done at {t.rtl_end}, the model {t.golden_end}")
-            found.append(f"{where}: {len(bad)} tile(s) wrong, first tile {t.tile_id} ({t.opcode}): {what}")
-        for name, addr, nbytes in exp.outputs:
-            want = np.ascontiguousarray(run.golden.outputs[k].get(name, np.zeros(0))).view(np.uint8).reshape(-1)
-            if exp.status == Status.OK and not np.array_equal(r.outputs.get(name), want):
-                found.append(f"{where}: output {name} differs")
-        if not variables_match(r, exp):
-            found.append(f"{where}: the variables differ")
-    return found
+
+@lru_cache(maxsize=None)
+def control_differences(name: str, simulator: str) -> tuple[str, ...]:
+    """What the unmutated core gets wrong on program `name` (run once per process: several units
+    share a program)."""
+    from sim.cosim.program_run import run_on_rtl
+    from sim.rtl.core import cached_core
+
+    run = core_run(name)
+    result, bench = run_on_rtl(cached_core(run.cfg, simulator), run.job)
+    return tuple(differences(run, result))
 
 
 def run_mutant(unit: str, mutation: Mutation | None, simulator: str = "icarus") -> Verdict:
@@ -205,10 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     units = args.unit or list(UNITS)
     missed, counts = 0, {"caught": 0, "not observable": 0}
     for unit in units:
-        control = run_mutant(unit, None, args.simulator)
-        if control.caught:
-            print(f"{unit}: the UNMUTATED core already differs from golden: {control.found[:3]}")
-            return 1
+        for name in UNIT_RUNS[unit]:
+            wrong = control_differences(name, args.simulator)
+            if wrong:
+                print(f"{unit}: the UNMUTATED core already differs from golden on {name}: {list(wrong[:3])}")
+                return 1
         for mutation in contract(unit).mutations:
             v = run_mutant(unit, mutation, args.simulator)
             why = NOT_OBSERVABLE_IN_CORE.get((unit, mutation.name))
