@@ -35,6 +35,7 @@ import numpy as np
 
 from compiler.ir import Block, Graph, Operator
 from firmware_model.errors import (NpuBenchError, TosaError, TosaUnpredictable, TosaUnsupported)
+from firmware_model.tosa_ops import limits
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for
 
@@ -106,6 +107,14 @@ class _OpPlan:
     extra: dict = field(default_factory=dict)   # CONST / CONST_SHAPE: the tensor's data
 
 
+def _storable(dtype: DType) -> bool:
+    try:
+        dtype.storage
+    except ValueError:
+        return False
+    return True
+
+
 def _shape_matches(declared, actual) -> bool:
     return len(declared) == len(actual) and all(d < 0 or d == a for d, a in zip(declared, actual))
 
@@ -122,6 +131,8 @@ class Interpreter:
         self.block: Block = graph.main
         self.source = graph.source
         self.invocations = 0
+        self._check_storable()
+        self._check_sizes()
         self._variables = self._collect_variables()
         self._state: dict[str, _VarState] = {}
         # Variables with a VARIABLE op are declared there; the others at the start of a run.
@@ -137,6 +148,31 @@ class Interpreter:
         self._constant_ops = self._find_constant_ops()
         self._constant_values: dict[str, np.ndarray] | None = None
         self._plans: list[_OpPlan | None] = [None] * len(self.block.operators)
+
+    def _check_sizes(self) -> None:
+        """Refuse, before any allocation, a declared tensor or a graph too large to hold."""
+        total = 0
+        for b in self.graph.blocks():
+            for t in b.tensors.values():
+                itemsize = t.dtype.storage.itemsize if _storable(t.dtype) else 1   # a lower bound will do
+                total += limits.check_tensor(f"{self.source}: tensor '{t.name}'", t.shape, itemsize)
+        limits.check_total(f"{self.source}: the graph's declared tensors", total)
+
+    def _check_storable(self) -> None:
+        """Inputs, outputs and variables must hold integer-profile values: say which one does not
+        before a run tries to store it."""
+        block = self.block
+        for kind, names in (("input", block.inputs), ("output", block.outputs)):
+            for name in names:
+                t = block.tensors.get(name)
+                if t is not None and not _storable(t.dtype):
+                    raise TosaUnsupported(f"{self.source}: graph {kind} '{name}' has element type {t.dtype.name}, outside "
+                                          "npu-bench's integer profile")
+        for b in self.graph.blocks():
+            for t in b.variables():
+                if not _storable(t.dtype):
+                    raise TosaUnsupported(f"{self.source}: variable '{t.variable_name or t.name}' has element type "
+                                          f"{t.dtype.name}, outside npu-bench's integer profile")
 
     # ---- variables ----------------------------------------------------------------------
 
@@ -366,6 +402,12 @@ class Interpreter:
                     if len(op.outputs) != n_out:
                         raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", where)
                 plan.kernel = kernel_for(name)
+                # A variable changes only through a variable write, which the state machinery sees;
+                # any other op writing its tensor would be a second, unchecked way in.
+                for tname in op.outputs:
+                    if tname in self._uid_of_tensor:
+                        raise TosaError(name, f"output '{tname}' is variable '{self._uid_of_tensor[tname]}': "
+                                        "only a variable write may change a variable", where)
             except (TosaError, TosaUnsupported) as e:
                 plan.fault = e
             if name in ("CONST", "CONST_SHAPE"):
@@ -417,6 +459,9 @@ class Interpreter:
             raise
         except NpuBenchError:
             raise
+        except MemoryError:
+            raise limits.ResourceLimitError(f"{where}: the {name} result does not fit in memory "
+                                            f"(declared {[_fmt(s.shape) for s in out_specs]})") from None
         except Exception as e:  # a kernel bug: report it with the op, keep the cause
             raise InterpreterError(f"{where}: internal error in the {name} kernel: "
                                    f"{type(e).__name__}: {e}") from e

@@ -25,6 +25,7 @@ import numpy as np
 from compiler.interpreter import VARIABLE_READ_KIND, VARIABLE_WRITE_KIND, Interpreter
 from compiler.ir import Graph, Operator, Tensor
 from firmware_model.errors import TosaUnsupported
+from firmware_model.tosa_ops import limits
 
 # Ops whose output depends only on the shapes of their inputs, never on the values.
 SHAPE_OF_INPUT_OPS = frozenset({"DIM"})
@@ -46,6 +47,7 @@ def placeholder(t: Tensor, shape=None) -> np.ndarray:
                               "integer profile") from None
     if any(d < 0 for d in shape):
         raise ValueError(f"tensor '{t.name}' has no static shape ({shape})")
+    limits.check_tensor(f"tensor '{t.name}'", shape, storage.itemsize)
     return np.zeros(shape, dtype=storage)
 
 

@@ -133,8 +133,8 @@ def propagate(ctx) -> None:
                                           if n in block.tensors})
     except (TosaError, TosaUnpredictable) as e:
         raise TosaRuleError(f"{src}: {e}", e) from None
-    except InterpreterError as e:
-        raise CompileError(str(e)) from None
+    except (InterpreterError, TosaUnsupported, NpuBenchError) as e:
+        raise CompileError(str(e) if str(e).startswith(src) else f"{src}: {e}") from None
     new_ops: list[Operator] = []
     folded = 0
     for idx, op in enumerate(block.operators):

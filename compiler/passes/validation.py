@@ -25,6 +25,7 @@ from compiler.errors import CompileError, TosaRuleError
 from compiler.interpreter import InterpreterError
 from compiler.placeholder_run import PlaceholderRun, is_variable_op
 from firmware_model.errors import NpuBenchError, TosaError, TosaUnpredictable, TosaUnsupported
+from firmware_model.tosa_ops import limits
 
 
 def _rule_error(where: str, e: Exception) -> TosaRuleError:
@@ -40,10 +41,9 @@ def run(ctx) -> None:
         prun = PlaceholderRun(ctx.graph)
     except (TosaError, TosaUnpredictable) as e:
         raise _rule_error(f"{src}: {e.op}", e) from None
-    except TosaUnsupported as e:
-        raise CompileError(f"{src}: {e}") from None
-    except InterpreterError as e:
-        raise CompileError(str(e)) from None
+    except (TosaUnsupported, InterpreterError, limits.ResourceLimitError) as e:
+        # the interpreter's graph-level messages already start with the file's name
+        raise CompileError(str(e) if str(e).startswith(src) else f"{src}: {e}") from None
     checked = 0
     for idx, op in enumerate(block.operators):
         where = f"{src}: op %{idx} {op.op} -> {', '.join(op.outputs) or '-'}"

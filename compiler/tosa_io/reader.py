@@ -46,6 +46,11 @@ class _Bad(Exception):
     TosaFormatError naming the file."""
 
 
+class _PastEnd(_Bad):
+    """Something the buffer refers to lies beyond its end: the usual sign of a file cut short
+    (a flatbuffer is written back to front, so a truncation loses what early tables point to)."""
+
+
 def _q(name: str) -> str:
     """A name from the file, quoted for a one-line message (newlines and the like escaped)."""
     if len(name) > _MAX_NAME_IN_MESSAGE:
@@ -89,18 +94,20 @@ class _CheckedTable(Table):
 
     def __init__(self, buf: bytes, pos: int, budget: _Budget):
         n = len(buf)
-        if pos < 0 or pos + 4 > n:
+        if pos < 0:
             raise _Bad(f"a table at byte {pos} lies outside the buffer ({n} bytes)")
+        if pos + 4 > n:
+            raise _PastEnd(f"a table at byte {pos} lies outside the buffer ({n} bytes)")
         Table.__init__(self, buf, pos)
         vt = pos - _I32(buf, pos)[0]
         if vt < 0 or vt + 4 > n:
-            raise _Bad(f"the vtable of the table at byte {pos} lies outside the buffer ({n} bytes)")
+            raise (_Bad if vt < 0 else _PastEnd)(f"the vtable of the table at byte {pos} lies outside the buffer ({n} bytes)")
         vtsize = _U16(buf, vt)[0]
         objsize = _U16(buf, vt + 2)[0]
         if vtsize < 4 or vtsize & 1 or vt + vtsize > n:
             raise _Bad(f"the vtable at byte {vt} has an impossible size {vtsize}")
         if objsize < 4 or pos + objsize > n:
-            raise _Bad(f"the table at byte {pos} (size {objsize}) runs past the end of the buffer ({n} bytes)")
+            raise _PastEnd(f"the table at byte {pos} (size {objsize}) runs past the end of the buffer ({n} bytes)")
         self._n = n
         self._vt = vt
         self._vtsize = vtsize
@@ -147,7 +154,7 @@ class _CheckedTable(Table):
         or vtable offset."""
         target = at + _U32(self.Bytes, at)[0]
         if target + 4 > self._n:
-            raise _Bad(f"an offset at byte {at} points to byte {target}, beyond the end of the buffer "
+            raise _PastEnd(f"an offset at byte {at} points to byte {target}, beyond the end of the buffer "
                        f"({self._n} bytes)")
         return target
 
@@ -155,7 +162,7 @@ class _CheckedTable(Table):
         length = _U32(self.Bytes, target)[0]
         start = target + 4
         if start + length * elem_size > self._n:
-            raise _Bad(f"a vector of {length} elements at byte {target} runs past the end of the buffer "
+            raise _PastEnd(f"a vector of {length} elements at byte {target} runs past the end of the buffer "
                        f"({self._n} bytes)")
         self._budget.spend(4 + length * elem_size)
         return start, length
@@ -549,6 +556,8 @@ def read_tosa_bytes(data: bytes, source: str = "<memory>") -> Graph:
     """Read a TOSA flatbuffer held in memory; `source` names it in error messages."""
     try:
         return _GraphReader(bytes(data), str(source)).read()
+    except _PastEnd as e:
+        raise TosaFormatError(str(source), f"truncated or damaged: {e}") from None
     except _Bad as e:
         raise TosaFormatError(str(source), str(e)) from None
 

@@ -72,13 +72,16 @@ class Program:
     # --- files -------------------------------------------------------------------------
     def save(self, outdir: str | Path) -> None:
         out = Path(outdir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "commands.bin").write_bytes(pack(self.commands))
-        (out / "constants.bin").write_bytes(self.constants)
         manifest = dict(self.manifest)
         manifest["format"] = FORMAT
         manifest["isa_version"] = ISA_VERSION
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "commands.bin").write_bytes(pack(self.commands))
+            (out / "constants.bin").write_bytes(self.constants)
+            (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        except OSError as e:
+            raise ProgramFormatError(f"cannot write the program to {out}: {e.strerror or e}") from None
 
     @staticmethod
     def load(indir: str | Path) -> "Program":

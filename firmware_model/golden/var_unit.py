@@ -213,6 +213,11 @@ def load_state(mem: Memories, layout: list[VariableSlot], arrays: Mapping[str, n
             if s.external and flags[s.slot] and s.name not in arrays:
                 raise GoldenModelError(f"the state's variable '{s.name}' (kept in external memory) is marked "
                                        f"written but its value is missing")
+            if not s.external and s.name in arrays and not (
+                    flags[s.slot] and np.array_equal(np.asarray(arrays[s.name]), s.decode(image[s.addr:s.addr + s.nbytes]))):
+                # the value by name is what a user edits; one that disagrees with the image would be ignored
+                raise GoldenModelError(f"the state's value of variable '{s.name}' disagrees with its variable-SRAM "
+                                       f"image (edit the values of a file without the image, or neither)")
         missing = [v.name for v in layout if v.name not in names]
         if missing:
             raise GoldenModelError(f"the state has no slot for variable '{missing[0]}' of the program "
@@ -236,6 +241,8 @@ def load_state(mem: Memories, layout: list[VariableSlot], arrays: Mapping[str, n
         return
     encoded = {}
     for name, value in arrays.items():
+        if name.startswith(STATE_PREFIX):     # e.g. the list of variables with no value yet
+            continue
         v = by_name.get(name)
         if v is None:
             raise GoldenModelError(f"the state has a value for '{name}', which is not a variable of the program "

@@ -12,6 +12,13 @@ import enum
 
 import numpy as np
 
+from firmware_model.errors import TosaUnsupported
+
+
+class UnsupportedDType(TosaUnsupported, ValueError):
+    """A type outside the integer profile where a value of it must be stored. Also a ValueError,
+    for callers that only ask whether a type has a storage."""
+
 
 class DType(enum.IntEnum):
     UNKNOWN = 0
@@ -53,7 +60,7 @@ class DType(enum.IntEnum):
         try:
             return np.dtype(_STORAGE[self])
         except KeyError:
-            raise ValueError(f"{self.name} is not supported by npu-bench (integer profile only)") from None
+            raise UnsupportedDType(f"{self.name} is not supported by npu-bench (integer profile only)") from None
 
     @property
     def min(self) -> int:

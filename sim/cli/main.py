@@ -1,8 +1,9 @@
 """The `npu` command line.
 
 Every error a user can cause is an `NpuBenchError` naming the file, tensor, op or parameter at
-fault; it is printed on one line and the exit status is 2. Anything else is a bug in npu-bench
-and keeps its traceback.
+fault; it is printed on one line and the exit status is 2. Anything else is a bug in npu-bench:
+it keeps its traceback and the exit status is 3. `npu sim` exits 1 when the RTL differs from
+golden. A closed pipe on stdout (`npu inspect --ops | head`) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 
 # numpy's OpenBLAS starts a thread per core that spins after each BLAS call; the integer work here
 # gains nothing from them, and on a small machine they take cores from the simulator.
@@ -17,7 +19,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from firmware_model.errors import NpuBenchError  # noqa: E402
 
+EXIT_MISMATCH = 1
 EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 3
 
 
 def _add_inspect(sub) -> None:
@@ -46,7 +50,10 @@ def _add_run(sub) -> None:
                    help="interp: the TOSA interpreter; golden: compile and run on the NPU golden model")
     p.add_argument("--config", default="default", help="NPU configuration for --backend golden (name or .toml)")
     p.add_argument("--state", metavar="FILE.npz",
-                   help="variable state: loaded before the run (initial values if FILE does not exist), saved after")
+                   help="variable state: loaded before the run (initial values if FILE does not exist), saved after "
+                        "with the outputs (both or neither)")
+    p.add_argument("--init-missing", action="store_true",
+                   help="variables the state file does not mention start from their initial values (else an error)")
     p.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a symbolic dimension (compiler)")
     p.set_defaults(func=cmd_run)
@@ -74,6 +81,9 @@ def _add_compile(sub) -> None:
 
 def cmd_compile(args) -> int:
     from compiler.pipeline import compile_cli
+    from sim.cli.files import check_output_dir
+
+    check_output_dir(args.output_dir)
 
     return compile_cli(args)
 
@@ -89,6 +99,8 @@ def _add_sim(sub) -> None:
                    help="run at most N invocations of the committed inputs, or N of seeded random data")
     p.add_argument("--state", metavar="FILE.npz",
                    help="variable state: loaded before the run (RTL and golden alike), saved after a passing run")
+    p.add_argument("--init-missing", action="store_true",
+                   help="variables the state file does not mention start from their initial values (else an error)")
     p.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a symbolic dimension (the inputs' shapes bind the rest)")
     p.add_argument("--sim", dest="simulator", choices=("verilator", "icarus"), default="verilator")
@@ -110,7 +122,12 @@ def cmd_sim(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="npu", description="npu-bench: TOSA on a modelled NPU, its RTL and golden model")
+    ap = argparse.ArgumentParser(prog="npu", description="npu-bench: TOSA on a modelled NPU, its RTL and golden model",
+                                 epilog="exit status: 0 done (and every check passed); 1 the RTL differs from golden; "
+                                        "2 a user error (one line naming the file, tensor, op or parameter); "
+                                        "3 an internal error of npu-bench (with its traceback)")
+    ap.add_argument("--tensor-limit-mib", type=float, default=None, metavar="MIB",
+                    help="refuse graphs with a tensor larger than this (default 1024, or $NPU_TENSOR_LIMIT_MIB)")
     sub = ap.add_subparsers(dest="command", required=True)
     _add_inspect(sub)
     _add_run(sub)
@@ -122,12 +139,33 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.tensor_limit_mib is not None:
+            from firmware_model.tosa_ops import limits
+
+            if not args.tensor_limit_mib > 0:
+                raise limits.ResourceLimitError(f"--tensor-limit-mib {args.tensor_limit_mib}: must be positive")
+            limits.set_tensor_limit(int(args.tensor_limit_mib * (1 << 20)))
         return args.func(args)
     except NpuBenchError as e:
         print(f"npu {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`npu inspect --ops | head`): not an error of ours or the user's;
+        # point stdout at /dev/null so Python's exit flush does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception:
+        traceback.print_exc()
+        print(f"npu {args.command}: internal error: this is a bug in npu-bench; please report it with the "
+              "traceback above", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    finally:
+        if args.tensor_limit_mib is not None:      # main() may run again in this process (tests, fuzzing)
+            from firmware_model.tosa_ops import limits
+
+            limits.set_tensor_limit(None)
 
 
 if __name__ == "__main__":

@@ -50,45 +50,84 @@ def parse_bindings(items: list[str], graph_inputs: list[str]) -> dict[str, Path]
 
 
 def load_input(name: str, path: Path) -> np.ndarray:
+    """The array of one .npy file, or a one-line error naming the input and the file."""
+    p = Path(path)
+    if p.is_dir():
+        raise RunError(f"input '{name}': {p} is a folder, not a .npy file")
     try:
-        return np.load(path, allow_pickle=False)
+        with open(p, "rb") as f:
+            head = f.read(6)
+            f.seek(0)
+            if head[:2] == b"PK":
+                raise RunError(f"input '{name}': {p} is an .npz archive; give one array as a .npy file")
+            if head != b"\x93NUMPY":
+                raise RunError(f"input '{name}': {p} is not a .npy file (it does not start with numpy's magic string)")
+            # numpy's reader raises whatever its parsers meet in a damaged header (ValueError,
+            # EOFError, SyntaxError, tokenize's TokenError, ...): each is a damaged file here.
+            arr = np.load(f, allow_pickle=False)
+    except RunError:
+        raise
     except FileNotFoundError:
-        raise RunError(f"input '{name}': no such file {path}") from None
-    except (OSError, ValueError) as e:
-        raise RunError(f"input '{name}': {path} is not a readable .npy file: {e}") from None
+        raise RunError(f"input '{name}': no such file {p}") from None
+    except MemoryError:
+        raise RunError(f"input '{name}': {p} declares an array too large to load") from None
+    except Exception as e:
+        raise RunError(f"input '{name}': {p} is not a readable .npy file ({type(e).__name__}: {e})") from None
+    if not isinstance(arr, np.ndarray):
+        raise RunError(f"input '{name}': {p} does not hold one array")
+    return arr
+
+
+def graph_variables(graph) -> dict:
+    """The graph's variables {name: (DType, shape)}, for checking a state file against them."""
+    from compiler.interpreter import Interpreter
+
+    return Interpreter(graph).variables
 
 
 def run_model_cli(args) -> int:
+    import io
+
     from compiler.pipeline import parse_binds
     from compiler.tosa_io import read_tosa
-    from sim.cli.state_file import load_state, save_state
+    from sim.cli.files import check_output_dir, commit_files, output_dir, writable_folder_of
+    from sim.cli.state_file import check_state, load_state, with_unwritten
     from sim.oracles.backends import BackendError, open_session
 
     graph = read_tosa(args.model)
     block = graph.main
     bound = parse_bindings(args.input, list(block.inputs))
     inputs = {name: load_input(name, path) for name, path in bound.items()}
-    state = load_state(args.state) if args.state else None
+    # Where the results go is checked before the run, so a run is not wasted on a folder that
+    # cannot take them; outputs and state are then written together or not at all.
+    check_output_dir(args.output_dir)
+    if args.state:
+        writable_folder_of(args.state, "state file")
     try:
         session = open_session(graph, args.backend, config=args.config, binds=parse_binds(getattr(args, "bind", None) or []),
                                input_shapes={n: a.shape for n, a in inputs.items()})
     except BackendError as e:
         raise RunError(str(e)) from None
+    variables = graph_variables(graph)
+    state = load_state(args.state) if args.state else None
     if state is not None:
+        check_state(args.state, state, variables, init_missing=getattr(args, "init_missing", False))
         try:
             session.load_state(state)
         except NpuBenchError as e:
             raise RunError(f"state file {args.state}: {e}") from None
     outputs = session.run(inputs)
-    out_dir = Path(args.output_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RunError(f"cannot create output folder {out_dir}: {e}") from None
+    out_dir = output_dir(args.output_dir)
+    files = []
     for name in block.outputs:
-        np.save(out_dir / f"{name}.npy", np.asarray(outputs[name]), allow_pickle=False)
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(outputs[name]), allow_pickle=False)
+        files.append((out_dir / f"{name}.npy", buf.getvalue()))
     if args.state:
-        save_state(args.state, session.state)
+        buf = io.BytesIO()
+        np.savez(buf, **{k: np.asarray(v) for k, v in with_unwritten(session.state, variables).items()})
+        files.append((Path(args.state), buf.getvalue()))
+    commit_files(files)
     print(f"npu run: {len(outputs)} output(s) written to {out_dir}"
           + (f"; state saved to {args.state}" if args.state else "") + (f"; {session.note}" if session.note else ""))
     return 0

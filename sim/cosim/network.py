@@ -245,7 +245,7 @@ def _reference(model, graph, invs, input_specs, state, names, notes):
 def sim_cli(args) -> int:
     from compiler.pipeline import parse_binds
     from sim.cli.files import output_dir
-    from sim.cli.state_file import load_state, save_state
+    from sim.cli.state_file import check_state, load_state, save_state
     from hw.npu_core import CORE_FAULTS
 
     cfg = load_config(args.config)
@@ -257,7 +257,16 @@ def sim_cli(args) -> int:
     stem = model.parent.name if model.stem == "model" else model.stem
     workdir = BUILD_ROOT / "sim" / f"{stem}-{cfg.name}-{args.simulator}{'-' + args.inject_fault if args.inject_fault else ''}"
     report_dir = output_dir(args.report if args.report else workdir, "report folder")
-    state = load_state(args.state) if args.state else None
+    state = None
+    if args.state:
+        from compiler.tosa_io import read_tosa
+        from sim.cli.files import writable_folder_of
+        from sim.cli.run import graph_variables
+
+        writable_folder_of(args.state, "state file")
+        state = load_state(args.state)
+        if state is not None:
+            check_state(args.state, state, graph_variables(read_tosa(model)), init_missing=args.init_missing)
     rep = run_sim(model, cfg, args.simulator, input_specs=args.input, waves=args.waves, fault=args.inject_fault,
                   workdir=workdir, state=state, invocations=args.invocations,
                   stop_at_first_mismatch=args.stop_at_first_mismatch, binds=parse_binds(args.bind))

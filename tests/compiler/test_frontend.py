@@ -285,9 +285,9 @@ def test_unsupported_ops_are_compile_errors_naming_the_op():
     with pytest.raises(CompileError, match=r"op %0 COS -> s: not supported: COS: npu-bench has no implementation"):
         compile_graph(_graph(ts, [Operator("COS", ["a"], ["s"])], ["a"], ["s"]), load_config("tiny"))
     ts = [Tensor("a", [2], FP32), Tensor("b", [2], FP32), Tensor("s", [2], FP32)]
-    with pytest.raises(CompileError, match=r"tensor 'a' has element type FP32, outside npu-bench's integer profile"):
+    with pytest.raises(CompileError, match=r"'a' has element type FP32, outside npu-bench's integer profile"):
         compile_graph(_graph(ts, [Operator("ADD", ["a", "b"], ["s"])], ["a", "b"], ["s"]), load_config("tiny"))
-    with pytest.raises(CompileError, match=r"op %0 ABS -> s: not supported"):
+    with pytest.raises(CompileError, match=r"graph output 's' has element type FP32, outside"):
         compile_graph(_graph([Tensor("a", [2], I32), Tensor("s", [2], FP32)],
                              [Operator("ABS", ["a"], ["s"])], ["a"], ["s"]), load_config("tiny"))
 
