@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except NpuBenchError as e:
         print(f"npu {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return getattr(e, "exit_status", EXIT_USER_ERROR)     # a simulator crash is 3
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -297,8 +297,13 @@ class CoreBench:
         status = int(d.status.value) if int(d.done.value) else -1
         cycles = int(d.cycles.value)
         if note == "watchdog":
+            pc = int(d.pc.value)
+            labels = self.job.command_labels
+            at = f" ({labels[pc]})" if 0 <= pc < len(labels) else ""
+            waiting = (f"; tile {pending[0].tile_id} (command {pending[0].command_index}) never finished"
+                       if pending else "")
             note = (f"watchdog: no END after {budget / CLOCK_NS:.0f} clocks (the golden model needs "
-                    f"{inv.cycles}); the core was at command {int(d.pc.value)}, cycle {cycles}")
+                    f"{inv.cycles}); the core was at command {pc}{at}, cycle {cycles}{waiting}")
         for exp in pending:          # commands the RTL never finished
             tiles.append(TileCheck(exp.command_index, exp.tile_id, exp.opcode, -1, exp.end, exp.output,
                                    list(range(len(exp.expected))), np.zeros(0, np.uint8), exp.expected,

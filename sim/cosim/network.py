@@ -159,8 +159,10 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
         result, bench = run_on_rtl(built, job, run_dir, waves=waves)
     sim_seconds = time.monotonic() - t_sim
     if result is None:
-        raise NpuBenchError(f"the {simulator} co-simulation stopped before reporting: "
-                            f"{'; '.join(bench.failures) or 'no results'} (log: {run_dir / 'sim.log'})")
+        from sim.rtl.build import SimulatorCrash
+
+        raise SimulatorCrash(f"the {simulator} co-simulation stopped before reporting: "
+                             f"{'; '.join(bench.failures) or 'no results'}", run_dir / "sim.log")
 
     tiles, inv_reports, rtl_outputs = [], [], []
     for k, (r, exp) in enumerate(zip(result.invocations, job.invocations)):

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import Sram, Status, pack
+from firmware_model.arch.isa import Opcode, Sram, Status, pack
 from firmware_model.arch.program import Program
 from firmware_model.errors import GoldenModelError, NpuBenchError
 from sim.cosim.records import InvocationJob, ProgramJob, ProgramResult, TileExpectation
@@ -111,8 +111,23 @@ def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.nda
     golden.event_hook = None
     job = ProgramJob(config_ref(cfg), image, prog_addr, len(program.commands), jobs,
                      host_ops=list(program.manifest.get("host_ops", [])),
-                     stop_at_first_mismatch=stop_at_first_mismatch, initial_variables=initial)
+                     stop_at_first_mismatch=stop_at_first_mismatch, initial_variables=initial,
+                     command_labels=command_labels(program))
     return job, run
+
+
+def command_labels(program: Program) -> list[str]:
+    """Each command as a watchdog report names it: its disassembly, the tile it belongs to (the
+    last MARK before it) and that tile's layer."""
+    layer_of = {t["id"]: layer.get("name", "?") for layer in program.manifest.get("layers", [])
+                for t in layer.get("tiles", [])}
+    labels, tile = [], None
+    for cmd in program.commands:
+        if cmd.opcode == Opcode.MARK:
+            tile = cmd.value
+        where = f", tile {tile} (layer {layer_of.get(tile, '?')})" if tile is not None else ", before the first tile"
+        labels.append(f"{cmd.disassemble()}{where}")
+    return labels
 
 
 def run_on_rtl(built, job: ProgramJob, job_dir: Path | None = None, *, waves: bool = False):

@@ -59,6 +59,9 @@ class ProgramJob:
     stop_at_first_mismatch: bool = False
     watchdog_factor: int = 4                    # a run stops after factor x golden's clocks + slack
     watchdog_slack: int = 10000
+    # per command: its disassembly and the tile (last MARK) and layer it belongs to, so that a
+    # watchdog report says where the core stopped in the program's own terms
+    command_labels: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -48,6 +48,22 @@ class RtlBuildError(NpuBenchError):
     """Generating Verilog or compiling it for a simulator failed."""
 
 
+class SimulatorCrash(NpuBenchError):
+    """The simulator ended without its results: it crashed, was killed or exited early. Not the
+    user's doing, so the command line exits 3; the message ends with the tail of the log."""
+
+    exit_status = 3
+
+    def __init__(self, message: str, log: Path | None = None, lines: int = 15):
+        self.log = log
+        tail = ""
+        if log is not None and Path(log).is_file():
+            text = Path(log).read_text(errors="replace").rstrip().splitlines()[-lines:]
+            tail = "\n".join("    " + line for line in text)
+        super().__init__(message + (f"; the last lines of {log}:\n{tail}" if tail else
+                                    f" ({log} has nothing)" if log is not None else ""))
+
+
 @dataclass(frozen=True)
 class RtlDesign:
     """An Amaranth design to simulate: `elaborate()` returns the top component."""
@@ -206,8 +222,12 @@ def run_bench(built: BuiltRtl, test_module: str, *, testcase: str | None = None,
     except SystemExit as e:
         # The runner exits when a cocotb test fails; that is a result, not a failure to run.
         if not xml.exists():
-            raise RtlBuildError(f"the {built.simulator} run of {test_module} failed ({e}); "
-                                f"see {test_dir / 'sim.log'}") from None
+            raise SimulatorCrash(f"the {built.simulator} run of {test_module} ended without results (exit {e.code}): "
+                                 "the simulator crashed or exited early", test_dir / "sim.log") from None
+    except RuntimeError as e:
+        # the runner's word for a simulator process that returned non-zero (a crash, a signal)
+        raise SimulatorCrash(f"the {built.simulator} run of {test_module} ended early ({e}): the simulator "
+                             "crashed or exited early", test_dir / "sim.log") from None
     wall = time.monotonic() - t0
     return parse_results(xml, wall)
 
@@ -235,7 +255,8 @@ def _restore_build_state(runner, built: BuiltRtl) -> None:
 
 def parse_results(xml: Path, wall: float = 0.0) -> BenchResult:
     if not xml.exists():
-        raise RtlBuildError(f"{xml}: the simulator wrote no results (did it crash? see sim.log beside it)")
+        raise SimulatorCrash(f"{xml}: the simulator wrote no results: it crashed or exited early",
+                             xml.parent / "sim.log")
     root = ET.parse(xml).getroot()
     passed = failed = 0
     failures: list[str] = []

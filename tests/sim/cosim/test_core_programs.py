@@ -9,6 +9,12 @@ that truncates, a DMA that loads one word off, a command processor that never en
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -167,8 +173,94 @@ def test_watchdog_stops_a_core_that_never_ends(simulator):
     job.watchdog_factor, job.watchdog_slack = 2, 2000
     result, bench = run_on_rtl(cached_core(cfg, simulator, fault="stall_at_end"), job)
     r = result.invocations[0]
-    assert "watchdog" in r.note and f"command {len(program.commands) - 1}" in r.note
+    last_tile = program.tiles[-1]["id"]
+    assert "watchdog" in r.note and f"command {len(program.commands) - 1} (END" in r.note, r.note
+    assert f"tile {last_tile}" in r.note and "cycle " in r.note
     assert all(c.ok for c in r.tiles) and r.status == -1
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_npu_sim_stops_a_core_that_never_ends(simulator, tmp_path, capsys):
+    """The same fault through `npu sim` on a network: the run ends (exit 1, a mismatch) and the
+    report says the watchdog stopped it, where the core was and at which cycle."""
+    from sim.cli.main import main
+    from sim.paths import MODELS_DIR
+
+    rc = main(["sim", str(MODELS_DIR / "mlp" / "model.tosa"), "--config", "tiny", "--sim", simulator,
+               "--inject-fault", "stall_at_end", "--report", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "watchdog: no END after" in out and "(END" in out and "cycle " in out, out[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert any("watchdog" in inv["note"] for inv in report["invocations"])
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_a_simulator_that_dies_is_reported_with_its_log(simulator, tmp_path):
+    """A simulator process killed in mid-run (as a crash would end it): the bench raises
+    SimulatorCrash (exit 3 on the command line) with the tail of the log, and does not hang."""
+    from sim.rtl.build import SimulatorCrash
+
+    cfg = load_config("tiny")
+    program = rp.tile_program(cfg, rp.mac_tiles(cfg, seeds.rng(3, "watchdog programs"), 2))
+    job, _ = prepare(program, cfg, [{}])
+    job.watchdog_factor, job.watchdog_slack = 1000, 300_000_000      # it would stall for minutes
+    built = cached_core(cfg, simulator, fault="stall_at_end")
+    killer = _Killer("vvp" if simulator == "icarus" else built.design_name[:15])
+    killer.start()
+    try:
+        with pytest.raises(SimulatorCrash) as info:
+            run_on_rtl(built, job, tmp_path / "job")
+    finally:
+        killer.stop.set()
+        killer.join()
+    assert killer.killed, "the simulator process was never seen"
+    assert info.value.exit_status == 3 and "crashed or exited early" in str(info.value)
+    assert "sim.log" in str(info.value)
+
+
+class _Killer(threading.Thread):
+    """Kills the first descendant process of this one named `name`, a second after it appears."""
+
+    def __init__(self, name: str):
+        super().__init__(daemon=True)
+        self.name, self.killed, self.stop = name, False, threading.Event()
+
+    def run(self):
+        me = os.getpid()
+        while not self.stop.wait(0.2):
+            for pid in _descendants(me):
+                try:
+                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                except OSError:
+                    continue
+                if comm == self.name:
+                    self.stop.wait(1.0)
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        self.killed = True
+                    except ProcessLookupError:
+                        pass
+                    return
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    found, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
 
 
 @pytest.mark.rtl
