@@ -15,6 +15,7 @@ Word widths (fixed by the architecture, derived from the MAC array):
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +145,13 @@ def _parse(doc: dict, source: str) -> NpuConfig:
     unknown_top = {k for k in doc if k not in _LAYOUT[""] and k not in _LAYOUT}
     if unknown_top:
         raise ConfigError(f"{source}: unknown parameter(s): {', '.join(sorted(unknown_top))}")
+    for fld in ("name", "description"):
+        if not isinstance(values[fld], str):
+            raise ConfigError(f"{source}: {fld} must be a string, got {values[fld]!r}")
+    # the name becomes part of build and report folder names
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", values["name"]) or values["name"] in (".", ".."):
+        raise ConfigError(f"{source}: name = {values['name']!r}: use 1 to 64 letters, digits, '_', '-' or '.' "
+                          "(it names build and report folders)")
     for fld in NpuConfig.__dataclass_fields__:
         if fld in ("name", "description", "source"):
             continue

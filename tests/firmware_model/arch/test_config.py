@@ -49,6 +49,9 @@ def variant(tmp_path, section: str, key: str, value) -> str:
     ("mac", "cols", 2, ["mac.cols", "at least 4"]),
     ("", "clock_mhz", 0, ["clock_mhz", "positive"]),
     ("external", "size", 1024, ["external.size", "at least 64 KiB"]),
+    ("", "name", 5, ["name must be a string"]),
+    ("", "name", '"../../etc"', ["name = '../../etc'", "names build and report folders"]),
+    ("", "description", "[1]", ["description must be a string"]),
 ])
 def test_unworkable_configs_are_refused_naming_the_parameter(tmp_path, section, key, value, words):
     path = variant(tmp_path, section, key, value)
