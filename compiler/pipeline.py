@@ -118,7 +118,7 @@ def compile_file(model: str | Path, cfg: NpuConfig, **kw) -> CompileContext:
 def compile_cli(args) -> int:
     from firmware_model.arch.config import load_config
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, getattr(args, "set", ()) or ())
     print_after = tuple(args.print_after) + (("all",) if args.print_after_all else ())
     ctx = compile_file(args.model, cfg, binds=parse_binds(args.bind), print_after=print_after)
     ctx.program.save(args.output_dir)

@@ -15,10 +15,12 @@ Word widths (fixed by the architecture, derived from the MAC array):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.errors import ConfigError
@@ -51,6 +53,26 @@ class NpuConfig:
     ext_bandwidth: int     # bytes per cycle between external memory and the SRAMs
     ext_latency: int       # cycles before the first beat of a DMA transfer
     source: str = "<built-in>"
+    overrides: tuple[str, ...] = ()    # the --set settings applied on top of `source`
+
+    @staticmethod
+    def from_dict(d: dict) -> "NpuConfig":
+        """The inverse of to_dict (a configuration sent to another process)."""
+        d = dict(d)
+        d["overrides"] = tuple(d.get("overrides", ()))
+        return NpuConfig(**d)
+
+    @property
+    def hash(self) -> str:
+        """8 hex digits identifying the hardware parameters (name and description aside): reports
+        and caches are keyed by it, so two files that describe one NPU share them and two NPUs
+        with one name do not."""
+        return hashlib.sha256(self.key().encode()).hexdigest()[:8]
+
+    @property
+    def report_key(self) -> str:
+        """The name and the hash, as report and build folders are named."""
+        return self.name if self.name.endswith(self.hash) else f"{self.name}-{self.hash}"
 
     # --- derived geometry -------------------------------------------------------------
     @property
@@ -110,7 +132,7 @@ class NpuConfig:
     def key(self) -> str:
         """A short string that identifies the hardware geometry (for RTL build caching)."""
         d = self.to_dict()
-        d.pop("name"), d.pop("description"), d.pop("source")
+        d.pop("name"), d.pop("description"), d.pop("source"), d.pop("overrides")
         return "-".join(f"{v}" for v in d.values())
 
 
@@ -153,7 +175,7 @@ def _parse(doc: dict, source: str) -> NpuConfig:
         raise ConfigError(f"{source}: name = {values['name']!r}: use 1 to 64 letters, digits, '_', '-' or '.' "
                           "(it names build and report folders)")
     for fld in NpuConfig.__dataclass_fields__:
-        if fld in ("name", "description", "source"):
+        if fld in ("name", "description", "source", "overrides"):
             continue
         v = values[fld]
         if fld == "clock_mhz":
@@ -229,22 +251,113 @@ def validate(cfg: NpuConfig) -> None:
         bad("ext_latency", "latency cannot be negative")
 
 
-def load_config(name_or_path: str | Path) -> NpuConfig:
-    """Load a named configuration (tiny, default, large) or a TOML file by path."""
-    text = str(name_or_path)
-    path = Path(text)
+def load_config(name_or_path: str | Path, overrides: Sequence[str] = ()) -> NpuConfig:
+    """Load a named configuration (tiny, default, large) or a TOML file by path, then apply
+    `overrides` ("mac.rows=16", "clock_mhz=800": the command line's --set).
+
+    A file may say `extends = "default"` (a name, or a path relative to the file) and give only
+    the parameters that differ; without a `name` of its own it is named after its file. A
+    configuration with overrides is named "<name>-<hash>", so that its reports never take the
+    place of the unmodified configuration's.
+    """
+    path = _resolve(str(name_or_path), None)
+    doc = _load_doc(path, ())
+    if not overrides:
+        return _parse(doc, str(path))
+    applied = []
+    for item in overrides:
+        applied.append(_apply_override(doc, item, str(path)))
+    base_name = doc.get("name")
+    cfg = _parse(doc, str(path))
+    settings = ", ".join(applied)
+    return dataclasses.replace(cfg, name=f"{base_name}-{cfg.hash}", description=f"{cfg.description} (with {settings})",
+                               overrides=tuple(applied))
+
+
+def _resolve(text: str, relative_to: Path | None) -> Path:
     if not text.endswith(".toml") and "/" not in text:
         path = CONFIG_DIR / f"{text}.toml"
         if not path.exists():
             names = ", ".join(named_configs())
             raise ConfigError(f"no NPU configuration named '{text}' (named: {names}; or give a .toml path)")
+        return path
+    path = Path(text)
+    if relative_to is not None and not path.is_absolute():
+        path = relative_to / path
     if not path.exists():
         raise ConfigError(f"{path}: no such configuration file")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a configuration file")
+    return path
+
+
+MAX_EXTENDS = 8
+
+
+def _load_doc(path: Path, chain: tuple[Path, ...]) -> dict:
+    """The TOML document of `path` with its `extends` chain merged in (the file's keys win)."""
     try:
         doc = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    return _parse(doc, str(path))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the configuration: {e.strerror or e}") from None
+    base = doc.pop("extends", None)
+    if base is None:
+        return doc
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{path}: extends must name a configuration (a name or a .toml path), got {base!r}")
+    here = path.resolve()
+    if here in chain:
+        raise ConfigError(f"{path}: extends '{base}' makes a cycle ({' -> '.join(p.name for p in chain + (here,))})")
+    if len(chain) >= MAX_EXTENDS:
+        raise ConfigError(f"{path}: more than {MAX_EXTENDS} configurations extend one another")
+    base_path = _resolve(base, path.parent)
+    merged = _load_doc(base_path, chain + (here,))
+    for key, value in doc.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    if "name" not in doc:
+        merged["name"] = path.stem
+    if "description" not in doc and isinstance(merged.get("description"), str):
+        merged["description"] = f"{merged['description']} (extended by {path.name})"
+    return merged
+
+
+def _apply_override(doc: dict, item: str, source: str) -> str:
+    """Apply one "section.key=value" to the document; the value is read as TOML (16, 0.5, "x",
+    true), or as a string when it is not TOML. Returns the setting as applied."""
+    where, sep, text = item.partition("=")
+    where = where.strip()
+    if not sep or not where:
+        raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE, e.g. --set mac.rows=16")
+    try:
+        value = tomllib.loads(f"v = {text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text.strip()
+    parts = where.split(".")
+    if len(parts) > 2 or not all(parts):
+        raise ConfigError(f"--set {item!r}: parameters are KEY (top level) or SECTION.KEY, e.g. mac.rows")
+    if len(parts) == 2:
+        section, key = parts
+        if section not in _LAYOUT or section == "":
+            raise ConfigError(f"--set {item!r}: no section [{section}] (sections: "
+                              f"{', '.join(s for s in _LAYOUT if s)})")
+        if key not in _LAYOUT[section]:
+            raise ConfigError(f"--set {item!r}: [{section}] has no parameter '{key}' "
+                              f"(parameters: {', '.join(_LAYOUT[section])})")
+        table = doc.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: [{section}] must be a table")
+        table[key] = value
+    else:
+        if parts[0] not in _LAYOUT[""]:
+            known = ", ".join(list(_LAYOUT[""]) + [f"{s}.{k}" for s in _LAYOUT if s for k in _LAYOUT[s]])
+            raise ConfigError(f"--set {item!r}: no parameter '{parts[0]}' (parameters: {known})")
+        doc[parts[0]] = value
+    return f"{where}={value if not isinstance(value, str) else repr(value)}"
 
 
 def named_configs() -> list[str]:

@@ -49,6 +49,8 @@ def _add_run(sub) -> None:
     p.add_argument("--backend", choices=("interp", "golden"), default="interp",
                    help="interp: the TOSA interpreter; golden: compile and run on the NPU golden model")
     p.add_argument("--config", default="default", help="NPU configuration for --backend golden (name or .toml)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
     p.add_argument("--state", metavar="FILE.npz",
                    help="variable state: loaded before the run (initial values if FILE does not exist), saved after "
                         "with the outputs (both or neither)")
@@ -69,6 +71,8 @@ def _add_compile(sub) -> None:
     p = sub.add_parser("compile", help="compile a .tosa graph into an NPU program")
     p.add_argument("model", help="a .tosa flatbuffer")
     p.add_argument("--config", default="default", help="NPU configuration (name or .toml)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
     p.add_argument("-o", "--output-dir", required=True, metavar="OUTDIR",
                    help="write commands.bin, constants.bin and manifest.json here")
     p.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE",
@@ -105,6 +109,8 @@ def _add_sim(sub) -> None:
                    help="bind a symbolic dimension (the inputs' shapes bind the rest)")
     p.add_argument("--sim", dest="simulator", choices=("verilator", "icarus"), default="verilator")
     p.add_argument("--config", default="default", help="NPU configuration (name or .toml)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
     p.add_argument("--waves", action="store_true", help="write a waveform and print its path")
     p.add_argument("--report", metavar="DIR", default=None,
                    help="write report.json and report.xml (JUnit) here (default: build/sim/<model>)")

@@ -90,6 +90,7 @@ def run_model_cli(args) -> int:
 
     from compiler.pipeline import parse_binds
     from compiler.tosa_io import read_tosa
+    from firmware_model.arch.config import load_config
     from sim.cli.files import check_output_dir, commit_files, output_dir, writable_folder_of
     from sim.cli.state_file import check_state, load_state, with_unwritten
     from sim.oracles.backends import BackendError, open_session
@@ -104,7 +105,8 @@ def run_model_cli(args) -> int:
     if args.state:
         writable_folder_of(args.state, "state file")
     try:
-        session = open_session(graph, args.backend, config=args.config, binds=parse_binds(getattr(args, "bind", None) or []),
+        config = load_config(args.config, getattr(args, "set", ()) or ()) if args.backend == "golden" else args.config
+        session = open_session(graph, args.backend, config=config, binds=parse_binds(getattr(args, "bind", None) or []),
                                input_shapes={n: a.shape for n, a in inputs.items()})
     except BackendError as e:
         raise RunError(str(e)) from None

@@ -27,7 +27,7 @@ import numpy as np
 from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
 
-from firmware_model.arch.config import load_config
+from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import Status
 from sim.cosim.records import InvocationResult, ProgramJob, ProgramResult, TileCheck
 from sim.rtl.sim_top import (CLOCK_HALF_PERIOD_NS, DUMP_FILE, EXTERNAL, LOAD_FILE, OUTPUT_SRAM, TILE_FILE,
@@ -59,7 +59,7 @@ class CoreBench:
         self.dut = dut
         self.job = job
         self.dir = job_dir
-        self.cfg = load_config(job.config)
+        self.cfg = NpuConfig.from_dict(job.config)
         self.E = ext_word_bytes(self.cfg)
         self.requests = 0                 # back-door requests made (sim top's bd_req)
 

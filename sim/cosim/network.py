@@ -141,7 +141,7 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     invs, inputs_text, seed = load_inputs(model, graph, list(input_specs), invocations)
     golden = GoldenSession(graph, cfg, binds=binds, input_shapes={n: a.shape for n, a in invs[0].items()})
     program = golden.program
-    workdir = Path(workdir or BUILD_ROOT / "sim" / f"{model.stem}-{cfg.name}-{simulator}")
+    workdir = Path(workdir or BUILD_ROOT / "sim" / f"{model.stem}-{cfg.report_key}-{simulator}")
     program.save(workdir / "program")
     job, grun = prepare(program, cfg, invs, state=state, stop_at_first_mismatch=stop_at_first_mismatch)
 
@@ -250,14 +250,14 @@ def sim_cli(args) -> int:
     from sim.cli.state_file import check_state, load_state, save_state
     from hw.npu_core import CORE_FAULTS
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.set)
     model = Path(args.model) if args.model else DEFAULT_MODEL
     if not model.exists():
         raise NpuBenchError(f"{model}: no such file")
     if args.inject_fault and args.inject_fault not in CORE_FAULTS:
         raise NpuBenchError(f"--inject-fault {args.inject_fault}: no such fault (faults: {', '.join(CORE_FAULTS)})")
     stem = model.parent.name if model.stem == "model" else model.stem
-    workdir = BUILD_ROOT / "sim" / f"{stem}-{cfg.name}-{args.simulator}{'-' + args.inject_fault if args.inject_fault else ''}"
+    workdir = BUILD_ROOT / "sim" / f"{stem}-{cfg.report_key}-{args.simulator}{'-' + args.inject_fault if args.inject_fault else ''}"
     report_dir = output_dir(args.report if args.report else workdir, "report folder")
     state = None
     if args.state:

@@ -46,8 +46,9 @@ class GoldenRun:
     model: object
 
 
-def config_ref(cfg: NpuConfig) -> str:
-    return cfg.source if cfg.source != "<built-in>" else cfg.name
+def config_ref(cfg: NpuConfig) -> dict:
+    """The configuration as the bench's process rebuilds it (overrides and all)."""
+    return cfg.to_dict()
 
 
 def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.ndarray]], *,

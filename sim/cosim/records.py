@@ -49,7 +49,7 @@ class InvocationJob:
 
 @dataclass
 class ProgramJob:
-    config: str                                 # a configuration name or .toml path
+    config: dict                                # NpuConfig.to_dict()
     image: list[tuple[int, bytes]]              # (external address, bytes): constants, commands
     prog_addr: int
     prog_words: int

@@ -247,7 +247,7 @@ def format_report(rep: SimReport, max_lines: int = 64) -> str:
 
 
 def report_json(rep: SimReport) -> dict:
-    cfg = asdict(rep.config)
+    cfg = {**asdict(rep.config), "hash": rep.config.hash}
     failures = [asdict(t) for t in rep.tiles if not t.ok]
     return {
         "schema": SCHEMA_VERSION, "model": rep.model, "config": cfg, "simulator": rep.simulator,
