@@ -37,7 +37,7 @@ from compiler.ir import Block, Graph, Operator
 from firmware_model.errors import (NpuBenchError, TosaError, TosaUnpredictable, TosaUnsupported)
 from firmware_model.tosa_ops import limits
 from firmware_model.tosa_ops.dtypes import DType
-from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for
+from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for, op_unpredictable
 
 
 class InterpreterError(NpuBenchError):
@@ -455,7 +455,12 @@ class Interpreter:
                       output_specs=list(out_specs), where=where, attr_kind=kind, extra=dict(plan.extra))
         try:
             results = kernel(call)
-        except (TosaError, TosaUnpredictable, TosaUnsupported, InterpreterError):
+        except TosaUnpredictable as e:     # a primitive's REQUIRE is reported as the op's
+            named = op_unpredictable(call, e)
+            if named is e:
+                raise
+            raise named from e
+        except (TosaError, TosaUnsupported, InterpreterError):
             raise
         except NpuBenchError:
             raise

@@ -8,6 +8,7 @@
     tile_planner        split each NPU operation into tiles that fit the configured SRAMs
     scheduler           order, external-memory placement, SRAM allocation per tile
     emitter             command stream, constants image and manifest
+    requires            the fused ops' data-dependent REQUIREs, for the golden model's monitor
 
 Each pass is a module in compiler/passes with a `run(ctx)` function; its docstring states what it
 reads from and adds to the context. `--print-after PASS` prints the IR after that pass.
@@ -27,7 +28,7 @@ from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Program
 
 PASSES = ("shape_resolution", "validation", "state_legalization", "constant_folding", "lowering", "tile_planner",
-          "scheduler", "emitter")
+          "scheduler", "emitter", "requires")
 
 
 @dataclass
@@ -59,6 +60,10 @@ def compile_graph(graph: Graph, cfg: NpuConfig, *, binds: dict[str, int] | None 
     if unknown:
         raise CompileError(f"--print-after {unknown[0]}: no such pass (passes: {', '.join(PASSES)})")
     ctx = CompileContext(graph.copy(), cfg, dict(binds or {}), dict(input_shapes or {}))
+    # Each op remembers its place in the graph as read: the interpreter names an op by it, and so
+    # does the golden model's REQUIRE monitor (passes/requires.py).
+    for i, op in enumerate(ctx.block.operators):
+        op.annotations["graph_index"] = i
     for name in PASSES:
         _pass_module(name).run(ctx)
         if name in print_after or "all" in print_after:

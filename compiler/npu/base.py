@@ -125,6 +125,11 @@ class NpuOperation:
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
         raise NotImplementedError
 
+    def requires(self) -> list:
+        """The fused TOSA ops' REQUIREs on data that some input can break, for the golden model's
+        monitor (compiler/npu/requires.py); none by default (data movement, variables)."""
+        return []
+
 
 # --------------------------------------------------------------------------------------------
 # Graph queries the lowering rules share

@@ -145,6 +145,10 @@ class NpuConv(NpuOperation):
         return ", ".join(parts)
 
     # ---- tiling ----------------------------------------------------------------------------
+    def requires(self) -> list:
+        from compiler.npu import requires
+        return requires.conv(self)
+
     def geometry(self, cfg: NpuConfig, th: int, tw: int, tc: int) -> ConvGeometry:
         L, R = cfg.mac_cols, cfg.mac_rows
         kh, kw = self.kernel

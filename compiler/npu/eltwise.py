@@ -65,6 +65,10 @@ class Operand:
     # dim of `shape`; None: `tensor` itself, dense.
     offset: int = 0
     strides: tuple[int, ...] | None = None
+    # The TOSA RESCALEs the input stage runs, in order, each with the point of the unit where its
+    # input values are (A0/B0: the elements minus the zero point; A1/B1: after the left shift):
+    # for the REQUIRE monitor (compiler/npu/requires.py).
+    rescales: list = field(default_factory=list)
 
     def describe(self) -> str:
         what = self.tensor if self.tensor is not None else f"const{list(self.shape)}"
@@ -91,6 +95,7 @@ class NpuEltwise(NpuOperation):
     mul_shift: int = 0
     round_: bool = False
     sources: list[str] = field(default_factory=list)
+    binop: Operator | None = None          # the TOSA binary op (None for COPY)
     kind = "eltwise"
     unit = "ELTWISE"
 
@@ -183,6 +188,10 @@ class NpuEltwise(NpuOperation):
             if x is not None and x.const is not None:
                 blobs[key] = as_bytes(x.const, x.dtype)
         return blobs
+
+    def requires(self) -> list:
+        from compiler.npu import requires
+        return requires.eltwise(self)
 
     # ---- emission --------------------------------------------------------------------------
     def _source(self, key: str, x: Operand, strides: tuple[int, ...]) -> Source:
@@ -346,6 +355,7 @@ def operand_chain(block: Block, producers: dict, consumers: dict, binop: Operato
             return raw
         x, more = _source_operand(block, producers, consumers, src, shape, info.in_dtype, zp=info.input_zp,
                                   unsigned=info.input_unsigned, lshift=lshift)
+        x.rescales = [(f"{'AB'[k]}0", info)]
         return x, absorbed + more
     if not info.scale32:
         return raw
@@ -359,9 +369,11 @@ def operand_chain(block: Block, producers: dict, consumers: dict, binop: Operato
             x, more = _source_operand(block, producers, consumers, q.inputs[0], shape, qi.in_dtype,
                                       zp=qi.input_zp, unsigned=qi.input_unsigned, lshift=qi.pure_shift(),
                                       rescale=rescale)
+            x.rescales = [(f"{'AB'[k]}0", qi), (f"{'AB'[k]}1", info)]
             return x, absorbed + reshapes2 + [q] + more
     x, more = _source_operand(block, producers, consumers, src, shape, info.in_dtype, zp=info.input_zp,
                               unsigned=info.input_unsigned, rescale=rescale)
+    x.rescales = [(f"{'AB'[k]}0", info)]
     return x, absorbed + more
 
 
@@ -403,7 +415,7 @@ def build_binary(block: Block, op: Operator, producers: dict, consumers: dict):
     mul_shift = scalar(const_value(block, producers, op.inputs[2])) if op.op == "MUL" else 0
     npu = NpuEltwise(BINARY[op.op], a, b, out_name, tuple(out_t.shape), stage, mul_shift=mul_shift or 0,
                      round_=bool(op.attrs.get("round", False)) and op.op == "ARITHMETIC_RIGHT_SHIFT",
-                     sources=[f"{o.op}->{o.outputs[0]}" for o in ops])
+                     sources=[f"{o.op}->{o.outputs[0]}" for o in ops], binop=op)
     return npu, ops
 
 

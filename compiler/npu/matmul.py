@@ -77,6 +77,10 @@ class NpuMatmul(NpuOperation):
         text = f"matmul {n}x{h}x{c} by {c}x{self.b_shape[2]}"
         return f"{text}, {self.stage.describe()}" if self.stage.describe() else text
 
+    def requires(self) -> list:
+        from compiler.npu import requires
+        return requires.matmul(self)
+
     def sizes(self, cfg: NpuConfig, th: int, tc: int) -> tuple[int, int, int, int]:
         """(input bytes, weight bytes, output bytes, output pixel stride) of a tile shape."""
         L, R = cfg.mac_cols, cfg.mac_rows

@@ -75,6 +75,13 @@ class NpuPool(NpuOperation):
     stage: StageSpec
     op_name: str = ""
     sources: list[str] = field(default_factory=list)
+    # For the REQUIRE monitor (compiler/npu/requires.py): a reduction's input RESCALE (x - zp) and
+    # its REDUCE_SUM ops in graph order, with the reduced dims (the window, row-major) and the
+    # position of each op's axis among them.
+    pre_rescale: RescaleInfo | None = None
+    reduce_ops: list = field(default_factory=list)
+    reduce_dims: tuple[int, ...] = ()
+    reduce_axes: tuple[int, ...] = ()
     kind = "pool"
     unit = "POOL"
 
@@ -99,6 +106,10 @@ class NpuPool(NpuOperation):
             parts.append(f"input zp {self.input_zp}")
         stage = self.stage.describe()
         return ", ".join(parts) + (f"; {stage}" if stage else "")
+
+    def requires(self) -> list:
+        from compiler.npu import requires
+        return requires.pool(self)
 
     # ---- tiling ----------------------------------------------------------------------------
     def in_box(self, th: int, tw: int) -> tuple[int, int]:
@@ -259,7 +270,8 @@ def _pool2d(block: Block, op: Operator, producers: dict, consumers: dict):
 
 def _reduce_input(block: Block, producers: dict, consumers: dict, name: str):
     """The tensor a REDUCE_SUM reads and what it absorbs: a RESCALE that is exactly x - zp
-    (pure shift 0, per tensor, signed input) from int8/int16; else the input as it is."""
+    (pure shift 0, per tensor, signed input) from int8/int16; else the input as it is. Returns
+    (tensor, its type, zero point, absorbed ops, the RESCALE's info or None)."""
     t = block.tensor(name)
     r = producers.get(name)
     if (r is not None and r.op == "RESCALE" and not claimed(r)
@@ -267,8 +279,8 @@ def _reduce_input(block: Block, producers: dict, consumers: dict, name: str):
         info = rescale_info(block, producers, r)
         if (isinstance(info, RescaleInfo) and info.pure_shift() == 0 and not info.input_unsigned
                 and info.in_dtype in (I8, I16)):
-            return r.inputs[0], info.in_dtype, info.input_zp, [r]
-    return name, t.dtype, 0, []
+            return r.inputs[0], info.in_dtype, info.input_zp, [r], info
+    return name, t.dtype, 0, [], None
 
 
 def _reduce(block: Block, op: Operator, producers: dict, consumers: dict):
@@ -300,9 +312,10 @@ def _reduce(block: Block, op: Operator, producers: dict, consumers: dict):
     outer = int(np.prod(shape[:lo], dtype=np.int64))
     r = int(np.prod(shape[lo:hi + 1], dtype=np.int64))
     inner = int(np.prod(shape[hi + 1:], dtype=np.int64))
-    src, in_dtype, izp, pre = (op.inputs[0], x.dtype, 0, [])
+    src, in_dtype, izp, pre, pre_info = (op.inputs[0], x.dtype, 0, [], None)
     if mode == PoolMode.SUM:
-        src, in_dtype, izp, pre = _reduce_input(block, producers, consumers, op.inputs[0])
+        src, in_dtype, izp, pre, pre_info = _reduce_input(block, producers, consumers, op.inputs[0])
+    reduced = list(ops)
     out_t = block.tensor(name)
     stage = StageSpec(value_dtype=x.dtype)
     out_name = extend_stage(block, producers, consumers, stage, name, channels=out_t.shape[-1] if out_t.rank else 1,
@@ -312,6 +325,9 @@ def _reduce(block: Block, op: Operator, producers: dict, consumers: dict):
     ops = pre + ops + stage.ops
     npu = NpuPool(mode, src, out_name, (outer, r, 1, inner), (outer, 1, 1, inner), (r, 1), (1, 1), (0, 0, 0, 0),
                   in_dtype, izp, 0, stage, op.op, sources=[f"{o.op}->{o.outputs[0]}" for o in ops])
+    if mode == PoolMode.SUM:
+        npu.pre_rescale, npu.reduce_ops, npu.reduce_dims = pre_info, reduced, tuple(shape[lo:hi + 1])
+        npu.reduce_axes = tuple(int(o.attrs.get("axis", 0)) - lo for o in reduced)
     return npu, ops
 
 
@@ -326,6 +342,8 @@ def _reduce_plain(block: Block, op: Operator, producers: dict, consumers: dict):
     npu = NpuPool(REDUCE_MODES[op.op], op.inputs[0], op.outputs[0], (outer, shape[ax], 1, inner), (outer, 1, 1, inner),
                   (shape[ax], 1), (1, 1), (0, 0, 0, 0), x.dtype, 0, 0, stage, op.op,
                   sources=[f"{op.op}->{op.outputs[0]}"])
+    if op.op == "REDUCE_SUM":
+        npu.reduce_ops, npu.reduce_dims, npu.reduce_axes = [op], (shape[ax],), (0,)
     return npu, [op]
 
 

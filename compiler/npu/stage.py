@@ -142,6 +142,7 @@ class StageSpec:
     lut_mode: LutMode = LutMode.OFF
     table: np.ndarray | None = None          # int16 entries (int8 tables sign-extended)
     ops: list[Operator] = field(default_factory=list)
+    rescale_info: "RescaleInfo | None" = None   # the fused RESCALE (its REQUIREs: compiler/npu/requires.py)
 
     @property
     def rescale(self) -> bool:
@@ -213,6 +214,7 @@ class StageSpec:
         self.multiplier, self.shift = info.multiplier, info.shift
         self.scale32, self.double_round = info.scale32, info.double_round
         self.output_unsigned, self.output_zp, self.rescale_dtype = info.output_unsigned, info.output_zp, info.out_dtype
+        self.rescale_info = info
         self.ops.append(info.op)
         return True
 

@@ -23,7 +23,10 @@ The operations on a = wrap32(a), b = wrap32(b) (COPY passes the 48-bit a through
     COPY               a (B is not read): RESCALE, CLAMP and TABLE as the output stage
 
 The arithmetic calls the numeric primitives in firmware_model/tosa_ops/numerics.py with
-require=False: the datapath does the same thing whether or not TOSA's REQUIREs hold.
+require=False: the datapath does the same thing whether or not TOSA's REQUIREs hold. A `probe`
+(the golden model's REQUIRE monitor, firmware_model/golden/require_monitor.py) is shown the values
+at points A0/B0 (x0), A1/B1 (x1), "op" (a, b before the operation) and, in the output stage,
+"stage" and "lut"; it changes nothing.
 """
 
 from __future__ import annotations
@@ -61,12 +64,16 @@ def _fail(status: Status, message: str):
 
 
 def input_stage(x: np.ndarray, *, zp: int, lshift: int, rescale: bool, multiplier: int, shift: int,
-                double_round: bool) -> np.ndarray:
+                double_round: bool, probe=None, name: str = "A") -> np.ndarray:
     """One operand's input stage on its elements (int64, already read signed or unsigned)."""
     x0 = np.asarray(x, dtype=np.int64) - np.int64(zp)
+    if probe is not None:
+        probe(name + "0", x0)
     if not rescale and lshift == 0:
         return wrap(x0, 48)
     x1 = wrap(np.left_shift(wrap(x0, 32), np.int64(lshift & 31)), 32)
+    if probe is not None:
+        probe(name + "1", x1)
     if not rescale:
         return x1
     return numerics.apply_scale_32(x1, multiplier & 0x7FFFFFFF, shift & 63, double_round,
@@ -107,7 +114,7 @@ def eltwise_op(op: EltOp, a: np.ndarray, b: np.ndarray | None, *, width: int, mu
     return wrap(result, width)
 
 
-def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) -> EltResult:
+def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None) -> EltResult:
     r = Registers(regs)
     broken = first_violation(ELT_RULES, r, sub, cfg)
     if broken is not None:
@@ -135,7 +142,7 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
                                             EltMode.A_UNSIGNED in mode, "ELTWISE operand A")
     a = input_stage(a_raw, zp=r.elt_a_zp, lshift=r.elt_a_lshift, rescale=EltMode.A_RESCALE in mode,
                     multiplier=r.elt_a_mult, shift=r.elt_a_shift,
-                    double_round=EltMode.A_DOUBLE_ROUND in mode)
+                    double_round=EltMode.A_DOUBLE_ROUND in mode, probe=probe, name="A")
     a = np.broadcast_to(a, (count,))
     b = None
     if binary:
@@ -144,9 +151,11 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
                                                  EltMode.B_UNSIGNED in mode, "ELTWISE operand B")
         b = input_stage(b_raw, zp=r.elt_b_zp, lshift=r.elt_b_lshift, rescale=EltMode.B_RESCALE in mode,
                         multiplier=r.elt_b_mult, shift=r.elt_b_shift,
-                        double_round=EltMode.B_DOUBLE_ROUND in mode)
+                        double_round=EltMode.B_DOUBLE_ROUND in mode, probe=probe, name="B")
         b = np.broadcast_to(b, (count,))
     width = a_dt.bits if op in SHIFT_OPS else 32
+    if probe is not None and binary:
+        probe("op", a, b)
     value = eltwise_op(op, a, b, width=width, mul_shift=r.elt_shift & 63, round_=EltMode.ROUND in mode)
 
     multiplier = shift = None
@@ -156,7 +165,7 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
         m, s, regions["param"] = read_records(mem, r.param_addr, used, "ELTWISE parameters")
         idx = np.arange(count) % channels
         multiplier, shift = m[idx], s[idx]
-    out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="ELTWISE")
+    out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="ELTWISE", probe=probe)
     if lut_range is not None:
         regions["lut"] = lut_range
     regions["output"] = write_run(mem, r.elt_out_addr, out, ofm_dt, "ELTWISE output")

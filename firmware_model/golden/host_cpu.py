@@ -3,6 +3,9 @@
 The compiler lists them in manifest["host_ops"]; command `HOST k` runs entry k: the host reads
 the op's inputs from external memory (constants included), runs the interpreter's kernel for the
 op (firmware_model.tosa_ops, the same code the TOSA interpreter uses) and writes the outputs back.
+The kernel checks the op's ERROR_IFs and REQUIREs as in the interpreter (registry.run_op: a
+REQUIRE failure names the op, with the interpreter's place for it, `graph_where`, when the
+manifest has it).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class HostCpu:
             op=entry["op"], attrs=dict(entry["attrs"]), inputs=arrays,
             input_specs=[TensorSpec(tuple(p.shape), p.dtype) if p else None for p in ins],
             output_specs=[TensorSpec(tuple(p.shape), p.dtype) for p in outs],
-            where=f"host op {index}: {entry['where']}", attr_kind=entry.get("attr_kind"))
+            where=entry.get("graph_where") or f"host op {index}: {entry['where']}", attr_kind=entry.get("attr_kind"))
         results = run_op(call)
         for place, value in zip(outs, results):
             model.write_tensor(place, np.asarray(value).reshape(place.shape))

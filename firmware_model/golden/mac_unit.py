@@ -135,7 +135,9 @@ def exact_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (x.astype(np.float64, copy=False) @ w.astype(np.float64, copy=False)).astype(np.int64)
 
 
-def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) -> MacResult:
+def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, probe=None) -> MacResult:
+    """One MAC command. A `probe` (the golden model's REQUIRE monitor) is shown the output stage's
+    input; it changes nothing."""
     R, L = cfg.mac_rows, cfg.mac_cols
     r = Registers(regs)
     broken = first_violation(MAC_RULES, r, mode, cfg)
@@ -191,7 +193,7 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int) 
         # Imported here: output_stage builds on this module's parameter records.
         from firmware_model.golden.output_stage import apply_output_stage
 
-        out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="MAC")
+        out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="MAC", probe=probe)
 
     # Store the elements into the output SRAM, little-endian: element (oy, ox, c) at
     # OFM_ADDR + oy*OFM_ROW_STRIDE + ox*OFM_PIX_STRIDE + c*size.

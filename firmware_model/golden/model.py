@@ -8,6 +8,12 @@ invocations; `save_state()`/`load_state()` carry it across processes.
 The model counts what an architect needs (cycles per unit from firmware_model/arch/cycle_model.py, MACs,
 bytes moved per memory, commands per unit) and exposes every MAC command as a tile event to a
 hook, which the RTL bench uses to run the same tile on the RTL and substitute its result.
+
+A compiled graph runs under the REQUIRE monitor (firmware_model/golden/require_monitor.py): an input
+for which one of the graph's TOSA REQUIREs fails ends the invocation with the interpreter's
+TosaUnpredictable, though the datapath computes exactly what it computes without the monitor.
+`GoldenModel(..., requires=False)` runs the program as raw hardware (benches that feed values
+outside the REQUIREs on purpose).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from firmware_model.golden.dma import dma_transfer, fill
-from firmware_model.errors import GoldenModelError
+from firmware_model.errors import GoldenModelError, NpuBenchError, TosaUnpredictable
 from firmware_model.arch.isa import Command, Opcode, Reg, Sram, Status, VarOp
 from firmware_model.golden.eltwise_unit import EltResult, execute_eltwise
 from firmware_model.golden.mac_unit import MacResult, execute_mac
@@ -27,6 +33,7 @@ from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import COMMAND_OVERHEAD, Timeline
 from firmware_model.golden.pool_unit import PoolResult, execute_pool
+from firmware_model.golden.require_monitor import RequireMonitor
 from firmware_model.arch.program import Placement, Program
 from firmware_model.golden.var_unit import execute_var, load_state, program_layout, save_state
 
@@ -86,7 +93,9 @@ class Counters:
 
 
 class GoldenModel:
-    def __init__(self, program: Program, cfg: NpuConfig, host=None):
+    def __init__(self, program: Program, cfg: NpuConfig, host=None, *, requires: bool = True):
+        """`requires`: run under the REQUIRE monitor (a compiled graph's REQUIREs; a program whose
+        manifest lists none runs as it would without it)."""
         self.program = program
         self.cfg = cfg
         self.mem = Memories(cfg)
@@ -101,6 +110,8 @@ class GoldenModel:
         self.mark = 0
         self.timeline: Timeline | None = None         # the running (or last) invocation's
         self._var_names = {v.slot: v.name for v in program_layout(program.manifest)}
+        monitor = RequireMonitor(program) if requires else None
+        self.monitor = monitor if monitor is not None and monitor.active else None
         self._power_on()
 
     def _power_on(self) -> None:
@@ -171,6 +182,9 @@ class GoldenModel:
         cmds = self.program.commands
         counters = self.counters
         self.timeline = Timeline()
+        monitor = self.monitor
+        if monitor is not None:
+            monitor.begin()
         pc = 0
         while True:
             if pc >= len(cmds):
@@ -182,7 +196,17 @@ class GoldenModel:
             try:
                 done = self.step(pc, cmd)
             except GoldenModelError as e:
+                if monitor is not None and monitor.failure is not None:
+                    raise monitor.failure.error from e      # an earlier op's REQUIRE failed first
                 raise GoldenModelError(f"command {pc} ({cmd.disassemble()}): {e}", e.status) from None
+            except NpuBenchError as e:
+                if monitor is not None and monitor.failure is not None and monitor.failure.error is not e:
+                    raise monitor.failure.error from e
+                raise
+            if monitor is not None and monitor.failure is not None:
+                if done:
+                    monitor.finish()
+                monitor.check_after(pc)
             yield pc
             if done:
                 counters.unit_cycles["stall"] += self.timeline.stall
@@ -240,7 +264,14 @@ class GoldenModel:
             if self.host is None:
                 raise GoldenModelError(f"HOST {cmd.value}: this model has no host CPU attached", Status.BAD_OPCODE)
             tl.barrier()
-            cycles = self.host.run(self, cmd.value)
+            try:
+                cycles = self.host.run(self, cmd.value)
+            except TosaUnpredictable as e:
+                # the host's kernel refused its input: under the monitor, the invocation reports
+                # the graph's first failing op (maybe an NPU op still to run, fused from before)
+                if self.monitor is None or not self.monitor.host_failure(cmd.value, e):
+                    raise
+                cycles = 0
             self.counters.unit_cycles["host"] += cycles
             self.counters.host_cycles += cycles
         else:
@@ -251,14 +282,15 @@ class GoldenModel:
         """MAC (firmware_model/golden/mac_unit.py), ELTWISE (eltwise_unit.py) or POOL (pool_unit.py):
         one tile on SRAM data."""
         before = self.mem.sram[Sram.OUTPUT].copy() if self.event_hook else None
+        probe = self.monitor.probe(pc) if self.monitor is not None else None
         if op == Opcode.MAC:
-            result = execute_mac(self.cfg, self.mem, self.regs, sub)
+            result = execute_mac(self.cfg, self.mem, self.regs, sub, probe)
             self.counters.macs += result.macs
             reads = {"input": result.region.input, "weight": result.region.weight, "param": result.region.param}
             written = result.region.output
             self.counters.bytes_written["output"] += result.out_bytes
         else:
-            result = (execute_eltwise if op == Opcode.ELTWISE else execute_pool)(self.cfg, self.mem, self.regs, sub)
+            result = (execute_eltwise if op == Opcode.ELTWISE else execute_pool)(self.cfg, self.mem, self.regs, sub, probe)
             reads = {k: v for k, v in result.regions.items() if k != "output"}
             written = result.regions["output"]
             self.counters.bytes_written["output"] += written[1] - written[0]

@@ -113,14 +113,18 @@ def read_records(mem: Memories, first: int, count: int, what: str):
 
 
 def apply_output_stage(mem: Memories, regs: dict[int, int], value: np.ndarray, multiplier=None, shift=None,
-                       *, unit: str) -> tuple[np.ndarray, dict]:
+                       *, unit: str, probe=None) -> tuple[np.ndarray, dict]:
     """The stage on int64 values (any shape) with per-element multiplier/shift arrays that broadcast
     against them (e.g. per channel along the last axis; only read when RESCALE is set). Returns the
-    values to store (int64) and the LUT SRAM byte range read (or None)."""
+    values to store (int64) and the LUT SRAM byte range read (or None). A `probe` (the REQUIRE
+    monitor) sees the rescale's input ("stage", with the multiplier and shift) and an int16 table's
+    input ("lut")."""
     r = Registers(regs)
     out_mode = OutMode(r.out_mode & 0xF)
     value = np.asarray(value, dtype=np.int64)
     if OutMode.RESCALE in out_mode:
+        if probe is not None:
+            probe("stage", value, multiplier, shift)
         scale32 = OutMode.SCALE32 in out_mode
         rdt = dtype_of(r.rescale_dtype, "RESCALE_DTYPE", unit, RESCALE_DTYPES)
         v, m = mac_unit.rescale_operands(value, multiplier, scale32)
@@ -143,5 +147,7 @@ def apply_output_stage(mem: Memories, regs: dict[int, int], value: np.ndarray, m
         if lut_mode == LutMode.INT8:
             value = table[(value + 128) & 0xFF]
         else:
+            if probe is not None:
+                probe("lut", value)
             value = numerics.apply_lookup_s(table, value, require=False).astype(np.int64)
     return value, lut_range

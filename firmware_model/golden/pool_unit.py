@@ -71,7 +71,9 @@ def _read_box(mem: Memories, addr: int, row: int, pix: int, h: int, w: int, c: i
     return np.ascontiguousarray(b).view(f"<i{size}")[..., 0].astype(np.int64), (lo, hi)
 
 
-def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) -> PoolResult:
+def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None) -> PoolResult:
+    """One POOL command. A `probe` (the golden model's REQUIRE monitor) is shown the input box
+    ("box") and the output stage's input; it changes nothing."""
     r = Registers(regs)
     broken = first_violation(POOL_RULES, r, sub, cfg)
     if broken is not None:
@@ -95,6 +97,8 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) 
     regions: dict[str, tuple[int, int]] = {}
     x, regions["input"] = _read_box(mem, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride,
                                     ih, iw, oc, in_dt)
+    if probe is not None:
+        probe("box", x)
     rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] - pt        # (oh, kh)
     cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] - pl        # (ow, kw)
     real_r, real_c = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
@@ -127,7 +131,7 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int) 
         m, s, regions["param"] = read_records(mem, r.param_addr, oc, "POOL parameters")
         multiplier = np.broadcast_to(m, value.shape)
         shift = np.broadcast_to(s, value.shape)
-    out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="POOL")
+    out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="POOL", probe=probe)
     if lut_range is not None:
         regions["lut"] = lut_range
     esize = ELEMENT_BYTES[out_dt]

@@ -106,5 +106,24 @@ def supported_ops() -> list[str]:
     return sorted(_KERNELS)
 
 
+def op_unpredictable(call: OpCall, e: TosaUnpredictable) -> TosaUnpredictable:
+    """A REQUIRE failure reported as the op's. The numeric primitives (numerics.py) raise under
+    their own name and without a place ("apply_add_s: REQUIRE sum fits INT32 ..."); a kernel that
+    lets one through (ADD, SUB, NEGATE, INTDIV, ...) would name no op, so the failure is renamed
+    to the op with the primitive's rule, as the RESCALE and pooling kernels do themselves:
+    "ADD (model.tosa op #3 -> y): REQUIRE apply_add_s: sum fits INT32 ...". A failure that
+    already names the op (call.require) is returned as it is."""
+    if e.where or e.op == call.op:
+        return e
+    return TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where)
+
+
 def run_op(call: OpCall) -> list[np.ndarray]:
-    return kernel_for(call.op)(call)
+    """Run the op's kernel; a REQUIRE failure names the op (op_unpredictable)."""
+    try:
+        return kernel_for(call.op)(call)
+    except TosaUnpredictable as e:
+        named = op_unpredictable(call, e)
+        if named is e:
+            raise
+        raise named from e

@@ -17,6 +17,7 @@ BENCHMARKS = {
     "units": ("sim.benchmarks.units", []),               # datapath unit benches and Yosys cell counts
     "core_area": ("sim.benchmarks.core_area", []),       # Yosys cells of every unit inside the core
     "golden": ("sim.benchmarks.golden", []),             # compile + golden model vs the interpreter, per network
+    "require_monitor": ("sim.benchmarks.require_monitor", []),   # the golden model's REQUIRE monitor's cost
     "cosim": ("sim.benchmarks.cosim", []),               # whole networks on the core RTL, both simulators
 }
 
