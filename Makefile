@@ -18,7 +18,7 @@ WAVES  ?= 0
 MODEL  ?= models/demo_conv/model.tosa
 PYTEST_ARGS ?=
 
-.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants models lint clean
+.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants fuzz models lint clean
 
 help:
 	@echo "make sim        build the RTL, run the demo network on it, check every tile against golden"
@@ -29,6 +29,8 @@ help:
 	@echo "make conformance-dev  run Arm's developer set (CTS=path, default ../shared/conformance/cts-dev.tar.gz)"
 	@echo "make bench      benchmarks (not part of make test)"
 	@echo "make core-mutants  every unit's mutants inside the core (make test runs one per unit)"
+	@echo "make fuzz       the CLI fuzz campaign: mutated models, inputs, configs, state files, arguments"
+	@echo "                (FUZZ_CASES=10000 FUZZ_SEED=1 FUZZ_JOBS=2; new failures saved to tests/data/fuzz/)"
 	@echo "make models     regenerate the real networks in models/ (needs tensorflow; slow)"
 	@echo "make setup      only create .venv"
 
@@ -89,6 +91,15 @@ bench: setup icarus
 # every unit's Verilog mutants inside the core, on random programs (make test runs a sample)
 core-mutants: setup icarus
 	$(RUN) $(BIN)/python -m sim.verification.core_mutants
+
+# the CLI fuzz campaign (sim/verification/fuzz_campaign.py): exit 1 when any case breaks the
+# CLI's promise; each new failure signature is minimised and saved under tests/data/fuzz/
+FUZZ_CASES ?= 10000
+FUZZ_SEED  ?= 1
+FUZZ_JOBS  ?= 2
+
+fuzz: setup
+	$(RUN) $(BIN)/python -m sim.verification.fuzz_campaign --cases $(FUZZ_CASES) --seed $(FUZZ_SEED) --jobs $(FUZZ_JOBS)
 
 models: setup
 	$(RUN) $(BIN)/python -m sim.models.make_models
