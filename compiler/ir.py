@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+import math
 from typing import Any, Iterator
 
 import numpy as np
@@ -49,7 +50,8 @@ class Tensor:
 
     @property
     def num_elements(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        # Python integers: a declared 2^70 elements must not wrap to 0 in int64
+        return math.prod(int(d) for d in self.shape) if self.shape else 1
 
     def describe(self) -> str:
         dims = "x".join(str(d) if d >= 0 else "?" for d in self.shape) or "scalar"

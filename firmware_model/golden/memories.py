@@ -14,6 +14,7 @@ import numpy as np
 
 from firmware_model.arch.isa import VAR_SLOTS, Sram, Status
 from firmware_model.errors import GoldenModelError
+from firmware_model.tosa_ops.limits import ResourceLimitError
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 
@@ -39,7 +40,11 @@ class Memories:
         """Everything back to zero, the persistent variable SRAM included."""
         # A fresh array of lazily mapped zero pages: writing zeros over a 256 MiB external memory
         # would map every page (~0.1 s per model). The SRAMs are small and zeroed in place.
-        self.ext = np.zeros(self.cfg.ext_size, dtype=np.uint8)
+        try:
+            self.ext = np.zeros(self.cfg.ext_size, dtype=np.uint8)
+        except MemoryError:
+            raise ResourceLimitError(f"{self.cfg.source}: external.size = {self.cfg.ext_size}: the golden model "
+                                     "cannot allocate an external memory this large on this machine") from None
         for mem in self.sram.values():
             mem[:] = 0
         self.variable_written[:] = False

@@ -112,6 +112,21 @@ STATE_PREFIX = "__npu_"
 SRAM_KEY, FLAGS_KEY, LAYOUT_KEY = STATE_PREFIX + "variable_sram", STATE_PREFIX + "slot_written", STATE_PREFIX + "layout"
 
 
+def check_image(arrays: Mapping[str, np.ndarray]) -> None:
+    """The SRAM image's three arrays must have the types save_state writes: a NaN or a float
+    where a flag belongs would otherwise be read as "written"."""
+    image, flags, layout = (np.asarray(arrays[k]) for k in (SRAM_KEY, FLAGS_KEY, LAYOUT_KEY))
+    if image.dtype != np.uint8 or image.ndim != 1:
+        raise GoldenModelError(f"the variable-SRAM image '{SRAM_KEY}' is {image.dtype}{list(image.shape)}, "
+                               "not a row of bytes (uint8)")
+    if flags.dtype != np.bool_ or flags.shape != (VAR_SLOTS,):
+        raise GoldenModelError(f"the slot flags '{FLAGS_KEY}' are {flags.dtype}{list(flags.shape)}, not "
+                               f"{VAR_SLOTS} booleans")
+    if layout.ndim != 0 or layout.dtype.kind != "U":
+        raise GoldenModelError(f"the variable layout '{LAYOUT_KEY}' is {layout.dtype}{list(layout.shape)}, not "
+                               "one JSON string")
+
+
 @dataclass(frozen=True)
 class VariableSlot:
     """One entry of a program's variable layout (manifest["variables"])."""
@@ -195,6 +210,7 @@ def load_state(mem: Memories, layout: list[VariableSlot], arrays: Mapping[str, n
     var = mem.sram[Sram.VARIABLE]
     if LAYOUT_KEY in arrays:
         try:
+            check_image(arrays)
             saved = [VariableSlot.from_json(d) for d in json.loads(str(arrays[LAYOUT_KEY]))]
             image, flags = np.asarray(arrays[SRAM_KEY], np.uint8), np.asarray(arrays[FLAGS_KEY], bool)
         except (KeyError, ValueError, TypeError) as e:

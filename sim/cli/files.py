@@ -19,7 +19,13 @@ class FileError(NpuBenchError):
 
 def output_dir(path: str | os.PathLike, what: str = "output folder") -> Path:
     """The folder `path`, created if needed; an existing file or an unwritable place is an error."""
-    p = Path(path)
+    try:
+        return _output_dir(Path(path), what)
+    except OSError as e:
+        raise FileError(f"{what} {path}: {e.strerror or e}") from None
+
+
+def _output_dir(p: Path, what: str) -> Path:
     if p.exists() and not p.is_dir():
         raise FileError(f"{what} {p}: is a file, not a folder")
     try:
@@ -33,7 +39,13 @@ def output_dir(path: str | os.PathLike, what: str = "output folder") -> Path:
 
 def check_output_dir(path: str | os.PathLike, what: str = "output folder") -> Path:
     """What `output_dir` would refuse, found without creating anything (before a long run)."""
-    p = Path(path)
+    try:
+        return _check_output_dir(Path(path), what)
+    except OSError as e:        # e.g. a name longer than the file system allows
+        raise FileError(f"{what} {path}: {e.strerror or e}") from None
+
+
+def _check_output_dir(p: Path, what: str) -> Path:
     if p.exists() and not p.is_dir():
         raise FileError(f"{what} {p}: is a file, not a folder")
     nearest = p
@@ -72,7 +84,13 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 def writable_folder_of(path: str | os.PathLike, what: str) -> Path:
     """The existing, writable folder that `path` (a file to be written) lives in."""
-    p = Path(path)
+    try:
+        return _writable_folder_of(Path(path), what)
+    except OSError as e:
+        raise FileError(f"{what} {path}: {e.strerror or e}") from None
+
+
+def _writable_folder_of(p: Path, what: str) -> Path:
     folder = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise FileError(f"{what} {p}: is a folder, not a file")

@@ -153,8 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             limits.set_tensor_limit(int(args.tensor_limit_mib * (1 << 20)))
         return args.func(args)
     except NpuBenchError as e:
-        print(f"npu {args.command}: error: {e}", file=sys.stderr)
-        return getattr(e, "exit_status", EXIT_USER_ERROR)     # a simulator crash is 3
+        status = getattr(e, "exit_status", EXIT_USER_ERROR)     # a simulator crash is 3, with its log
+        text = str(e)
+        if status == EXIT_USER_ERROR:
+            # one line, whatever the message quotes: numpy's wrapped messages, names from a file
+            # that hold line breaks (shown as \n, so the name stays recognisable)
+            text = text.replace("\r", "\\r").replace("\n", "\\n")
+        print(f"npu {args.command}: error: {text}", file=sys.stderr)
+        return status
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -26,8 +26,8 @@ from typing import Mapping
 
 import numpy as np
 
-from firmware_model.errors import NpuBenchError
-from firmware_model.golden.var_unit import FLAGS_KEY, LAYOUT_KEY, SRAM_KEY, STATE_PREFIX
+from firmware_model.errors import GoldenModelError, NpuBenchError
+from firmware_model.golden.var_unit import FLAGS_KEY, LAYOUT_KEY, SRAM_KEY, STATE_PREFIX, check_image
 
 
 class StateFileError(NpuBenchError):
@@ -55,6 +55,10 @@ def check_state(path, arrays: Mapping[str, np.ndarray], variables: Mapping[str, 
         missing = next(k for k in GOLDEN_KEYS if k not in arrays)
         raise StateFileError(f"{path}: the variable-SRAM image is incomplete (no '{missing}')")
     if golden:
+        try:
+            check_image(arrays)
+        except GoldenModelError as e:
+            raise StateFileError(f"{path}: {e}") from None
         present |= _names_in_layout(path, arrays[GOLDEN_KEYS[2]])
     for name, value in arrays.items():
         if name in GOLDEN_KEYS:

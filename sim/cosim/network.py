@@ -254,7 +254,7 @@ def sim_cli(args) -> int:
     model = Path(args.model) if args.model else DEFAULT_MODEL
     if not model.exists():
         raise NpuBenchError(f"{model}: no such file")
-    if args.inject_fault and args.inject_fault not in CORE_FAULTS:
+    if args.inject_fault is not None and args.inject_fault not in CORE_FAULTS:
         raise NpuBenchError(f"--inject-fault {args.inject_fault}: no such fault (faults: {', '.join(CORE_FAULTS)})")
     stem = model.parent.name if model.stem == "model" else model.stem
     workdir = BUILD_ROOT / "sim" / f"{stem}-{cfg.report_key}-{args.simulator}{'-' + args.inject_fault if args.inject_fault else ''}"

@@ -216,6 +216,8 @@ def _golden_state(accum, tmp_path):
     (lambda a: a.update(acc=np.array(5, np.int32)), ("variable 'acc' has shape []",)),
     (lambda a: a.update(acc=a["acc"] + 1), ("disagrees with its variable-SRAM image",)),
     (lambda a: a.update(__npu_other=np.zeros(1)), ("'__npu_other' is not part of a state file",)),
+    (lambda a: a.update(__npu_slot_written=np.full(32, np.nan, np.float32)), ("slot flags", "not 32 booleans")),
+    (lambda a: a.update(__npu_variable_sram=a["__npu_variable_sram"].astype(np.int16)), ("not a row of bytes",)),
 ])
 def test_every_value_of_a_golden_state_file_is_checked(accum, tmp_path, capsys, backend, edit, words):
     arrays = load_state(_golden_state(accum, tmp_path))
