@@ -516,7 +516,10 @@ class _GraphReader:
                     raise _Bad(f"output {_q(t.name)} has no data and no static shape")
                 if t.num_elements != 0:
                     raise _Bad(f"output {_q(t.name)} has no data")
-                t.data = np.zeros(t.shape, decode_values(b"", t.dtype, 0).dtype)
+                try:
+                    t.data = np.zeros(t.shape, decode_values(b"", t.dtype, 0).dtype)
+                except ValueError:     # no elements, but dims numpy cannot index (2^31 x 2^31 x 0)
+                    raise _Bad(f"output {_q(t.name)}: shape {list(t.shape)} is too large to hold") from None
         elif kind == S.VARIABLE_READ_ATTRIBUTE:
             if len(op.inputs) != 1 or len(op.outputs) != 1:
                 raise _Bad(f"a variable read takes 1 input and 1 output, not {len(op.inputs)} and {len(op.outputs)}")

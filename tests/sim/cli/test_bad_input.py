@@ -294,3 +294,15 @@ def test_a_state_file_in_a_missing_folder_fails_before_the_run(accum, tmp_path, 
                  "--state", str(tmp_path / "nofolder" / "s.npz")]) == 2
     one_line_error(capsys, "nofolder", "does not exist")
     assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize("shape", [[65536, 1048576, 65536, 65536, 4], [16, 0, 1048576, 65536, 7, (1 << 31) - 1]])
+def test_a_constant_without_data_and_a_huge_shape_is_a_format_error(tmp_path, capsys, shape):
+    """Found by make fuzz: the element count wrapped to 0 in int64, and a zero-element shape
+    with huge dims is still more than numpy can index; both ended in tracebacks in the reader."""
+    def const(b):
+        b.tensors["c"] = Tensor("c", shape, DType.INT8)
+        b.operators.insert(0, Operator("CONST", [], ["c"]))
+    g = identity_graph(tmp_path / "g.tosa", extra=const)
+    assert main(["inspect", str(g)]) == 2
+    one_line_error(capsys, "'c'")
