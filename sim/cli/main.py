@@ -127,6 +127,30 @@ def cmd_sim(args) -> int:
     return sim_cli(args)
 
 
+def _add_perf(sub) -> None:
+    p = sub.add_parser("perf", help="per-layer cycles, MACs, utilisation and memory traffic of a network on a configuration")
+    p.add_argument("model", help="a .tosa flatbuffer")
+    p.add_argument("--config", default="default", help="NPU configuration (name or .toml)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
+    p.add_argument("--engine", choices=("timing", "golden"), default="timing",
+                   help="timing: the timing-only model (no data computed); golden: the golden model on the "
+                        "model's committed inputs (the same counts, slower)")
+    p.add_argument("--invocations", type=int, default=None, metavar="N",
+                   help="invocations to run (default: the committed inputs' count, else 1)")
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE", help="bind a symbolic dimension")
+    p.add_argument("-o", "--output-dir", default=None, metavar="OUTDIR",
+                   help="write perf.csv and perf.json here (default: build/perf/<model>-<config>-<hash>)")
+    p.add_argument("--top", type=int, default=30, metavar="N", help="show the N slowest rows (0: all)")
+    p.set_defaults(func=cmd_perf)
+
+
+def cmd_perf(args) -> int:
+    from sim.perf.cli import perf_cli
+
+    return perf_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="npu", description="npu-bench: TOSA on a modelled NPU, its RTL and golden model",
                                  epilog="exit status: 0 done (and every check passed); 1 the RTL differs from golden; "
@@ -139,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_compile(sub)
     _add_sim(sub)
+    _add_perf(sub)
     return ap
 
 
