@@ -56,8 +56,8 @@ class LayerPerf:
     kind: str                       # npu, host, variables, end
     unit: str                       # MAC, ELTWISE, POOL, host CPU, VAR, -
     ops: str                        # the TOSA ops fused into it
-    commands: int = 0
-    tiles: int = 0
+    commands: int = 0               # of the program (not multiplied by the invocations)
+    tiles: int = 0                  # of the program
     cycles: int = 0                 # NPU clocks that belong to this row (the rows add up to the total)
     host_cycles: int = 0            # modelled host time (not NPU clocks)
     unit_cycles: dict = field(default_factory=dict)   # busy clocks per unit (they overlap)
