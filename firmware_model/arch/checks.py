@@ -46,11 +46,11 @@ class PyOps:
 
     @staticmethod
     def any(*conds) -> bool:
-        return any(bool(c) for c in conds)
+        return any(conds)
 
     @staticmethod
     def all(*conds) -> bool:
-        return all(bool(c) for c in conds)
+        return all(conds)
 
     @staticmethod
     def not_(cond) -> bool:
@@ -72,7 +72,7 @@ class PyOps:
 
     @staticmethod
     def flag(value, flag) -> bool:
-        return bool(value & flag)
+        return bool(value & int(flag))
 
     @staticmethod
     def size_of(dtype) -> int:
@@ -93,7 +93,7 @@ class PyOps:
     @staticmethod
     def sat(value):
         """`value`, at most SAT (see `_mul`)."""
-        return min(value, SAT)
+        return value if value < SAT else SAT
 
     @staticmethod
     def low32(value):

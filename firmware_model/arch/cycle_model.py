@@ -33,11 +33,14 @@ LUT_ENTRY_BYTES = 2
 def sram_word_bytes(cfg: NpuConfig, sram: Sram) -> int:
     """Bytes of one word of an SRAM as the DMA writes it: a MAC-array word (input, weight, output,
     variable), a parameter record, a LUT entry."""
-    if sram == Sram.PARAM:
+    if sram == _PARAM:
         return PARAM_RECORD_BYTES
-    if sram == Sram.LUT:
+    if sram == _LUT:
         return LUT_ENTRY_BYTES
     return cfg.word_bytes
+
+
+_PARAM, _LUT = Sram.PARAM, Sram.LUT
 
 
 def run_beats(word_bytes: int, cap: int, offset, len0: int):
@@ -59,6 +62,12 @@ def dma_beats(cfg: NpuConfig, sram: Sram, *, sram_addr: int, len0: int, len1: in
         return 0
     wb = sram_word_bytes(cfg, sram)
     cap = wb if fill else cfg.ext_bandwidth
+    if (len1 == 1 or sram_stride1 % wb == 0) and (len2 == 1 or sram_stride2 % wb == 0):
+        # every run starts at the same offset in its word: the same sum without an array per run
+        offset = sram_addr % wb
+        first = min(len0, wb - offset)
+        full, tail = divmod(len0 - first, wb)
+        return len1 * len2 * (-(-first // cap) + full * -(-wb // cap) + -(-tail // cap))
     starts = (sram_addr + np.arange(len2, dtype=np.int64)[:, None] * sram_stride2
               + np.arange(len1, dtype=np.int64)[None, :] * sram_stride1)
     return int(np.sum(run_beats(wb, cap, starts % wb, len0)))
@@ -111,6 +120,10 @@ class Timeline:
         d = self._decode()
         self.fetch = d + 1
         return d
+
+    def simple_run(self, n: int) -> None:
+        """`n` SET, NOP or MARK commands in a row: what n calls of simple() do."""
+        self.fetch += n * COMMAND_OVERHEAD
 
     def dma(self, busy: int) -> tuple[int, int]:
         """A DMA command whose transfer keeps the engine `busy` clocks: (pop clock, idle clock)."""

@@ -8,6 +8,9 @@ read as two's complement. `Registers(raw)` applies those rules once, so a unit w
     r.ofm_h, r.clamp_min          # by lower-case register name
     r[Reg.OFM_ZP]                 # by number
     r.raw[Reg.OUT_MODE]           # the raw contents (KeyError when never set)
+
+`RegisterFile` is the same view over a file it owns and SETs write, for a reader that decodes a
+whole program (the timing-only model).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from firmware_model.arch.isa import SIGNED_REGS, Reg
 
 # name -> (register number, read signed), built once
 _FIELDS = {reg.name.lower(): (int(reg), reg in SIGNED_REGS) for reg in Reg}
+_NAMES = {int(reg): reg.name.lower() for reg in Reg}
 _SIGNED = frozenset(int(r) for r in SIGNED_REGS)
 
 
@@ -49,3 +53,20 @@ class Registers:
     def values(self, regs) -> dict[int, int]:
         """{register number: value} of `regs` (e.g. every register a command reads)."""
         return {int(r): self[r] for r in regs}
+
+
+class RegisterFile(Registers):
+    """A register file that SET commands write (`set`), read exactly as `Registers` reads it; each
+    register written is also kept as a plain attribute holding its value, so reading it skips
+    __getattr__ (a program's decode reads registers many times per SET)."""
+
+    def __init__(self, raw: Mapping[int, int] | None = None):
+        super().__init__({})
+        for reg, value in dict(raw or {}).items():
+            self.set(reg, value)
+
+    def set(self, reg: int, value: int) -> None:
+        self.raw[reg] = value
+        name = _NAMES.get(reg)
+        if name is not None:
+            self.__dict__[name] = reg_value(reg, value)

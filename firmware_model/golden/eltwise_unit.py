@@ -27,6 +27,9 @@ require=False: the datapath does the same thing whether or not TOSA's REQUIREs h
 (the golden model's REQUIRE monitor, firmware_model/golden/require_monitor.py) is shown the values
 at points A0/B0 (x0), A1/B1 (x1), "op" (a, b before the operation) and, in the output stage,
 "stage" and "lut"; it changes nothing.
+
+`eltwise_plan` is the command without its data (ELT_RULES, the operation and types, every byte
+range, the cycles), which execute_eltwise calls first and the timing-only model calls alone.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from firmware_model.arch.checks import ELT_RULES, first_violation
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
-from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, read_elements,
-                                         read_records, write_run)
+from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, elements_range, load_elements,
+                                                load_records, records_range, run_range, stage_plan, store_run)
 from firmware_model.arch.cycle_model import element_write_clocks, eltwise_command_cycles
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -57,6 +60,7 @@ class EltResult:
     elements: int
     regions: dict[str, tuple[int, int]]    # memory ("input", "weight", "param", "lut", "output") -> bytes read/written
     out_values: np.ndarray                 # the values stored (int64, ELT_COUNT)
+    plan: "EltPlan | None" = None          # the accounting these came from (eltwise_plan)
 
 
 def _fail(status: Status, message: str):
@@ -114,8 +118,30 @@ def eltwise_op(op: EltOp, a: np.ndarray, b: np.ndarray | None, *, width: int, mu
     return wrap(result, width)
 
 
-def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None) -> EltResult:
-    r = Registers(regs)
+@dataclass(slots=True)
+class EltPlan:
+    """What an ELTWISE command costs, touches and refuses, from its registers alone (eltwise_plan)."""
+    op: EltOp
+    mode: EltMode
+    count: int
+    a_dtype: DType
+    b_dtype: DType | None                  # None for COPY (no B)
+    ofm_dtype: DType
+    records: int                           # parameter records read (with RESCALE)
+    regions: dict[str, tuple[int, int]]    # memory -> bytes read / written, in the order the unit meets them
+    stage: object                          # output_stage.StagePlan
+    cycles: int
+
+    @property
+    def reads(self) -> dict[str, tuple[int, int]]:
+        return {k: v for k, v in self.regions.items() if k != "output"}
+
+
+def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
+    """The ELTWISE command's checks (arch/checks.py ELT_RULES, the operation and types, then the
+    byte ranges of A, B, the records, the table and the result), cycles and regions, from the
+    registers (a dict or a `Registers` view); a refused command raises its GoldenModelError."""
+    r = regs if isinstance(regs, Registers) else Registers(regs)
     broken = first_violation(ELT_RULES, r, sub, cfg)
     if broken is not None:
         raise GoldenModelError(broken.message("ELTWISE", r, sub), broken.status)
@@ -137,37 +163,52 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
         _fail(Status.BAD_MODE, f"{op.name} on {a_dt.name} elements (shifts take int8, int16 or int32)")
 
     regions: dict[str, tuple[int, int]] = {}
-    a_n = 1 if EltMode.A_SCALAR in mode else count
-    a_raw, regions["input"] = read_elements(mem, Sram.INPUT, r.elt_a_addr, a_n, a_dt,
-                                            EltMode.A_UNSIGNED in mode, "ELTWISE operand A")
+    regions["input"] = elements_range(cfg, Sram.INPUT, r.elt_a_addr, 1 if EltMode.A_SCALAR in mode else count,
+                                      a_dt, "ELTWISE operand A")
+    if binary:
+        regions["weight"] = elements_range(cfg, Sram.WEIGHT, r.elt_b_addr, 1 if EltMode.B_SCALAR in mode else count,
+                                           b_dt, "ELTWISE operand B")
+    records = 0
+    if OutMode.RESCALE in OutMode(r.out_mode & 0xF):
+        records = min(max(1, r.elt_channels), count)
+        regions["param"] = records_range(cfg, r.param_addr, records, "ELTWISE parameters")
+    stage = stage_plan(cfg, r, "ELTWISE")
+    if stage.lut_range is not None:
+        regions["lut"] = stage.lut_range
+    regions["output"] = run_range(cfg, r.elt_out_addr, count, ofm_dt, "ELTWISE output")
+    sizes = [ELEMENT_BYTES[a_dt], ELEMENT_BYTES[ofm_dt]] + ([ELEMENT_BYTES[b_dt]] if binary else [])
+    cycles = eltwise_command_cycles(count, max(element_write_clocks(cfg, s) for s in sizes))
+    return EltPlan(op, mode, count, a_dt, b_dt, ofm_dt, records, regions, stage, cycles)
+
+
+def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None) -> EltResult:
+    """One ELTWISE command (its checks and accounting: eltwise_plan)."""
+    plan = eltwise_plan(cfg, regs, sub)
+    r = Registers(regs)
+    op, mode, count, regions = plan.op, plan.mode, plan.count, plan.regions
+    a_raw = load_elements(mem, Sram.INPUT, regions["input"], plan.a_dtype, EltMode.A_UNSIGNED in mode)
     a = input_stage(a_raw, zp=r.elt_a_zp, lshift=r.elt_a_lshift, rescale=EltMode.A_RESCALE in mode,
                     multiplier=r.elt_a_mult, shift=r.elt_a_shift,
                     double_round=EltMode.A_DOUBLE_ROUND in mode, probe=probe, name="A")
     a = np.broadcast_to(a, (count,))
     b = None
+    binary = plan.b_dtype is not None
     if binary:
-        b_n = 1 if EltMode.B_SCALAR in mode else count
-        b_raw, regions["weight"] = read_elements(mem, Sram.WEIGHT, r.elt_b_addr, b_n, b_dt,
-                                                 EltMode.B_UNSIGNED in mode, "ELTWISE operand B")
+        b_raw = load_elements(mem, Sram.WEIGHT, regions["weight"], plan.b_dtype, EltMode.B_UNSIGNED in mode)
         b = input_stage(b_raw, zp=r.elt_b_zp, lshift=r.elt_b_lshift, rescale=EltMode.B_RESCALE in mode,
                         multiplier=r.elt_b_mult, shift=r.elt_b_shift,
                         double_round=EltMode.B_DOUBLE_ROUND in mode, probe=probe, name="B")
         b = np.broadcast_to(b, (count,))
-    width = a_dt.bits if op in SHIFT_OPS else 32
+    width = plan.a_dtype.bits if op in SHIFT_OPS else 32
     if probe is not None and binary:
         probe("op", a, b)
     value = eltwise_op(op, a, b, width=width, mul_shift=r.elt_shift & 63, round_=EltMode.ROUND in mode)
 
     multiplier = shift = None
-    if OutMode.RESCALE in OutMode(r.out_mode & 0xF):
-        channels = max(1, r.elt_channels)
-        used = min(channels, count)
-        m, s, regions["param"] = read_records(mem, r.param_addr, used, "ELTWISE parameters")
-        idx = np.arange(count) % channels
+    if "param" in regions:
+        m, s = load_records(mem, regions["param"])
+        idx = np.arange(count) % max(1, r.elt_channels)
         multiplier, shift = m[idx], s[idx]
-    out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="ELTWISE", probe=probe)
-    if lut_range is not None:
-        regions["lut"] = lut_range
-    regions["output"] = write_run(mem, r.elt_out_addr, out, ofm_dt, "ELTWISE output")
-    sizes = [ELEMENT_BYTES[a_dt], ELEMENT_BYTES[ofm_dt]] + ([ELEMENT_BYTES[b_dt]] if binary else [])
-    return EltResult(eltwise_command_cycles(count, max(element_write_clocks(cfg, s) for s in sizes)), count, regions, out)
+    out, _ = apply_output_stage(mem, regs, value, multiplier, shift, unit="ELTWISE", probe=probe, plan=plan.stage)
+    store_run(mem, regions["output"], out, plan.ofm_dtype)
+    return EltResult(plan.cycles, count, dict(regions), out, plan)

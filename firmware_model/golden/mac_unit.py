@@ -24,6 +24,10 @@ weight row holds its mac.cols/2 int8 weights in bytes 0 .. cols/2-1 (the upper h
 IFM_ZP must be 0 (TOSA allows an input zero point for int8 only). `mac_block_sums` is the array's
 arithmetic on words (the primitives execute_mac uses too), the expected values of the MAC-array
 unit bench (docs/units.md).
+
+`mac_plan` is the command without its data: MAC_RULES (arch/checks.py), the byte ranges it reads
+and writes, its cycles and lane slots, from the registers alone. execute_mac calls it first and
+computes on what it found; the timing-only model (timing_model.py) calls it alone.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from firmware_model.arch.cycle_model import element_write_clocks, mac_command_cy
 from firmware_model.arch.isa import ELEMENT_BYTES, PARAM_RECORD_BYTES, Sram, decode_param_records
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
-from firmware_model.golden.memories import Memories
+from firmware_model.golden.memories import Memories, check_range
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
 
@@ -113,6 +117,7 @@ class MacResult:
     region: MacRegion
     out_shape: tuple[int, int, int]
     out_bytes: int            # bytes written to the output SRAM
+    plan: "MacPlan | None" = None   # the accounting these came from (mac_plan)
 
 
 def rescale_operands(value, multiplier, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -135,11 +140,29 @@ def exact_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (x.astype(np.float64, copy=False) @ w.astype(np.float64, copy=False)).astype(np.int64)
 
 
-def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, probe=None) -> MacResult:
-    """One MAC command. A `probe` (the golden model's REQUIRE monitor) is shown the output stage's
-    input; it changes nothing."""
+@dataclass(slots=True)
+class MacPlan:
+    """What a MAC command costs and touches, from its registers alone (mac_plan): the accounting
+    execute_mac reports and the timing-only model counts."""
+    cycles: int               # cycle_model.mac_command_cycles
+    macs: int                 # lane slots the array spends (padding lanes and channels included)
+    region: MacRegion         # the bytes it reads and writes, per SRAM
+    out_shape: tuple[int, int, int]
+    out_bytes: int
+    stage: "object | None"    # output_stage.StagePlan; None for a raw int48 result
+
+    @property
+    def reads(self) -> dict[str, tuple[int, int]]:
+        """The SRAM ranges the golden model counts as read (the table's bytes are not counted)."""
+        return {"input": self.region.input, "weight": self.region.weight, "param": self.region.param}
+
+
+def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
+    """The MAC command's checks (arch/checks.py MAC_RULES, then the byte ranges in the order the
+    datapath reads them), cycles, lane slots and regions, from the registers (a dict or a
+    `Registers` view) and the mode; a refused command raises its GoldenModelError."""
     R, L = cfg.mac_rows, cfg.mac_cols
-    r = Registers(regs)
+    r = regs if isinstance(regs, Registers) else Registers(regs)
     broken = first_violation(MAC_RULES, r, mode, cfg)
     if broken is not None:
         raise GoldenModelError(broken.message("MAC", r, mode), broken.status)
@@ -147,18 +170,58 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
     kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
     n_ocb = -(-oc // R)
-    esize = ELEMENT_BYTES[DType(ofm_dtype)]
+    esize = ELEMENT_BYTES[ofm_dtype]
 
-    # Input vectors: the input word of (oy, ox, ky, kx, b) is
+    # The input word of (oy, ox, ky, kx, b) is
     #   IFM_ADDR/L + (oy*STRIDE_H + ky*DILATION_H)*row + (ox*STRIDE_W + kx*DILATION_W)*pix + b,
-    # every stride non-negative, so the first and last words bound the range the tile reads; the
-    # vectors are a strided view of the SRAM (the im2col matrix without an index array).
+    # every stride non-negative, so the first and last words bound the range the tile reads.
+    word0 = r.ifm_addr // L
+    row_w, pix_w = r.ifm_row_stride // L, r.ifm_pix_stride // L
+    lo = word0
+    hi = (word0 + ((oh - 1) * r.stride_h + (kh - 1) * r.dilation_h) * row_w
+          + ((ow - 1) * r.stride_w + (kw - 1) * r.dilation_w) * pix_w + cb)
+    check_range(cfg, Sram.INPUT, lo * L, hi * L, "MAC input")
+    wword0 = r.wgt_addr // L
+    n_wwords = n_ocb * kh * kw * cb * R
+    check_range(cfg, Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
+    p0 = r.param_addr
+    check_range(cfg, Sram.PARAM, p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES, "MAC parameters")
+    stage = None
+    if ofm_dtype != DType.INT48:
+        # Imported here: output_stage builds on this module's parameter records.
+        from firmware_model.golden.output_stage import stage_plan
+
+        stage = stage_plan(cfg, r, "MAC")
+    first = r.ofm_addr
+    last = first + (oh - 1) * r.ofm_row_stride + (ow - 1) * r.ofm_pix_stride + oc * esize
+    check_range(cfg, Sram.OUTPUT, first, last, "MAC output")
+    return MacPlan(
+        cycles=mac_command_cycles(cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,
+                                  write_clocks=element_write_clocks(cfg, esize)),
+        macs=n_ocb * kh * kw * cb * oh * ow * R * lanes_per_word(L, ifm_dtype),
+        region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
+                         param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
+                         output=(first, last), lut=stage.lut_range if stage is not None else None),
+        out_shape=(oh, ow, oc), out_bytes=oh * ow * oc * esize, stage=stage)
+
+
+def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, probe=None) -> MacResult:
+    """One MAC command (its checks and accounting: mac_plan). A `probe` (the golden model's
+    REQUIRE monitor) is shown the output stage's input; it changes nothing."""
+    plan = mac_plan(cfg, regs, mode)
+    R, L = cfg.mac_rows, cfg.mac_cols
+    r = Registers(regs)
+    ifm_dtype, ofm_dtype = DType(r.ifm_dtype), DType(r.ofm_dtype)
+    oh, ow, oc = plan.out_shape
+    kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
+    n_ocb = -(-oc // R)
+    esize = ELEMENT_BYTES[ofm_dtype]
+
+    # Input vectors: a strided view of the SRAM over the words mac_plan checked (the im2col
+    # matrix without an index array).
     word0 = r.ifm_addr // L
     row_w, pix_w = r.ifm_row_stride // L, r.ifm_pix_stride // L
     sh, sw, dh, dw = r.stride_h, r.stride_w, r.dilation_h, r.dilation_w
-    lo = word0
-    hi = word0 + ((oh - 1) * sh + (kh - 1) * dh) * row_w + ((ow - 1) * sw + (kw - 1) * dw) * pix_w + cb
-    mem.check_range(Sram.INPUT, lo * L, hi * L, "MAC input")
     lanes = lanes_per_word(L, ifm_dtype)
     esz = L // lanes                                                           # bytes per input element
     row_b, pix_b = row_w * L, pix_w * L
@@ -169,10 +232,8 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     x = vectors.astype(np.float64).reshape(oh * ow, kh * kw * cb * lanes)
     x -= r.ifm_zp
 
-    wword0 = r.wgt_addr // L
-    n_wwords = n_ocb * kh * kw * cb * R
-    mem.check_range(Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
-    w_rows = mem.sram[Sram.WEIGHT][wword0 * L:(wword0 + n_wwords) * L].reshape(n_ocb, kh * kw * cb, R, L)
+    wa, wb = plan.region.weight
+    w_rows = mem.sram[Sram.WEIGHT][wa:wb].reshape(n_ocb, kh * kw * cb, R, L)
     w = w_rows[..., :lanes].view(np.int8).astype(np.float64)                  # weight_elements' lanes
     w = w.transpose(1, 3, 0, 2).reshape(kh * kw * cb * lanes, n_ocb * R)
     w -= r.wgt_zp
@@ -180,39 +241,22 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     # Products are exact; the accumulator lanes hold 48 bits.
     acc = accumulate(0, exact_dot(x, w))[:, :oc]                               # (P, oc)
 
-    p0 = r.param_addr
-    mem.check_range(Sram.PARAM, p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES, "MAC parameters")
-    bias, multiplier, shift = decode_param_records(
-        mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:(p0 + oc) * PARAM_RECORD_BYTES])
+    pa, pb = plan.region.param
+    bias, multiplier, shift = decode_param_records(mem.sram[Sram.PARAM][pa:pb])
     value = finish_accumulator(acc, bias, ifm_dtype)
-    lut_range = None
-    if ofm_dtype == DType.INT48:
+    if plan.stage is None:
         out = value     # the raw int48 accumulator: 32-bit stage registers cannot bound it
     else:
         # The shared output stage (rescale, clamp, table), one implementation for every unit.
-        # Imported here: output_stage builds on this module's parameter records.
         from firmware_model.golden.output_stage import apply_output_stage
 
-        out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="MAC", probe=probe)
+        out, _ = apply_output_stage(mem, regs, value, multiplier, shift, unit="MAC", probe=probe, plan=plan.stage)
 
     # Store the elements into the output SRAM, little-endian: element (oy, ox, c) at
     # OFM_ADDR + oy*OFM_ROW_STRIDE + ox*OFM_PIX_STRIDE + c*size.
-    first = r.ofm_addr
-    row, pix = r.ofm_row_stride, r.ofm_pix_stride
-    last = first + (oh - 1) * row + (ow - 1) * pix + oc * esize
-    mem.check_range(Sram.OUTPUT, first, last, "MAC output")
     raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(f"<i{esize}")).view(np.uint8)
-    dst = np.ndarray((oh, ow, oc * esize), np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=first,
-                     strides=(row, pix, 1))
+    dst = np.ndarray((oh, ow, oc * esize), np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=plan.region.output[0],
+                     strides=(r.ofm_row_stride, r.ofm_pix_stride, 1))
     dst[...] = raw.reshape(oh, ow, oc * esize)
-
-    pixels = oh * ow
-    return MacResult(
-        cycles=mac_command_cycles(cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,
-                                  write_clocks=element_write_clocks(cfg, esize)),
-        macs=n_ocb * kh * kw * cb * pixels * R * lanes,
-        region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
-                         param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
-                         output=(first, last), lut=lut_range),
-        out_shape=(oh, ow, oc), out_bytes=oh * ow * oc * esize,
-    )
+    return MacResult(cycles=plan.cycles, macs=plan.macs, region=plan.region, out_shape=plan.out_shape,
+                     out_bytes=plan.out_bytes, plan=plan)

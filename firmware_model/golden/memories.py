@@ -6,6 +6,10 @@ and otherwise works on bytes.
 
 The variable SRAM is persistent: `start_invocation()` leaves it alone; only `power_on_reset()`
 clears it (and its written flags).
+
+`memory_bytes` and `check_range` need only the configuration: the units' plans (which check a
+command's byte ranges before any data moves, and which the timing-only model runs without
+memories) and `Memories.check_range` are the same rule.
 """
 
 from __future__ import annotations
@@ -19,19 +23,36 @@ from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 
 
+def memory_bytes(cfg: NpuConfig, sram: Sram | str) -> int:
+    """Bytes of a memory of the configuration: "ext" (external memory) or an SRAM."""
+    if sram == "ext":
+        return cfg.ext_size
+    if sram == _PARAM:
+        return cfg.param_records * PARAM_RECORD_BYTES
+    return getattr(cfg, _SRAM_SIZES[sram])
+
+
+_PARAM = Sram.PARAM
+_SRAM_SIZES = {Sram.INPUT: "input_sram", Sram.WEIGHT: "weight_sram", Sram.OUTPUT: "output_sram",
+               Sram.VARIABLE: "variable_sram", Sram.LUT: "lut_sram"}
+
+
+def check_range(cfg: NpuConfig, sram: Sram | str, start: int, stop: int, what: str) -> None:
+    """Raise the NPU's ADDRESS_RANGE error unless bytes [start, stop) lie inside the memory."""
+    size = memory_bytes(cfg, sram)
+    if start < 0 or stop > size or start > stop:
+        name = "external memory" if sram == "ext" else f"{Sram(sram).name.lower()} SRAM"
+        raise GoldenModelError(f"{what}: bytes [{start}, {stop}) fall outside the {name} "
+                               f"({size} bytes)", Status.ADDRESS_RANGE)
+
+
 class Memories:
     def __init__(self, cfg: NpuConfig):
         self.cfg = cfg
         # np.zeros maps zero pages lazily: a 256 MiB external memory costs what is touched.
         self.ext = np.zeros(cfg.ext_size, dtype=np.uint8)
-        self.sram = {
-            Sram.INPUT: np.zeros(cfg.input_sram, dtype=np.uint8),
-            Sram.WEIGHT: np.zeros(cfg.weight_sram, dtype=np.uint8),
-            Sram.PARAM: np.zeros(cfg.param_records * PARAM_RECORD_BYTES, dtype=np.uint8),
-            Sram.OUTPUT: np.zeros(cfg.output_sram, dtype=np.uint8),
-            Sram.VARIABLE: np.zeros(cfg.variable_sram, dtype=np.uint8),
-            Sram.LUT: np.zeros(cfg.lut_sram, dtype=np.uint8),
-        }
+        self.sram = {s: np.zeros(memory_bytes(cfg, s), dtype=np.uint8)
+                     for s in (Sram.INPUT, Sram.WEIGHT, Sram.PARAM, Sram.OUTPUT, Sram.VARIABLE, Sram.LUT)}
         self.variable_written = np.zeros(cfg.variable_sram, dtype=bool)
         # The written flag of each variable slot (VAR command, firmware_model/golden/var_unit.py).
         self.variable_slots = np.zeros(VAR_SLOTS, dtype=bool)
@@ -54,9 +75,6 @@ class Memories:
         """The per-invocation start: nothing on chip is cleared (variables persist)."""
 
     def check_range(self, sram: Sram | str, start: int, stop: int, what: str) -> None:
-        """Raise the NPU's ADDRESS_RANGE error unless bytes [start, stop) lie inside the memory."""
-        size = len(self.ext) if sram == "ext" else len(self.sram[sram])
-        name = "external memory" if sram == "ext" else f"{Sram(sram).name.lower()} SRAM"
-        if start < 0 or stop > size or start > stop:
-            raise GoldenModelError(f"{what}: bytes [{start}, {stop}) fall outside the {name} "
-                                   f"({size} bytes)", Status.ADDRESS_RANGE)
+        """Raise the NPU's ADDRESS_RANGE error unless bytes [start, stop) lie inside the memory
+        (`check_range`: the memories have the configuration's sizes)."""
+        check_range(self.cfg, sram, start, stop, what)

@@ -9,6 +9,12 @@ The model counts what an architect needs (cycles per unit from firmware_model/ar
 bytes moved per memory, commands per unit) and exposes every MAC command as a tile event to a
 hook, which the RTL bench uses to run the same tile on the RTL and substitute its result.
 
+The counting is not done here: each unit first makes its plan from the registers (mac_plan,
+eltwise_plan, pool_plan, dma_plan / fill_plan, var_plan; the command rules, byte ranges, cycles,
+lane slots, bytes) and computes on what the plan found, and the command processor below adds the
+plan to the counters with command_plan.py's functions. The timing-only model (timing_model.py)
+runs the same plans and functions without the data, so its counters are these, much faster.
+
 A compiled graph runs under the REQUIRE monitor (firmware_model/golden/require_monitor.py): an input
 for which one of the graph's TOSA REQUIREs fails ends the invocation with the interpreter's
 TosaUnpredictable, though the datapath computes exactly what it computes without the monitor.
@@ -26,19 +32,19 @@ import numpy as np
 
 from firmware_model.golden.dma import dma_transfer, fill
 from firmware_model.errors import GoldenModelError, NpuBenchError, TosaUnpredictable
-from firmware_model.arch.isa import Command, Opcode, Reg, Sram, Status, VarOp
+from firmware_model.arch.isa import Command, Opcode, Sram
+from firmware_model.golden.command_plan import (check_set, command_fault, count_command, count_compute, count_dma,
+                                                count_end, count_fill, count_host, count_stall, count_var, dma_sram,
+                                                no_host, not_implemented, overrun, time_var)
 from firmware_model.golden.eltwise_unit import EltResult, execute_eltwise
 from firmware_model.golden.mac_unit import MacResult, execute_mac
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import COMMAND_OVERHEAD, Timeline
+from firmware_model.arch.cycle_model import Timeline
 from firmware_model.golden.pool_unit import PoolResult, execute_pool
 from firmware_model.golden.require_monitor import RequireMonitor
 from firmware_model.arch.program import Placement, Program
 from firmware_model.golden.var_unit import execute_var, load_state, program_layout, save_state
-
-# Register numbers a SET may write (the ISA's register file).
-REGISTER_NUMBERS = frozenset(int(r) for r in Reg)
 
 
 @dataclass
@@ -188,17 +194,15 @@ class GoldenModel:
         pc = 0
         while True:
             if pc >= len(cmds):
-                raise GoldenModelError(f"command {pc}: the program ran past its end without END",
-                                       Status.COMMAND_OVERRUN)
+                raise overrun(pc)
             cmd = cmds[pc]
-            counters.opcodes[cmd.opcode] += 1
-            counters.unit_cycles["command"] += COMMAND_OVERHEAD
+            count_command(counters, cmd.opcode)
             try:
                 done = self.step(pc, cmd)
             except GoldenModelError as e:
                 if monitor is not None and monitor.failure is not None:
                     raise monitor.failure.error from e      # an earlier op's REQUIRE failed first
-                raise GoldenModelError(f"command {pc} ({cmd.disassemble()}): {e}", e.status) from None
+                raise command_fault(pc, cmd, e) from None
             except NpuBenchError as e:
                 if monitor is not None and monitor.failure is not None and monitor.failure.error is not e:
                     raise monitor.failure.error from e
@@ -209,17 +213,18 @@ class GoldenModel:
                 monitor.check_after(pc)
             yield pc
             if done:
-                counters.unit_cycles["stall"] += self.timeline.stall
+                count_stall(counters, self.timeline)
                 return
             pc += 1
 
     def step(self, pc: int, cmd: Command) -> bool:
-        """Execute one command; True at END."""
+        """Execute one command; True at END. The checks and counts are command_plan.py's and the
+        units' plans, which the timing-only model runs without the data."""
         op = cmd.opcode
         tl = self.timeline
+        counters = self.counters
         if op == Opcode.SET:
-            if cmd.sub not in REGISTER_NUMBERS:
-                raise GoldenModelError(f"register {cmd.sub:#04x} does not exist", Status.BAD_REGISTER)
+            check_set(cmd)
             self.regs[cmd.sub] = cmd.value
             tl.simple()
         elif op == Opcode.NOP:
@@ -230,39 +235,26 @@ class GoldenModel:
             self.mark = cmd.value
             tl.simple()
         elif op == Opcode.END:
-            cycles = tl.end()
-            self.counters.cycles += cycles
-            self.counters.invocation_cycles.append(cycles)
+            count_end(counters, tl.end())
             return True
         elif op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
-            sram = self._sram(cmd)
-            if op == Opcode.DMA_STORE and sram == Sram.LUT:
-                raise GoldenModelError("DMA_STORE LUT: the LUT SRAM cannot be read by the DMA", Status.BAD_MODE)
+            sram = dma_sram(cmd)
             r = dma_transfer(self.cfg, self.mem, self.regs, sram, to_sram=op == Opcode.DMA_LOAD)
             tl.dma(r.cycles)
-            self.counters.unit_cycles["dma"] += r.cycles
-            src, dst = ("ext", sram.name.lower()) if op == Opcode.DMA_LOAD else (sram.name.lower(), "ext")
-            self.counters.bytes_read[src] += r.bytes
-            self.counters.bytes_written[dst] += r.bytes
+            count_dma(counters, op, sram, r.cycles, r.bytes)
         elif op == Opcode.FILL:
-            r = fill(self.cfg, self.mem, self.regs, self._sram(cmd), cmd.value)
+            r = fill(self.cfg, self.mem, self.regs, dma_sram(cmd), cmd.value)
             tl.dma(r.cycles)
-            self.counters.unit_cycles["fill"] += r.cycles
-            self.counters.bytes_written[r.sram.name.lower()] += r.bytes
+            count_fill(counters, r.sram, r.cycles, r.bytes)
         elif op in (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL):
             self._compute_command(pc, op, cmd.sub)
         elif op == Opcode.VAR:
             r = execute_var(self.cfg, self.mem, self.regs, cmd.sub, self._var_names)
-            tl.var(r.cycles if r.bytes else None)
-            self.counters.unit_cycles["var"] += r.cycles + 1 if r.bytes else 0   # the pop clock
-            self.counters.var[r.op.name if r.op != VarOp.INIT else f"INIT {'loaded' if r.bytes else 'kept'}"] += 1
-            if r.bytes:
-                src, dst = ("variable", "ext") if r.op == VarOp.READ else ("ext", "variable")
-                self.counters.bytes_read[src] += r.bytes
-                self.counters.bytes_written[dst] += r.bytes
+            time_var(tl, r.cycles, r.bytes)
+            count_var(counters, r.op, r.cycles, r.bytes)
         elif op == Opcode.HOST:
             if self.host is None:
-                raise GoldenModelError(f"HOST {cmd.value}: this model has no host CPU attached", Status.BAD_OPCODE)
+                raise no_host(cmd)
             tl.barrier()
             try:
                 cycles = self.host.run(self, cmd.value)
@@ -272,10 +264,9 @@ class GoldenModel:
                 if self.monitor is None or not self.monitor.host_failure(cmd.value, e):
                     raise
                 cycles = 0
-            self.counters.unit_cycles["host"] += cycles
-            self.counters.host_cycles += cycles
+            count_host(counters, cycles)
         else:
-            raise GoldenModelError(f"{op.name} is not implemented by this golden model", Status.BAD_OPCODE)
+            raise not_implemented(op)
         return False
 
     def _compute_command(self, pc: int, op: Opcode, sub: int) -> None:
@@ -285,33 +276,18 @@ class GoldenModel:
         probe = self.monitor.probe(pc) if self.monitor is not None else None
         if op == Opcode.MAC:
             result = execute_mac(self.cfg, self.mem, self.regs, sub, probe)
-            self.counters.macs += result.macs
-            reads = {"input": result.region.input, "weight": result.region.weight, "param": result.region.param}
             written = result.region.output
-            self.counters.bytes_written["output"] += result.out_bytes
         else:
             result = (execute_eltwise if op == Opcode.ELTWISE else execute_pool)(self.cfg, self.mem, self.regs, sub, probe)
-            reads = {k: v for k, v in result.regions.items() if k != "output"}
             written = result.regions["output"]
-            self.counters.bytes_written["output"] += written[1] - written[0]
         start, end = self.timeline.unit(result.cycles)
-        self.counters.unit_cycles[op.name.lower()] += result.cycles
-        self.counters.tiles += 1
-        for name, (a, b) in reads.items():
-            self.counters.bytes_read[name] += b - a
+        count_compute(self.counters, op, result.plan)
         if self.event_hook is not None:
             event = CommandEvent(self.mark, pc, op, sub, dict(self.regs), start, end, result, self.mem, before)
             replacement = self.event_hook(event)
             if replacement is not None:
                 a, b = written
                 self.mem.sram[Sram.OUTPUT][a:b] = replacement
-
-    @staticmethod
-    def _sram(cmd: Command) -> Sram:
-        try:
-            return Sram(cmd.sub)
-        except ValueError:
-            raise GoldenModelError(f"SRAM id {cmd.sub} does not exist", Status.BAD_MODE) from None
 
     # --- persistent state ----------------------------------------------------------------
     def variable_sram_image(self) -> tuple[np.ndarray, np.ndarray]:

@@ -19,9 +19,17 @@ REQUIREs hold. The LUT SRAM holds 16-bit little-endian entries, an int8 table si
 compiler stores it so). The lookup is the LUT engine's (hw/lut_engine.py, same rules): the
 compiler keeps its input within the table's input type (a rescale saturating to it, or a clamp
 inside it).
+
+What the stage costs and refuses does not depend on the values: `stage_plan` (the rescale type,
+the table mode and the LUT SRAM bytes a table reads) checks it from the registers alone, and the
+units' plans call it, as do the helpers below for the byte ranges of element runs and parameter
+records (`elements_range`, `run_range`, `records_range`). The data paths use what the plans
+found; the timing-only model (timing_model.py) runs the plans without them.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,7 +37,8 @@ from firmware_model.golden import mac_unit
 from firmware_model.errors import GoldenModelError
 from firmware_model.arch.isa import ELEMENT_BYTES, LutMode, OutMode, Sram, Status, decode_param_records
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.memories import Memories
+from firmware_model.golden.memories import Memories, check_range
+from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -50,101 +59,180 @@ def dtype_of(value: int, what: str, unit: str, allowed=tuple(ELEMENT_BYTES)) -> 
     return dt
 
 
-def read_elements(mem: Memories, sram: Sram, addr: int, count: int, dtype: DType, unsigned: bool,
-                  what: str) -> tuple[np.ndarray, tuple[int, int]]:
-    """`count` consecutive elements of `dtype` from byte `addr` of an SRAM, as int64 (zero-extended
-    when `unsigned`), and the byte range read. The address must be a multiple of the element size."""
+def elements_range(cfg: NpuConfig, sram: Sram, addr: int, count: int, dtype: DType, what: str) -> tuple[int, int]:
+    """The byte range of `count` consecutive elements of `dtype` from byte `addr` of an SRAM; the
+    address must be a multiple of the element size and the range inside the SRAM."""
     size = ELEMENT_BYTES[dtype]
     if addr % size:
         raise GoldenModelError(f"{what}: address {addr} is not a multiple of the {size}-byte element",
                                Status.ADDRESS_RANGE)
     stop = addr + count * size
-    mem.check_range(sram, addr, stop, what)
-    raw = mem.sram[sram][addr:stop]
+    check_range(cfg, sram, addr, stop, what)
+    return addr, stop
+
+
+def load_elements(mem: Memories, sram: Sram, rng: tuple[int, int], dtype: DType, unsigned: bool) -> np.ndarray:
+    """The elements of a byte range `elements_range` gave, as int64 (zero-extended when `unsigned`)."""
+    raw = mem.sram[sram][rng[0]:rng[1]]
     if dtype == DType.INT48:
         v = raw.view("<i8").astype(np.int64)
-        return wrap(v, 48), (addr, stop)
-    v = raw.view(f"<{'u' if unsigned else 'i'}{size}").astype(np.int64)
-    return v, (addr, stop)
+        return wrap(v, 48)
+    return raw.view(f"<{'u' if unsigned else 'i'}{ELEMENT_BYTES[dtype]}").astype(np.int64)
 
 
-def write_elements(mem: Memories, offsets: np.ndarray, values: np.ndarray, dtype: DType, what: str) -> tuple[int, int]:
-    """Store values (int64) as `dtype` at byte offsets of the output SRAM; the byte range written."""
+def read_elements(mem: Memories, sram: Sram, addr: int, count: int, dtype: DType, unsigned: bool,
+                  what: str) -> tuple[np.ndarray, tuple[int, int]]:
+    """`count` consecutive elements of `dtype` from byte `addr` of an SRAM, as int64 (zero-extended
+    when `unsigned`), and the byte range read. The address must be a multiple of the element size."""
+    rng = elements_range(mem.cfg, sram, addr, count, dtype, what)
+    return load_elements(mem, sram, rng, dtype, unsigned), rng
+
+
+def box_range(cfg: NpuConfig, sram: Sram, addr: int, row: int, pix: int, h: int, w: int, c: int, dtype: DType,
+              what: str, misaligned: str) -> tuple[int, int]:
+    """The byte range of an (h, w, c) box of `dtype` elements, element (y, x, k) at addr + y*row +
+    x*pix + k*size (the strides are unsigned registers: the first element is the lowest): every
+    element at a multiple of its size (else ADDRESS_RANGE, "`misaligned` are not multiples of
+    ..."), inside the SRAM. An empty box is (0, 0) and checks nothing."""
+    if not (h and w and c):
+        return (0, 0)
+    size = ELEMENT_BYTES[dtype]
+    if addr % size or (h > 1 and row % size) or (w > 1 and pix % size):
+        raise GoldenModelError(f"{misaligned} are not multiples of the {size}-byte element", Status.ADDRESS_RANGE)
+    lo, hi = addr, addr + (h - 1) * row + (w - 1) * pix + c * size
+    check_range(cfg, sram, lo, hi, what)
+    return lo, hi
+
+
+def write_elements(mem: Memories, offsets: np.ndarray, values: np.ndarray, dtype: DType, what: str,
+                   rng: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Store values (int64) as `dtype` at byte offsets of the output SRAM; the byte range written.
+    `rng`: the range a plan already checked (box_range); else it is checked here."""
     size = ELEMENT_BYTES[dtype]
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1)
     if offsets.size == 0:
         return (0, 0)
-    lo, hi = int(offsets.min()), int(offsets.max()) + size
-    if lo % size or np.any(offsets % size):
-        raise GoldenModelError(f"{what}: output addresses are not multiples of the {size}-byte element",
-                               Status.ADDRESS_RANGE)
-    mem.check_range(Sram.OUTPUT, lo, hi, what)
+    if rng is None:
+        lo, hi = int(offsets.min()), int(offsets.max()) + size
+        if lo % size or np.any(offsets % size):
+            raise GoldenModelError(f"{what}: output addresses are not multiples of the {size}-byte element",
+                                   Status.ADDRESS_RANGE)
+        mem.check_range(Sram.OUTPUT, lo, hi, what)
+        rng = (lo, hi)
     raw = np.asarray(values, dtype=np.int64).reshape(-1).astype(f"<i{size}" if size < 8 else "<i8")
     raw = raw.view(np.uint8).reshape(-1, size)
     dst = mem.sram[Sram.OUTPUT]
     for i in range(size):
         dst[offsets + i] = raw[:, i]
+    return rng
+
+
+def run_range(cfg: NpuConfig, addr: int, count: int, dtype: DType, what: str) -> tuple[int, int]:
+    """The output SRAM bytes of `count` consecutive `dtype` elements from byte `addr`, checked;
+    (0, 0) when there are none."""
+    size = ELEMENT_BYTES[dtype]
+    if count == 0:
+        return (0, 0)
+    if addr % size:
+        raise GoldenModelError(f"{what}: output addresses are not multiples of the {size}-byte element",
+                               Status.ADDRESS_RANGE)
+    lo, hi = addr, addr + count * size
+    check_range(cfg, Sram.OUTPUT, lo, hi, what)
     return lo, hi
+
+
+def store_run(mem: Memories, rng: tuple[int, int], values: np.ndarray, dtype: DType) -> None:
+    """Store values (int64) as consecutive `dtype` elements over a range `run_range` gave."""
+    if rng[1] > rng[0]:
+        size = ELEMENT_BYTES[dtype]
+        raw = np.asarray(values, dtype=np.int64).reshape(-1).astype(f"<i{size}" if size < 8 else "<i8")
+        mem.sram[Sram.OUTPUT][rng[0]:rng[1]] = raw.view(np.uint8)
 
 
 def write_run(mem: Memories, addr: int, values: np.ndarray, dtype: DType, what: str) -> tuple[int, int]:
     """Store values (int64) as consecutive `dtype` elements from byte `addr` of the output SRAM
     (what write_elements does for offsets addr, addr+size, ...); the byte range written."""
-    size = ELEMENT_BYTES[dtype]
-    n = int(np.size(values))
-    if n == 0:
-        return (0, 0)
-    if addr % size:
-        raise GoldenModelError(f"{what}: output addresses are not multiples of the {size}-byte element",
-                               Status.ADDRESS_RANGE)
-    lo, hi = addr, addr + n * size
-    mem.check_range(Sram.OUTPUT, lo, hi, what)
-    raw = np.asarray(values, dtype=np.int64).reshape(-1).astype(f"<i{size}" if size < 8 else "<i8")
-    mem.sram[Sram.OUTPUT][lo:hi] = raw.view(np.uint8)
-    return lo, hi
+    rng = run_range(mem.cfg, addr, int(np.size(values)), dtype, what)
+    store_run(mem, rng, values, dtype)
+    return rng
+
+
+def records_range(cfg: NpuConfig, first: int, count: int, what: str) -> tuple[int, int]:
+    """The parameter SRAM bytes of records first .. first+count-1, checked."""
+    a, b = first * PARAM_RECORD_BYTES, (first + count) * PARAM_RECORD_BYTES
+    check_range(cfg, Sram.PARAM, a, b, what)
+    return a, b
+
+
+def load_records(mem: Memories, rng: tuple[int, int]):
+    """(multiplier, shift) of the records over a range `records_range` gave."""
+    _, multiplier, shift = decode_param_records(mem.sram[Sram.PARAM][rng[0]:rng[1]])
+    return multiplier, shift
 
 
 def read_records(mem: Memories, first: int, count: int, what: str):
     """(multiplier, shift) of parameter records first .. first+count-1, and the byte range read."""
-    a, b = first * PARAM_RECORD_BYTES, (first + count) * PARAM_RECORD_BYTES
-    mem.check_range(Sram.PARAM, a, b, what)
-    _, multiplier, shift = decode_param_records(mem.sram[Sram.PARAM][a:b])
-    return multiplier, shift, (a, b)
+    rng = records_range(mem.cfg, first, count, what)
+    multiplier, shift = load_records(mem, rng)
+    return multiplier, shift, rng
+
+
+@dataclass(slots=True)
+class StagePlan:
+    """What the output stage does with a command's registers, before any value: whether and how
+    it rescales, which table it reads (LUT SRAM bytes `lut_range`, None without a table)."""
+    rescale: bool
+    scale32: bool
+    double_round: bool
+    unsigned_out: bool
+    rescale_dtype: DType | None
+    lut_mode: int
+    lut_range: tuple[int, int] | None
+
+
+def stage_plan(cfg: NpuConfig, regs, unit: str) -> StagePlan:
+    """The stage's checks on the registers (a dict or a `Registers` view), in the order the
+    datapath meets them: RESCALE_DTYPE (with RESCALE), LUT_MODE, the table's range."""
+    r = regs if isinstance(regs, Registers) else Registers(regs)
+    out_mode = OutMode(r.out_mode & 0xF)
+    rescale = OutMode.RESCALE in out_mode
+    rdt = dtype_of(r.rescale_dtype, "RESCALE_DTYPE", unit, RESCALE_DTYPES) if rescale else None
+    lut_mode = r.lut_mode
+    lut_range = None
+    if lut_mode != LutMode.OFF:
+        if lut_mode not in LUT_SIZES:
+            raise GoldenModelError(f"{unit}: LUT_MODE = {lut_mode} does not exist", Status.BAD_MODE)
+        first = r.lut_addr
+        lut_range = (2 * first, 2 * (first + LUT_SIZES[LutMode(lut_mode)]))
+        check_range(cfg, Sram.LUT, *lut_range, f"{unit} table")
+    return StagePlan(rescale, OutMode.SCALE32 in out_mode, OutMode.DOUBLE_ROUND in out_mode,
+                     OutMode.UNSIGNED_OUT in out_mode, rdt, lut_mode, lut_range)
 
 
 def apply_output_stage(mem: Memories, regs: dict[int, int], value: np.ndarray, multiplier=None, shift=None,
-                       *, unit: str, probe=None) -> tuple[np.ndarray, dict]:
+                       *, unit: str, probe=None, plan: StagePlan | None = None) -> tuple[np.ndarray, dict]:
     """The stage on int64 values (any shape) with per-element multiplier/shift arrays that broadcast
     against them (e.g. per channel along the last axis; only read when RESCALE is set). Returns the
     values to store (int64) and the LUT SRAM byte range read (or None). A `probe` (the REQUIRE
     monitor) sees the rescale's input ("stage", with the multiplier and shift) and an int16 table's
-    input ("lut")."""
+    input ("lut"). `plan`: the unit's stage_plan of these registers (made here when not given)."""
+    if plan is None:
+        plan = stage_plan(mem.cfg, regs, unit)
     r = Registers(regs)
-    out_mode = OutMode(r.out_mode & 0xF)
     value = np.asarray(value, dtype=np.int64)
-    if OutMode.RESCALE in out_mode:
+    if plan.rescale:
         if probe is not None:
             probe("stage", value, multiplier, shift)
-        scale32 = OutMode.SCALE32 in out_mode
-        rdt = dtype_of(r.rescale_dtype, "RESCALE_DTYPE", unit, RESCALE_DTYPES)
-        v, m = mac_unit.rescale_operands(value, multiplier, scale32)
+        v, m = mac_unit.rescale_operands(value, multiplier, plan.scale32)
         value = numerics.rescale_values(
             v, multiplier=m, shift=np.asarray(shift, dtype=np.int64) & 63, input_zp=0,
-            output_zp=r.ofm_zp, out_dtype=rdt, scale32=scale32,
-            double_round=OutMode.DOUBLE_ROUND in out_mode,
-            output_unsigned=OutMode.UNSIGNED_OUT in out_mode, require=False)
+            output_zp=r.ofm_zp, out_dtype=plan.rescale_dtype, scale32=plan.scale32,
+            double_round=plan.double_round, output_unsigned=plan.unsigned_out, require=False)
     value = numerics.apply_clip_s(value, r.clamp_min, r.clamp_max)
-    lut_range = None
-    lut_mode = r.lut_mode
-    if lut_mode != LutMode.OFF:
-        if lut_mode not in LUT_SIZES:
-            raise GoldenModelError(f"{unit}: LUT_MODE = {lut_mode} does not exist", Status.BAD_MODE)
-        n = LUT_SIZES[LutMode(lut_mode)]
-        first = r.lut_addr
-        lut_range = (2 * first, 2 * (first + n))
-        mem.check_range(Sram.LUT, *lut_range, f"{unit} table")
+    lut_range = plan.lut_range
+    if lut_range is not None:
         table = mem.sram[Sram.LUT][lut_range[0]:lut_range[1]].view("<i2").astype(np.int64)
-        if lut_mode == LutMode.INT8:
+        if plan.lut_mode == LutMode.INT8:
             value = table[(value + 128) & 0xFF]
         else:
             if probe is not None:

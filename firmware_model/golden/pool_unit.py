@@ -19,6 +19,10 @@ padding is excluded from the maximum, the sum and the divisor). Per output eleme
 then the shared output stage (firmware_model/golden/output_stage.py; record PARAM_ADDR + c when it
 rescales — not with AVG, which has its own scaling). A window without a real tap is a BAD_MODE
 error (TOSA's pad < kernel rule makes it impossible in a legal graph).
+
+`pool_plan` is the command without its data (POOL_RULES, the mode and types, the boxes' byte
+ranges, every window's real taps, the cycles), which execute_pool calls first and the
+timing-only model calls alone.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from firmware_model.arch.checks import POOL_RULES, first_violation
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
-from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, read_records,
-                                         write_elements)
+from firmware_model.golden.output_stage import (apply_output_stage, box_range, dtype_of, load_records,
+                                                records_range, stage_plan, write_elements)
 from firmware_model.arch.cycle_model import pool_command_cycles
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -49,32 +53,39 @@ class PoolResult:
     taps: int                              # window taps visited (padding included)
     regions: dict[str, tuple[int, int]]    # memory -> byte range read / written
     out_values: np.ndarray                 # (OFM_H, OFM_W, OFM_C) int64
+    plan: "PoolPlan | None" = None         # the accounting these came from (pool_plan)
 
 
 def _fail(status: Status, message: str):
     raise GoldenModelError(f"POOL: {message}", status)
 
 
-def _read_box(mem: Memories, addr: int, row: int, pix: int, h: int, w: int, c: int, dtype: DType):
-    """The input box (h, w, c) as int64 and the byte range it spans."""
-    size = ELEMENT_BYTES[dtype]
-    offs = (addr + np.arange(h, dtype=np.int64)[:, None, None] * row
-            + np.arange(w, dtype=np.int64)[None, :, None] * pix + np.arange(c, dtype=np.int64)[None, None, :] * size)
-    if offs.size == 0:
-        return np.zeros((h, w, c), np.int64), (addr, addr)
-    lo, hi = int(offs.min()), int(offs.max()) + size
-    if np.any(offs % size):
-        _fail(Status.ADDRESS_RANGE, f"input addresses are not multiples of the {size}-byte element")
-    mem.check_range(Sram.INPUT, lo, hi, "POOL input")
-    raw = mem.sram[Sram.INPUT]
-    b = np.stack([raw[offs + i] for i in range(size)], axis=-1)
-    return np.ascontiguousarray(b).view(f"<i{size}")[..., 0].astype(np.int64), (lo, hi)
+@dataclass(slots=True)
+class PoolPlan:
+    """What a POOL command costs, touches and refuses, from its registers alone (pool_plan)."""
+    mode: PoolMode
+    in_dtype: DType
+    out_dtype: DType
+    rows: np.ndarray                       # (OFM_H, KERNEL_H) box rows of the windows' taps
+    cols: np.ndarray                       # (OFM_W, KERNEL_W) box columns
+    count: np.ndarray                      # (OFM_H, OFM_W) real taps per window
+    regions: dict[str, tuple[int, int]]    # memory -> bytes read / written, in the order the unit meets them
+    stage: object                          # output_stage.StagePlan
+    cycles: int
+    elements: int
+    taps: int
+
+    @property
+    def reads(self) -> dict[str, tuple[int, int]]:
+        return {k: v for k, v in self.regions.items() if k != "output"}
 
 
-def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None) -> PoolResult:
-    """One POOL command. A `probe` (the golden model's REQUIRE monitor) is shown the input box
-    ("box") and the output stage's input; it changes nothing."""
-    r = Registers(regs)
+def pool_plan(cfg: NpuConfig, regs, sub: int) -> PoolPlan:
+    """The POOL command's checks (arch/checks.py POOL_RULES, the mode and types, the input box,
+    every window's real taps, then the records, the table and the output box), cycles and
+    regions, from the registers (a dict or a `Registers` view); a refused command raises its
+    GoldenModelError."""
+    r = regs if isinstance(regs, Registers) else Registers(regs)
     broken = first_violation(POOL_RULES, r, sub, cfg)
     if broken is not None:
         raise GoldenModelError(broken.message("POOL", r, sub), broken.status)
@@ -95,10 +106,10 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, 
         _fail(Status.BAD_MODE, f"kernel {kh}x{kw} and stride {sh}x{sw} must be at least 1")
 
     regions: dict[str, tuple[int, int]] = {}
-    x, regions["input"] = _read_box(mem, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride,
-                                    ih, iw, oc, in_dt)
-    if probe is not None:
-        probe("box", x)
+    # the input box (ih, iw, oc); an empty one reads nothing from IFM_ADDR
+    regions["input"] = (box_range(cfg, Sram.INPUT, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride, ih, iw, oc,
+                                  in_dt, "POOL input", "POOL: input addresses")
+                        if ih and iw and oc else (r.ifm_addr, r.ifm_addr))
     rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] - pt        # (oh, kh)
     cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] - pl        # (ow, kw)
     real_r, real_c = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
@@ -106,6 +117,45 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, 
     if count.size and count.min() == 0:
         oy, ox = np.argwhere(count == 0)[0]
         _fail(Status.BAD_MODE, f"the window of output ({oy}, {ox}) has no real position")
+    if rescale_on:
+        regions["param"] = records_range(cfg, r.param_addr, oc, "POOL parameters")
+    stage = stage_plan(cfg, r, "POOL")
+    if stage.lut_range is not None:
+        regions["lut"] = stage.lut_range
+    regions["output"] = box_range(cfg, Sram.OUTPUT, r.ofm_addr, r.ofm_row_stride, r.ofm_pix_stride, oh, ow, oc,
+                                  out_dt, "POOL output", "POOL output: output addresses")
+    cycles = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw)
+    return PoolPlan(mode, in_dt, out_dt, rows, cols, count, regions, stage, cycles, oh * ow * oc, oh * ow * oc * kh * kw)
+
+
+def _read_box(mem: Memories, addr: int, row: int, pix: int, h: int, w: int, c: int, dtype: DType):
+    """The input box (h, w, c) as int64 (its range checked by pool_plan)."""
+    size = ELEMENT_BYTES[dtype]
+    if not (h and w and c):
+        return np.zeros((h, w, c), np.int64)
+    offs = (addr + np.arange(h, dtype=np.int64)[:, None, None] * row
+            + np.arange(w, dtype=np.int64)[None, :, None] * pix + np.arange(c, dtype=np.int64)[None, None, :] * size)
+    raw = mem.sram[Sram.INPUT]
+    b = np.stack([raw[offs + i] for i in range(size)], axis=-1)
+    return np.ascontiguousarray(b).view(f"<i{size}")[..., 0].astype(np.int64)
+
+
+def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None) -> PoolResult:
+    """One POOL command (its checks and accounting: pool_plan). A `probe` (the golden model's
+    REQUIRE monitor) is shown the input box ("box") and the output stage's input; it changes
+    nothing."""
+    plan = pool_plan(cfg, regs, sub)
+    r = Registers(regs)
+    mode, out_dt = plan.mode, plan.out_dtype
+    oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
+    kh, kw = r.kernel_h, r.kernel_w
+    ih, iw = r.pool_in_h, r.pool_in_w
+    regions = plan.regions
+    x = _read_box(mem, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride, ih, iw, oc, plan.in_dtype)
+    if probe is not None:
+        probe("box", x)
+    rows, cols, count = plan.rows, plan.cols, plan.count
+    real_r, real_c = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
     if x.size:
         taps = x[np.clip(rows, 0, ih - 1)[:, :, None, None], np.clip(cols, 0, iw - 1)[None, None, :, :]]
     else:
@@ -127,17 +177,14 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, 
             value = numerics.apply_clip_s(value, out_dt.min, out_dt.max)
 
     multiplier = shift = None
-    if rescale_on:
-        m, s, regions["param"] = read_records(mem, r.param_addr, oc, "POOL parameters")
+    if "param" in regions:
+        m, s = load_records(mem, regions["param"])
         multiplier = np.broadcast_to(m, value.shape)
         shift = np.broadcast_to(s, value.shape)
-    out, lut_range = apply_output_stage(mem, regs, value, multiplier, shift, unit="POOL", probe=probe)
-    if lut_range is not None:
-        regions["lut"] = lut_range
+    out, _ = apply_output_stage(mem, regs, value, multiplier, shift, unit="POOL", probe=probe, plan=plan.stage)
     esize = ELEMENT_BYTES[out_dt]
     offsets = (r.ofm_addr + np.arange(oh, dtype=np.int64)[:, None, None] * r.ofm_row_stride
                + np.arange(ow, dtype=np.int64)[None, :, None] * r.ofm_pix_stride
                + np.arange(oc, dtype=np.int64)[None, None, :] * esize)
-    regions["output"] = write_elements(mem, offsets, out, out_dt, "POOL output")
-    cycles = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw)
-    return PoolResult(cycles, oh * ow * oc, oh * ow * oc * kh * kw, regions, np.asarray(out).reshape(oh, ow, oc))
+    write_elements(mem, offsets, out, out_dt, "POOL output", rng=regions["output"])
+    return PoolResult(plan.cycles, plan.elements, plan.taps, dict(regions), np.asarray(out).reshape(oh, ow, oc), plan)

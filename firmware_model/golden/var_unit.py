@@ -23,6 +23,10 @@ Faults (the command processor stops with the status): a `sub` that is no VarOp i
 VAR_SLOT >= VAR_SLOTS, a VAR_ADDR that is not word-aligned, or bytes outside the variable SRAM
 or the external memory are ADDRESS_RANGE.
 
+`var_plan` checks a command's registers; `var_flags` applies the written-flag rules (which decide
+whether INIT loads and whether READ faults) to any flag array: the golden model's memories here,
+the timing-only model's own flags (timing_model.py).
+
 `save_state` / `load_state` carry the variable SRAM across processes (`npu run --backend golden
 --state FILE`): the SRAM image, the slot flags and the program's variable layout, plus each
 written variable's value by name (the interpreter's state-file format, so either backend can read
@@ -40,7 +44,7 @@ import numpy as np
 from firmware_model.errors import GoldenModelError
 from firmware_model.arch.isa import VAR_SLOTS, Sram, Status, VarOp
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.memories import Memories
+from firmware_model.golden.memories import Memories, check_range
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import var_busy_cycles
 from firmware_model.tosa_ops.dtypes import DType
@@ -54,51 +58,80 @@ class VarResult:
     slot: int
 
 
-def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
-                names: Mapping[int, str] | None = None) -> VarResult:
-    """Execute VAR `sub` with the registers as they are; `names` (slot -> variable name, from the
-    program's manifest) only makes messages name the variable."""
+@dataclass(slots=True)
+class VarPlan:
+    """A VAR command's registers, checked (var_plan): what it would move and what that costs.
+    Whether it moves anything, or faults, depends on the slot's written flag (var_flags)."""
+    op: VarOp
+    slot: int
+    addr: int
+    nbytes: int
+    ext: int
+    cycles: int         # the DMA engine's busy clocks for a transfer (0 for CHECK and MARK)
+    what: str           # how messages name the command and its variable
+
+
+def var_plan(cfg: NpuConfig, regs, sub: int, names: Mapping[int, str] | None = None) -> VarPlan:
+    """The checks of VAR `sub` that do not depend on the slot flags (the mode, the slot number,
+    and for INIT, READ and WRITE the bytes on both sides), from the registers (a dict or a
+    `Registers` view); `names` (slot -> variable name) only makes messages name the variable."""
     try:
         op = VarOp(sub)
     except ValueError:
         raise GoldenModelError(f"VAR mode {sub} does not exist", Status.BAD_MODE) from None
-    r = Registers(regs)
+    r = regs if isinstance(regs, Registers) else Registers(regs)
     addr, nbytes, slot, ext = r.var_addr, r.var_bytes, r.var_slot, r.var_ext_addr
     what = f"VAR {op.name} slot {slot}" + (f" (variable '{names[slot]}')" if names and slot in names else "")
     if slot >= VAR_SLOTS:
         raise GoldenModelError(f"{what}: there are {VAR_SLOTS} variable slots", Status.ADDRESS_RANGE)
-    if op == VarOp.CHECK:
-        if not mem.variable_slots[slot]:
-            raise GoldenModelError(f"{what}: the variable is read before it is written (REQUIRE is_written)",
-                                   Status.VAR_READ_BEFORE_WRITE)
-        return VarResult(op, 0, 0, slot)
-    if op == VarOp.MARK:
-        mem.variable_slots[slot] = True
-        return VarResult(op, 0, 0, slot)
+    if op in (VarOp.CHECK, VarOp.MARK):
+        return VarPlan(op, slot, addr, nbytes, ext, 0, what)
     if nbytes == 0:
         raise GoldenModelError(f"{what}: VAR_BYTES is 0 (a slot holds at least one byte)", Status.ADDRESS_RANGE)
     if addr % cfg.word_bytes:
         raise GoldenModelError(f"{what}: VAR_ADDR {addr} is not a multiple of the {cfg.word_bytes}-byte word",
                                Status.ADDRESS_RANGE)
-    mem.check_range(Sram.VARIABLE, addr, addr + nbytes, what)
-    mem.check_range("ext", ext, ext + nbytes, what)
-    var = mem.sram[Sram.VARIABLE]
-    moved = 0
-    if op == VarOp.INIT:
-        if not mem.variable_slots[slot]:
-            var[addr:addr + nbytes] = mem.ext[ext:ext + nbytes]
-            _mark_written(mem, slot, addr, nbytes)
-            moved = nbytes
-        return VarResult(op, var_busy_cycles(cfg, sram_addr=addr, nbytes=nbytes) if moved else 0, moved, slot)
-    if op == VarOp.READ:
-        if not mem.variable_slots[slot]:
-            raise GoldenModelError(f"{what}: the variable is read before it is written (REQUIRE is_written)",
+    check_range(cfg, Sram.VARIABLE, addr, addr + nbytes, what)
+    check_range(cfg, "ext", ext, ext + nbytes, what)
+    return VarPlan(op, slot, addr, nbytes, ext, var_busy_cycles(cfg, sram_addr=addr, nbytes=nbytes), what)
+
+
+def var_flags(plan: VarPlan, slots) -> int:
+    """The written-flag rules of a checked VAR command on `slots` (the flags, indexable by slot;
+    updated in place): the bytes it moves (0: none), or VAR_READ_BEFORE_WRITE for READ and CHECK
+    of a clear flag (nothing changes then). INIT moves only into a clear slot; INIT, WRITE and
+    MARK set the flag."""
+    op, slot = plan.op, plan.slot
+    if op == VarOp.CHECK or op == VarOp.READ:
+        if not slots[slot]:
+            raise GoldenModelError(f"{plan.what}: the variable is read before it is written (REQUIRE is_written)",
                                    Status.VAR_READ_BEFORE_WRITE)
-        mem.ext[ext:ext + nbytes] = var[addr:addr + nbytes]
-    else:
-        var[addr:addr + nbytes] = mem.ext[ext:ext + nbytes]
-        _mark_written(mem, slot, addr, nbytes)
-    return VarResult(op, var_busy_cycles(cfg, sram_addr=addr, nbytes=nbytes), nbytes, slot)
+        return plan.nbytes if op == VarOp.READ else 0
+    if op == VarOp.MARK:
+        slots[slot] = True
+        return 0
+    if op == VarOp.INIT and slots[slot]:
+        return 0
+    slots[slot] = True
+    return plan.nbytes
+
+
+def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
+                names: Mapping[int, str] | None = None) -> VarResult:
+    """Execute VAR `sub` with the registers as they are (var_plan, var_flags on the memories'
+    slot flags); `names` (slot -> variable name, from the program's manifest) only makes messages
+    name the variable."""
+    plan = var_plan(cfg, regs, sub, names)
+    moved = var_flags(plan, mem.variable_slots)
+    if moved:
+        addr, ext, n = plan.addr, plan.ext, plan.nbytes
+        var = mem.sram[Sram.VARIABLE]
+        if plan.op == VarOp.READ:
+            mem.ext[ext:ext + n] = var[addr:addr + n]
+        else:
+            var[addr:addr + n] = mem.ext[ext:ext + n]
+            mem.variable_written[addr:addr + n] = True
+    return VarResult(plan.op, plan.cycles if moved else 0, moved, plan.slot)
 
 
 def _mark_written(mem: Memories, slot: int, addr: int, nbytes: int) -> None:

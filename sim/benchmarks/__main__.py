@@ -18,6 +18,7 @@ BENCHMARKS = {
     "core_area": ("sim.benchmarks.core_area", []),       # Yosys cells of every unit inside the core
     "golden": ("sim.benchmarks.golden", []),             # compile + golden model vs the interpreter, per network
     "require_monitor": ("sim.benchmarks.require_monitor", []),   # the golden model's REQUIRE monitor's cost
+    "timing_model": ("sim.benchmarks.timing_model", []),  # the timing-only model vs the golden model, per network
     "cosim": ("sim.benchmarks.cosim", []),               # whole networks on the core RTL, both simulators
 }
 
