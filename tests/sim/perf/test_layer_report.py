@@ -36,9 +36,7 @@ def assert_rows_add_up(rep):
 @pytest.mark.parametrize("config", ["tiny", "default", "large"])
 @pytest.mark.parametrize("network", NETWORKS)
 def test_every_cycle_belongs_to_one_row(network, config):
-    if network == "blazeface" and config == "tiny":
-        config = "default"      # 43,164 tiles on tiny: 23 s on the golden engine; default covers its layers
-    rep = perf_report(MODELS_DIR / network / "model.tosa", load_config(config), engine="golden")
+    rep = perf_report(MODELS_DIR / network / "model.tosa", load_config(config), engine="timing")
     assert_rows_add_up(rep)
     from compiler.pipeline import compile_file
     import io as _io
@@ -46,6 +44,16 @@ def test_every_cycle_belongs_to_one_row(network, config):
     program = compile_file(MODELS_DIR / network / "model.tosa", load_config(config), out=_io.StringIO()).program
     assert rep.total.commands == len(program.commands)          # the program's commands, each in one row
     assert rep.total.useful_macs == program.manifest["stats"]["npu_macs"] * rep.invocations
+
+
+@pytest.mark.parametrize("config", ["tiny", "large"])
+@pytest.mark.parametrize("network", ["cnn32", "lstm", "mlp", "resnet_pool"])
+def test_the_timing_engine_gives_the_golden_engines_rows(network, config):
+    """Row by row, column by column: the timing-only model's report is the golden model's."""
+    def strip(rep):
+        return [{k: v for k, v in r.items() if k != "engine"} for r in rep.rows()]
+    path, cfg = MODELS_DIR / network / "model.tosa", load_config(config)
+    assert strip(perf_report(path, cfg, engine="timing")) == strip(perf_report(path, cfg, engine="golden"))
 
 
 def test_npu_perf_writes_csv_and_json(tmp_path, capsys):
