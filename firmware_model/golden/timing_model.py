@@ -85,8 +85,14 @@ UNIT_PLANS = {Opcode.MAC: (mac_plan, tuple(int(r) for r in MAC_REGS)),
 
 
 def _fresh(exc: BaseException) -> BaseException:
-    """A copy of a recorded exception to raise again (its status and message kept)."""
-    return copy.copy(exc).with_traceback(None)
+    """A copy of an exception to keep or raise again: its type, message and status, without the
+    traceback and context (which would keep the frames, the model and its program alive)."""
+    try:
+        new = copy.copy(exc)
+    except Exception:                       # a type that cannot be rebuilt from its args
+        new = exc
+    new.__traceback__ = new.__context__ = new.__cause__ = None
+    return new
 
 
 @dataclass
@@ -168,7 +174,7 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
                 try:
                     ev = (HOST, pc, op, host_cycles(host_ops, cmd.value), None)
                 except Exception as e:                      # raised after the host's barrier
-                    append((HOST, pc, op, 0, e))
+                    append((HOST, pc, op, 0, _fresh(e)))
                     return _Decoded(events, start, dict(regs.raw))
             else:
                 raise not_implemented(op)
@@ -177,10 +183,10 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
                 fault = command_fault(pc, cmd, e)
             except Exception as e2:                          # e.g. a disassembly that fails, as on golden
                 fault = e2
-            append((FAULT, pc, op, fault))
+            append((FAULT, pc, op, _fresh(fault)))
             return _Decoded(events, start, dict(regs.raw))
         except Exception as e:
-            append((FAULT, pc, op, e))
+            append((FAULT, pc, op, _fresh(e)))
             return _Decoded(events, start, dict(regs.raw))
         append(ev)
     append((OVERRUN, len(cmds), None, overrun(len(cmds))))
@@ -326,7 +332,7 @@ class TimingModel:
             for _ in self._events(dec, counters, tl, slots, None, where):
                 pass
         except Exception as e:
-            error = e
+            error = _fresh(e)
             regs = dict(dec.start)          # the registers as the faulting command found them
             for cmd in self._plans.commands[:where[0]]:
                 if cmd.opcode == Opcode.SET:

@@ -369,3 +369,18 @@ def test_dma_beats_without_an_array_per_run():
                       + np.arange(g["len1"])[None, :] * g["sram_stride1"])
             want = int(np.sum(run_beats(wb, wb if fill else cfg.ext_bandwidth, starts % wb, g["len0"])))
             assert dma_beats(cfg, sram, fill=fill, **g) == want, (config, sram, g)
+
+
+def test_a_programs_plans_go_with_it():
+    """The process keeps a program's decodes while the program lives, even after a fault."""
+    import gc
+
+    cfg = load_config("tiny")
+    program = rp.faulting_variable_program(cfg)
+    key = id(program)
+    t = TimingModel(program, cfg)
+    assert outcome(t.invoke)[2] == Status.VAR_READ_BEFORE_WRITE
+    assert key in timing_model._PROGRAMS
+    del t, program
+    gc.collect()
+    assert key not in timing_model._PROGRAMS
