@@ -18,7 +18,7 @@ WAVES  ?= 0
 MODEL  ?= models/demo_conv/model.tosa
 PYTEST_ARGS ?=
 
-.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants fuzz models lint clean
+.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants fuzz sweep models lint clean
 
 help:
 	@echo "make sim        build the RTL, run the demo network on it, check every tile against golden"
@@ -31,6 +31,8 @@ help:
 	@echo "make core-mutants  every unit's mutants inside the core (make test runs one per unit)"
 	@echo "make fuzz       the CLI fuzz campaign: mutated models, inputs, configs, state files, arguments"
 	@echo "                (FUZZ_CASES=10000 FUZZ_SEED=1 FUZZ_JOBS=2; new failures saved to tests/data/fuzz/)"
+	@echo "make sweep      every shipped network on 128 NPU configurations: tables and plots (not part of make test)"
+	@echo "                (SPEC=sweeps/mac_array.toml, SWEEP_ARGS='--engine golden -o DIR --workers N'; docs/architects.md)"
 	@echo "make models     regenerate the real networks in models/ (needs tensorflow; slow)"
 	@echo "make setup      only create .venv"
 
@@ -100,6 +102,13 @@ FUZZ_JOBS  ?= 2
 
 fuzz: setup
 	$(RUN) $(BIN)/python -m sim.verification.fuzz_campaign --cases $(FUZZ_CASES) --seed $(FUZZ_SEED) --jobs $(FUZZ_JOBS)
+
+# a design-space sweep (sim/perf/sweep.py) on a local Dask cluster; re-running skips cached points
+SPEC ?= sweeps/mac_array.toml
+SWEEP_ARGS ?=
+
+sweep: setup
+	$(RUN) $(BIN)/npu sweep $(SPEC) $(SWEEP_ARGS)
 
 models: setup
 	$(RUN) $(BIN)/python -m sim.models.make_models

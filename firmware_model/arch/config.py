@@ -129,6 +129,11 @@ class NpuConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def parameters(self) -> dict[str, int | float]:
+        """The hardware parameters by the names --set and TOML files give them ("mac.rows": 8, ...),
+        in file order: the columns of a sweep's tables."""
+        return {name: getattr(self, fld) for name, fld in _PARAMETER_FIELDS.items()}
+
     def key(self) -> str:
         """A short string that identifies the hardware geometry (for RTL build caching)."""
         d = self.to_dict()
@@ -145,6 +150,17 @@ _LAYOUT = {
              "variable": "variable_sram", "lut": "lut_sram"},
     "external": {"size": "ext_size", "bandwidth": "ext_bandwidth", "latency": "ext_latency"},
 }
+
+
+# "section.key" -> dataclass field, for every hardware parameter (name and description aside)
+_PARAMETER_FIELDS = {(f"{section}.{key}" if section else key): fld
+                     for section, keys in _LAYOUT.items() for key, fld in keys.items()
+                     if fld not in ("name", "description")}
+
+
+def parameter_names() -> list[str]:
+    """Every hardware parameter as --set names it: clock_mhz, mac.rows, ..., external.latency."""
+    return list(_PARAMETER_FIELDS)
 
 
 def _parse(doc: dict, source: str) -> NpuConfig:

@@ -151,6 +151,31 @@ def cmd_perf(args) -> int:
     return perf_cli(args)
 
 
+def _add_sweep(sub) -> None:
+    p = sub.add_parser("sweep", help="every network of a sweep spec on every configuration point: tables and plots")
+    p.add_argument("spec", metavar="SPEC.toml", help="the sweep's specification (docs/architects.md)")
+    p.add_argument("-o", "--output-dir", default=None, metavar="OUTDIR",
+                   help="results.csv, summary.csv, plots/ and the cache go here (default: the spec's output, "
+                        "else build/sweeps/<name>)")
+    p.add_argument("--engine", choices=("timing", "golden"), default=None,
+                   help="the model that counts the cycles (default: the spec's engine, else timing)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 (default: a local cluster)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes of the local Dask cluster (default: one per core)")
+    p.add_argument("--local", action="store_true", help="run the points one by one in this process, without Dask")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="--jobs 1 is --local; --jobs N is --workers N")
+    p.add_argument("--no-plots", action="store_true", help="write the tables only")
+    p.set_defaults(func=cmd_sweep)
+
+
+def cmd_sweep(args) -> int:
+    from sim.perf.sweep_cli import sweep_cli
+
+    return sweep_cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="npu", description="npu-bench: TOSA on a modelled NPU, its RTL and golden model",
                                  epilog="exit status: 0 done (and every check passed); 1 the RTL differs from golden; "
@@ -164,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile(sub)
     _add_sim(sub)
     _add_perf(sub)
+    _add_sweep(sub)
     return ap
 
 
