@@ -16,21 +16,12 @@ from __future__ import annotations
 
 import argparse
 import io
-import time
 
+from sim.benchmarks.golden import best_of
 from sim.models.model_data import ModelData
 from sim.paths import MODELS_DIR
 
 GOAL = ("blazeface", "default", 100.0)
-
-
-def best_of(fn, repeat: int) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,13 @@ EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 3
 
 
+def add_config_args(p, help: str = "NPU configuration (name or .toml)") -> None:
+    """--config and --set, alike on every command that takes a configuration."""
+    p.add_argument("--config", default="default", help=help)
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
+
+
 def _add_inspect(sub) -> None:
     p = sub.add_parser("inspect", help="print a .tosa graph: inputs, outputs, variables, op histogram")
     p.add_argument("model", help="a .tosa flatbuffer")
@@ -48,9 +55,7 @@ def _add_run(sub) -> None:
                    help="write each graph output to OUTDIR/<output tensor name>.npy")
     p.add_argument("--backend", choices=("interp", "golden"), default="interp",
                    help="interp: the TOSA interpreter; golden: compile and run on the NPU golden model")
-    p.add_argument("--config", default="default", help="NPU configuration for --backend golden (name or .toml)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
+    add_config_args(p, "NPU configuration for --backend golden (name or .toml)")
     p.add_argument("--state", metavar="FILE.npz",
                    help="variable state: loaded before the run (initial values if FILE does not exist), saved after "
                         "with the outputs (both or neither)")
@@ -70,9 +75,7 @@ def cmd_run(args) -> int:
 def _add_compile(sub) -> None:
     p = sub.add_parser("compile", help="compile a .tosa graph into an NPU program")
     p.add_argument("model", help="a .tosa flatbuffer")
-    p.add_argument("--config", default="default", help="NPU configuration (name or .toml)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
+    add_config_args(p, "NPU configuration (name or .toml)")
     p.add_argument("-o", "--output-dir", required=True, metavar="OUTDIR",
                    help="write commands.bin, constants.bin and manifest.json here")
     p.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE",
@@ -108,9 +111,7 @@ def _add_sim(sub) -> None:
     p.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a symbolic dimension (the inputs' shapes bind the rest)")
     p.add_argument("--sim", dest="simulator", choices=("verilator", "icarus"), default="verilator")
-    p.add_argument("--config", default="default", help="NPU configuration (name or .toml)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
+    add_config_args(p, "NPU configuration (name or .toml)")
     p.add_argument("--waves", action="store_true", help="write a waveform and print its path")
     p.add_argument("--report", metavar="DIR", default=None,
                    help="write report.json and report.xml (JUnit) here (default: build/sim/<model>)")
@@ -130,9 +131,7 @@ def cmd_sim(args) -> int:
 def _add_perf(sub) -> None:
     p = sub.add_parser("perf", help="per-layer cycles, MACs, utilisation and memory traffic of a network on a configuration")
     p.add_argument("model", help="a .tosa flatbuffer")
-    p.add_argument("--config", default="default", help="NPU configuration (name or .toml)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one configuration parameter, e.g. --set mac.rows=16 (repeatable)")
+    add_config_args(p, "NPU configuration (name or .toml)")
     p.add_argument("--engine", choices=("timing", "golden"), default="timing",
                    help="timing: the timing-only model (no data computed); golden: the golden model on the "
                         "model's committed inputs (the same counts, slower)")

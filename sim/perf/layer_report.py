@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -227,10 +226,8 @@ def make_engine(engine: str, program, cfg: NpuConfig):
 
         return GoldenModel(program, cfg)
     if engine == "timing":
-        try:
-            from firmware_model.golden.timing_model import TimingModel
-        except ImportError:
-            raise PerfError("the timing-only model is not available in this build; use --engine golden") from None
+        from firmware_model.golden.timing_model import TimingModel
+
         return TimingModel(program, cfg)
     raise PerfError(f"--engine {engine}: no such engine (engines: {', '.join(ENGINES)})")
 

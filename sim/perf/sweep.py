@@ -176,18 +176,11 @@ class SweepResult:
 
 
 def check_engine(engine: str) -> None:
-    """The timing engine is the default; until its model exists the sweep says so instead of
-    falling back to another engine behind the user's back."""
+    """Refuse an unknown engine before any point is submitted."""
     from sim.perf.layer_report import ENGINES
 
     if engine not in ENGINES:
         raise SweepError(f"--engine {engine}: no such engine (engines: {', '.join(ENGINES)})")
-    if engine == "timing":
-        try:
-            from firmware_model.golden.timing_model import TimingModel  # noqa: F401
-        except ImportError:
-            raise SweepError("engine timing: the timing-only model (firmware_model/golden/timing_model.py) is not "
-                             "available in this build; use --engine golden (the same counts, slower)") from None
 
 
 def run_sweep(spec: SweepSpec, *, output: Path | None = None, engine: str | None = None,

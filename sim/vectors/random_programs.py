@@ -188,23 +188,29 @@ def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[T
     return pv.NPU, out
 
 
-def faulting_variable_program(cfg):
-    """VAR WRITE of slot 0 from the constants, then a VAR READ of slot 1, never written: the
-    invocation faults (VAR_READ_BEFORE_WRITE) after it changed the variable SRAM."""
-    from firmware_model.arch.isa import VarOp
-
+def var_program(cfg, steps, source: str, ext_used: int = 128):
+    """A program of VAR commands, each (slot, VarOp, external address) on two words of the slot's
+    own place in the variable SRAM, with two words of constants (1, 2, ...) at address 0."""
     W = cfg.word_bytes
     data = bytes(range(1, 2 * W + 1))
     w = CommandWriter()
-    for slot, op, ext in ((0, VarOp.WRITE, 0), (1, VarOp.READ, 64)):
+    for slot, op, ext in steps:
         w.set(Reg.VAR_ADDR, slot * 2 * W)
         w.set(Reg.VAR_BYTES, 2 * W)
         w.set(Reg.VAR_SLOT, slot)
         w.set(Reg.VAR_EXT_ADDR, ext)
         w.emit(Opcode.VAR, op)
     w.emit(Opcode.END)
-    manifest = {"config": cfg.to_dict(), "source": "faulting VAR program",
-                "memory": {"constants": {"addr": 0, "size": len(data)}, "ext_used": 128},
+    manifest = {"config": cfg.to_dict(), "source": source,
+                "memory": {"constants": {"addr": 0, "size": len(data)}, "ext_used": ext_used},
                 "graph": {"inputs": [], "outputs": []}, "variables": [], "host_ops": [], "layers": [],
                 "stats": {"commands": len(w.commands), "tiles": 0, "npu_macs": 0, "host_macs": 0}}
     return Program(w.commands, data, manifest)
+
+
+def faulting_variable_program(cfg):
+    """VAR WRITE of slot 0 from the constants, then a VAR READ of slot 1, never written: the
+    invocation faults (VAR_READ_BEFORE_WRITE) after it changed the variable SRAM."""
+    from firmware_model.arch.isa import VarOp
+
+    return var_program(cfg, ((0, VarOp.WRITE, 0), (1, VarOp.READ, 64)), "faulting VAR program")

@@ -13,7 +13,6 @@ import io
 import numpy as np
 import pytest
 
-from compiler.npu.base import CommandWriter
 from compiler.pipeline import compile_file
 from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import Command, DType, Opcode, Reg, Sram, Status, VarOp
@@ -226,20 +225,8 @@ def test_faults_end_both_models_alike(what):
 def variable_program(cfg) -> Program:
     """INIT of slot 0 from the constants (loaded on the first invocation only), READ of it, WRITE
     of slot 1, MARK and CHECK of slot 5, READ of slot 1."""
-    W = cfg.word_bytes
-    w = CommandWriter()
-    for slot, op, ext in ((0, VarOp.INIT, 0), (0, VarOp.READ, 64), (1, VarOp.WRITE, 0), (5, VarOp.MARK, 0),
-                          (5, VarOp.CHECK, 0), (1, VarOp.READ, 128)):
-        w.set(Reg.VAR_ADDR, slot * 2 * W)
-        w.set(Reg.VAR_BYTES, 2 * W)
-        w.set(Reg.VAR_SLOT, slot)
-        w.set(Reg.VAR_EXT_ADDR, ext)
-        w.emit(Opcode.VAR, op)
-    w.emit(Opcode.END)
-    data = bytes(range(1, 2 * W + 1))
-    manifest = {"config": cfg.to_dict(), "source": "VAR program", "memory": {"constants": {"addr": 0, "size": len(data)}},
-                "graph": {"inputs": [], "outputs": []}, "variables": [], "host_ops": [], "layers": []}
-    return Program(w.commands, data, manifest)
+    return rp.var_program(cfg, ((0, VarOp.INIT, 0), (0, VarOp.READ, 64), (1, VarOp.WRITE, 0), (5, VarOp.MARK, 0),
+                                (5, VarOp.CHECK, 0), (1, VarOp.READ, 128)), "VAR program", ext_used=256)
 
 
 @pytest.mark.parametrize("config", CONFIGS)
