@@ -36,7 +36,7 @@ import numpy as np
 from compiler.ir import Block, Graph, Operator
 from firmware_model.errors import (NpuBenchError, TosaError, TosaUnpredictable, TosaUnsupported)
 from firmware_model.tosa_ops import limits
-from firmware_model.tosa_ops.dtypes import DType
+from firmware_model.tosa_ops.dtypes import DType, value_problem
 from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for, op_unpredictable
 
 
@@ -107,14 +107,6 @@ class _OpPlan:
     extra: dict = field(default_factory=dict)   # CONST / CONST_SHAPE: the tensor's data
 
 
-def _storable(dtype: DType) -> bool:
-    try:
-        dtype.storage
-    except ValueError:
-        return False
-    return True
-
-
 def _shape_matches(declared, actual) -> bool:
     return len(declared) == len(actual) and all(d < 0 or d == a for d, a in zip(declared, actual))
 
@@ -154,7 +146,7 @@ class Interpreter:
         total = 0
         for b in self.graph.blocks():
             for t in b.tensors.values():
-                itemsize = t.dtype.storage.itemsize if _storable(t.dtype) else 1   # a lower bound will do
+                itemsize = t.dtype.storage.itemsize if t.dtype.has_storage else 1   # a lower bound will do
                 total += limits.check_tensor(f"{self.source}: tensor '{t.name}'", t.shape, itemsize)
         limits.check_total(f"{self.source}: the graph's declared tensors", total)
 
@@ -165,12 +157,12 @@ class Interpreter:
         for kind, names in (("input", block.inputs), ("output", block.outputs)):
             for name in names:
                 t = block.tensors.get(name)
-                if t is not None and not _storable(t.dtype):
+                if t is not None and not t.dtype.has_storage:
                     raise TosaUnsupported(f"{self.source}: graph {kind} '{name}' has element type {t.dtype.name}, outside "
                                           "npu-bench's integer profile")
         for b in self.graph.blocks():
             for t in b.variables():
-                if not _storable(t.dtype):
+                if not t.dtype.has_storage:
                     raise TosaUnsupported(f"{self.source}: variable '{t.variable_name or t.name}' has element type "
                                           f"{t.dtype.name}, outside npu-bench's integer profile")
 
@@ -241,16 +233,9 @@ class Interpreter:
                                        f"variable of the graph (variables: {known})")
             v = self._variables[uid]
             arr = np.asarray(value)
-            if arr.dtype != v.dtype.storage:
-                raise InterpreterError(f"{self.source}: state of variable '{uid}' is {arr.dtype}, the variable "
-                                       f"is {v.dtype.name} (stored as {v.dtype.storage})")
-            if not _shape_matches(v.shape, arr.shape):
-                raise InterpreterError(f"{self.source}: state of variable '{uid}' has shape {list(arr.shape)}, "
-                                       f"the variable has shape {_fmt(v.shape)}")
-            if v.dtype.is_integer and v.dtype.bits < 64 and arr.size:
-                if int(arr.min()) < v.dtype.min or int(arr.max()) > v.dtype.max:
-                    raise InterpreterError(f"{self.source}: state of variable '{uid}' has values outside "
-                                           f"the range of {v.dtype.name}")
+            problem = value_problem(arr, v.dtype, v.shape)
+            if problem:
+                raise InterpreterError(f"{self.source}: state of variable '{uid}' {problem}")
             new[uid] = _VarState(arr.copy(), True)
         self._state.update(new)
 

@@ -47,7 +47,7 @@ from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories, check_range
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import var_busy_cycles
-from firmware_model.tosa_ops.dtypes import DType
+from firmware_model.tosa_ops.dtypes import DType, value_problem
 
 
 @dataclass
@@ -297,15 +297,9 @@ def load_state(mem: Memories, layout: list[VariableSlot], arrays: Mapping[str, n
             raise GoldenModelError(f"the state has a value for '{name}', which is not a variable of the program "
                                    f"(variables: {known})")
         arr = np.asarray(value)
-        if arr.dtype != v.dtype.storage:
-            raise GoldenModelError(f"the state of variable '{name}' is {arr.dtype}, the variable is "
-                                   f"{v.dtype.name} (stored as {v.dtype.storage})")
-        if tuple(arr.shape) != v.shape:
-            raise GoldenModelError(f"the state of variable '{name}' has shape {list(arr.shape)}, the variable "
-                                   f"has shape {list(v.shape)}")
-        if v.dtype.is_integer and v.dtype.bits < 64 and arr.size and (
-                int(arr.min()) < v.dtype.min or int(arr.max()) > v.dtype.max):
-            raise GoldenModelError(f"the state of variable '{name}' has values outside the range of {v.dtype.name}")
+        problem = value_problem(arr, v.dtype, v.shape)
+        if problem:
+            raise GoldenModelError(f"the state of variable '{name}' {problem}")
         encoded[name] = v.encode(arr)
     for name, raw in encoded.items():
         by_name[name].write(mem, raw)

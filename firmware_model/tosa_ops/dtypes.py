@@ -55,6 +55,11 @@ class DType(enum.IntEnum):
         raise ValueError(f"{self.name} has no integer width")
 
     @property
+    def has_storage(self) -> bool:
+        """Whether npu-bench can hold values of this type (the integer profile, bool, shape)."""
+        return self in _STORAGE
+
+    @property
     def storage(self) -> np.dtype:
         """The numpy dtype that holds values of this type (int48 in int64, shape in int64)."""
         try:
@@ -115,3 +120,18 @@ def wrap(values: np.ndarray, bits: int) -> np.ndarray:
 def to_storage(values: np.ndarray, dtype: DType) -> np.ndarray:
     """Store integer values (already in range) in the numpy type of `dtype`."""
     return np.asarray(values).astype(dtype.storage, copy=False)
+
+
+def value_problem(value, dtype: DType, shape) -> str | None:
+    """What makes `value` unfit to be a tensor of `dtype` and `shape` (a variable's state, read
+    from a file), as a phrase after the value's name; None when it fits. The interpreter, the
+    golden model's variable SRAM and the state-file check all ask this one question."""
+    arr = np.asarray(value)
+    if arr.dtype != dtype.storage:
+        return f"is stored as {arr.dtype}; the variable is {dtype.name} (stored as {dtype.storage})"
+    if len(arr.shape) != len(shape) or any(d >= 0 and d != a for d, a in zip(shape, arr.shape)):
+        return f"has shape {list(arr.shape)}; the variable's is {list(shape)}"
+    if dtype.is_integer and dtype.bits < 64 and arr.size and (
+            int(arr.min()) < dtype.min or int(arr.max()) > dtype.max):
+        return f"has values outside the range of {dtype.name}"
+    return None

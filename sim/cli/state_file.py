@@ -28,6 +28,7 @@ import numpy as np
 
 from firmware_model.errors import GoldenModelError, NpuBenchError
 from firmware_model.golden.var_unit import FLAGS_KEY, LAYOUT_KEY, SRAM_KEY, STATE_PREFIX, check_image
+from firmware_model.tosa_ops.dtypes import value_problem
 
 
 class StateFileError(NpuBenchError):
@@ -71,16 +72,9 @@ def check_state(path, arrays: Mapping[str, np.ndarray], variables: Mapping[str, 
         if name not in variables:
             raise StateFileError(f"{path}: '{name}' is not a variable of the graph (variables: {known})")
         dtype, shape = variables[name]
-        arr = np.asarray(value)
-        if arr.dtype != dtype.storage:
-            raise StateFileError(f"{path}: variable '{name}' is stored as {arr.dtype}; the graph's is "
-                                 f"{dtype.name} (stored as {dtype.storage})")
-        if tuple(arr.shape) != tuple(shape):
-            raise StateFileError(f"{path}: variable '{name}' has shape {list(arr.shape)}; the graph's has "
-                                 f"{list(shape)}")
-        if dtype.is_integer and dtype.bits < 64 and arr.size and (
-                int(arr.min()) < dtype.min or int(arr.max()) > dtype.max):
-            raise StateFileError(f"{path}: variable '{name}' has values outside the range of {dtype.name}")
+        problem = value_problem(value, dtype, shape)
+        if problem:
+            raise StateFileError(f"{path}: variable '{name}' {problem}")
         present.add(name)
     stray = sorted(present - set(variables))
     if stray:

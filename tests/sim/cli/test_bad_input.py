@@ -8,6 +8,7 @@ their traceback and exit 3.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -306,3 +307,30 @@ def test_a_constant_without_data_and_a_huge_shape_is_a_format_error(tmp_path, ca
     g = identity_graph(tmp_path / "g.tosa", extra=const)
     assert main(["inspect", str(g)]) == 2
     one_line_error(capsys, "'c'")
+
+
+@pytest.mark.parametrize("value, words", [
+    (np.zeros(4, np.int32), "has shape [4]"),
+    (np.zeros(3, np.int16), "is stored as int16"),
+    (np.full(3, np.nan), "is stored as float64"),
+    (np.array(5, np.int32), "has shape []"),
+])
+def test_every_reader_of_a_variable_value_refuses_it_alike(accum, value, words):
+    """The interpreter, the golden model's variable SRAM and the state-file check ask one
+    question (dtypes.value_problem) and give its answer."""
+    from compiler.interpreter import Interpreter, InterpreterError
+    from compiler.tosa_io import read_tosa
+    from firmware_model.errors import GoldenModelError
+    from firmware_model.tosa_ops.dtypes import value_problem
+    from sim.cli.state_file import StateFileError, check_state
+    from sim.oracles.backends import GoldenSession
+
+    assert words in value_problem(value, DType.INT32, (3,))
+    assert value_problem(np.zeros(3, np.int32), DType.INT32, (3,)) is None
+    graph = read_tosa(accum / "test.tosa")
+    with pytest.raises(InterpreterError, match=re.escape(words)):
+        Interpreter(graph).load_state({"acc": value})
+    with pytest.raises(GoldenModelError, match=re.escape(words)):
+        GoldenSession(graph, "tiny").load_state({"acc": value})
+    with pytest.raises(StateFileError, match=re.escape(words)):
+        check_state("s.npz", {"acc": value}, Interpreter(graph).variables)
