@@ -297,9 +297,19 @@ def _read_cache(path: Path, key: str) -> dict | None:
 
 
 def _write_cache(path: Path, key: str, value: dict) -> None:
+    """Write a point's result, and delete the same point's results under other keys.
+
+    A point is recomputed only when its key changed (a new source version, a network file
+    edited), so the older files can never be read again; without this the cache grows by
+    the whole sweep each time the source changes.
+    """
     from sim.cli.files import write_text_atomic
 
     write_text_atomic(path, json.dumps({"key": key, "result": value}, separators=(",", ":")) + "\n")
+    point = path.name.rsplit("-", 1)[0]
+    for old in path.parent.glob(f"{point}-*.json"):
+        if old != path and old.name.rsplit("-", 1)[0] == point:
+            old.unlink(missing_ok=True)
 
 
 def _fill(r: PointResult, value: dict) -> None:

@@ -297,3 +297,20 @@ def test_npu_sweep_cli_errors_are_one_line(tmp_path, capsys, args, why):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("npu sweep: error: ") and why in err and "\n" not in err, err
+
+
+def test_recomputed_point_replaces_its_stale_cache_file(tmp_path):
+    """A result under an old key (another source version) is deleted when the point is written
+    again, so the cache does not grow by a whole sweep per source change; other points stay."""
+    from sim.perf.sweep import _read_cache, _write_cache
+
+    stale = tmp_path / "mlp-ab12cd-timing-0000000000000000.json"
+    other_net = tmp_path / "mlp-x-ab12cd-timing-0000000000000000.json"     # a label that extends 'mlp'
+    other_engine = tmp_path / "mlp-ab12cd-golden-0000000000000000.json"
+    for f in (stale, other_net, other_engine):
+        f.write_text('{"key": "0000000000000000", "result": {}}\n')
+    fresh = tmp_path / "mlp-ab12cd-timing-1111111111111111.json"
+    _write_cache(fresh, "1111111111111111", {"status": "ok"})
+    assert _read_cache(fresh, "1111111111111111") == {"status": "ok"}
+    assert not stale.exists()
+    assert other_net.exists() and other_engine.exists()
