@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import traceback
+from pathlib import Path
 
 # numpy's OpenBLAS starts a thread per core that spins after each BLAS call; the integer work here
 # gains nothing from them, and on a small machine they take cores from the simulator.
@@ -119,12 +120,27 @@ def _add_sim(sub) -> None:
                    help="stop the simulation at the first tile that differs from golden (default: run on)")
     p.add_argument("--inject-fault", metavar="NAME", default=None,
                    help="build the RTL with a deliberate fault (self-check of the bench; see docs)")
+    add_seed_arg(p)
     p.set_defaults(func=cmd_sim)
+
+
+def add_seed_arg(p) -> None:
+    p.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="derive every random stream (random inputs, cocotb's seed) from N, as NPU_BENCH_SEED=N "
+                        "does; the report prints and records each seed drawn (default: the committed seeds)")
+
+
+def apply_seed(args) -> None:
+    from sim import seeds
+
+    if getattr(args, "seed", None) is not None:
+        os.environ[seeds.ENV] = str(args.seed)
 
 
 def cmd_sim(args) -> int:
     from sim.cosim.network import sim_cli
 
+    apply_seed(args)
     return sim_cli(args)
 
 
@@ -158,15 +174,60 @@ def _add_sweep(sub) -> None:
                         "else build/sweeps/<name>)")
     p.add_argument("--engine", choices=("timing", "golden"), default=None,
                    help="the model that counts the cycles (default: the spec's engine, else timing)")
+    add_executor_args(p, "points")
+    p.add_argument("--no-plots", action="store_true", help="write the tables only")
+    p.set_defaults(func=cmd_sweep)
+
+
+def add_executor_args(p, what: str) -> None:
+    """Where the jobs of `npu sweep` and `npu regress` run (sim/perf/executor.py), alike on both."""
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 (default: a local cluster)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="worker processes of the local Dask cluster (default: one per core)")
-    p.add_argument("--local", action="store_true", help="run the points one by one in this process, without Dask")
+    p.add_argument("--local", action="store_true", help=f"run the {what} one by one in this process, without Dask")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="--jobs 1 is --local; --jobs N is --workers N")
-    p.add_argument("--no-plots", action="store_true", help="write the tables only")
-    p.set_defaults(func=cmd_sweep)
+
+
+def _add_regress(sub) -> None:
+    p = sub.add_parser("regress", help="many graphs x configurations x simulators on the RTL in parallel, "
+                                       "one merged JUnit file")
+    p.add_argument("graphs", nargs="*", metavar="GRAPH.tosa|FOLDER",
+                   help="graphs, or folders searched for .tosa files (default: models/)")
+    p.add_argument("--config", action="append", default=[], metavar="NAME|FILE.toml",
+                   help="a configuration to run on; repeat for more (default: default)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a parameter of every configuration")
+    p.add_argument("--sim", dest="simulators", action="append", default=[], choices=("verilator", "icarus"),
+                   help="a simulator; repeat for both (default: verilator)")
+    p.add_argument("-o", "--output-dir", default=None, metavar="DIR",
+                   help="junit.xml, summary.csv and each run's reports (default: build/regress)")
+    p.add_argument("--invocations", type=int, default=None, metavar="N",
+                   help="run at most N invocations of each graph's committed inputs")
+    p.add_argument("--max-cycles", type=int, default=None, metavar="N",
+                   help="skip (and report as skipped) runs the timing model counts at more than N cycles")
+    add_seed_arg(p)
+    add_executor_args(p, "runs")
+    p.set_defaults(func=cmd_regress)
+
+
+def cmd_regress(args) -> int:
+    from firmware_model.arch.config import load_config
+    from sim.paths import BUILD_ROOT, MODELS_DIR
+    from sim.perf.sweep_cli import executor_options
+    from sim.verification.regress import find_graphs, format_result, run_regress
+
+    options = executor_options(args)
+    graphs = find_graphs(args.graphs or [str(MODELS_DIR)])
+    configs = [load_config(c, args.set) for c in (args.config or ["default"])]
+    simulators = list(dict.fromkeys(args.simulators or ["verilator"]))
+    result = run_regress(graphs, configs, simulators, Path(args.output_dir or BUILD_ROOT / "regress"), options,
+                         seed=args.seed, invocations=args.invocations, max_cycles=args.max_cycles)
+    print(format_result(result))
+    for text in result.internal[:3]:
+        print(text, file=sys.stderr)
+    return result.exit_status
 
 
 def cmd_sweep(args) -> int:
@@ -189,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sim(sub)
     _add_perf(sub)
     _add_sweep(sub)
+    _add_regress(sub)
     return ap
 
 

@@ -136,7 +136,8 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     from sim.oracles.backends import GoldenSession, open_session
     from sim.rtl.core import cached_core
 
-    t_start = time.monotonic()
+    t_start, started = time.monotonic(), time.time()
+    seeds.take_drawn()        # from here on, the streams this run draws
     graph = read_tosa(model)
     invs, inputs_text, seed = load_inputs(model, graph, list(input_specs), invocations)
     golden = GoldenSession(graph, cfg, binds=binds, input_shapes={n: a.shape for n, a in invs[0].items()})
@@ -215,6 +216,18 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     rep = SimReport(str(model), cfg, simulator, inputs_text, seed, tiles, inv_reports, checks, notes,
                     built.build_seconds, built.reused, time.monotonic() - t_start, sim_seconds, wave_file)
     rep.final_state = grun.model.save_state()
+    rep.started = started
+    rep.run_seed = "" if seeds.run_seed() is None else str(seeds.run_seed())
+    rep.seeds = sorted(set(seeds.take_drawn()))
+    rep.host_layers = [(layer["index"], layer["name"], layer["op"], layer.get("reason", ""))
+                       for layer in program.manifest["layers"] if layer["kind"] == "host"]
+    reached = {}
+    for t in tiles:
+        reached[t.invocation] = reached.get(t.invocation, 0) + 1
+    rep.not_run = {k: len(e.tiles) - reached.get(k, 0) for k, e in enumerate(job.invocations)
+                   if len(e.tiles) > reached.get(k, 0)}
+    rep.rtl_hash = built.rtl_hash
+    rep.simulator_version = built.meta.get("simulator_version", "")
     return rep
 
 

@@ -2,7 +2,9 @@
 
 report.json (schema version 1, docs/verification.md "report.json") is the stable, documented form:
 
-    schema, model, config {...}, simulator, inputs, seed
+    schema, model, config {...}, simulator, simulator_version, rtl_hash, inputs, seed (of the
+    random inputs, when they were), run_seed (NPU_BENCH_SEED or --seed; "" for the committed
+    defaults), seeds {stream: seed} (every random stream the run drew: inputs, cocotb)
     tiles      {total, passed, failed, golden_only}      counted per executed tile, per invocation
     invocations [{index, status, golden_status, rtl_cycles, model_cycles, host_cycles,
                   outputs_match, variables_match, wall_seconds, note}]
@@ -17,7 +19,6 @@ report.json (schema version 1, docs/verification.md "report.json") is the stable
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,13 @@ class SimReport:
     waves: str | None = None
     golden_only: int = 0          # tiles the RTL could not run (none since every unit is in the core)
     final_state: dict | None = None   # the variables after the run (golden's, which the RTL matched)
+    host_layers: list[tuple[int, str, str, str]] = field(default_factory=list)   # (index, name, op, reason)
+    not_run: dict[int, int] = field(default_factory=dict)   # invocation -> tiles not reached (stopped early)
+    rtl_hash: str = ""            # the generated Verilog's (sha256, 16 hex digits)
+    simulator_version: str = ""
+    started: float = 0.0          # epoch seconds
+    run_seed: str = ""            # NPU_BENCH_SEED (or --seed); "" when the committed defaults ran
+    seeds: list[tuple[str, int]] = field(default_factory=list)   # every random stream drawn: (label, seed)
 
     @property
     def passed(self) -> int:
@@ -200,6 +208,9 @@ def format_report(rep: SimReport, max_lines: int = 64) -> str:
              f"config: {cfg.summary()}",
              f"rtl:    {rep.simulator}, {'reused build' if rep.build_reused else f'built in {rep.build_seconds:.1f} s'}",
              f"inputs: {rep.inputs}",
+             "seeds:  " + (", ".join(f"{label} {v}" for label, v in rep.seeds) or "none drawn")
+             + (f" (from --seed/NPU_BENCH_SEED {rep.run_seed})" if rep.run_seed else
+                " (the committed defaults; --seed N draws others)"),
              "tiles:"]
     shown = 0
     many = len(rep.invocations) > 1
@@ -251,7 +262,8 @@ def report_json(rep: SimReport) -> dict:
     failures = [asdict(t) for t in rep.tiles if not t.ok]
     return {
         "schema": SCHEMA_VERSION, "model": rep.model, "config": cfg, "simulator": rep.simulator,
-        "inputs": rep.inputs, "seed": rep.seed,
+        "simulator_version": rep.simulator_version, "rtl_hash": rep.rtl_hash, "inputs": rep.inputs, "seed": rep.seed,
+        "run_seed": rep.run_seed, "seeds": dict(rep.seeds),
         "tiles": {"total": len(rep.tiles), "passed": rep.passed, "failed": len(rep.tiles) - rep.passed,
                   "golden_only": rep.golden_only},
         "invocations": [asdict(i) for i in rep.invocations],
@@ -268,31 +280,13 @@ def report_json(rep: SimReport) -> dict:
 
 
 def write_reports(rep: SimReport, outdir: Path) -> tuple[Path, Path]:
-    from sim.cli.files import FileError, write_text_atomic
+    """report.json and report.xml (JUnit, sim/cosim/junit_report.py) in `outdir`."""
+    from sim.cli.files import write_text_atomic
+    from sim.cosim.junit_report import sim_suite, write_suite
 
-    doc = report_json(rep)
     jpath = outdir / "report.json"
-    xpath = outdir / "report.xml"
-    suite = ET.Element("testsuite", name=f"npu-sim.{Path(rep.model).stem}.{rep.config.name}.{rep.simulator}",
-                       tests=str(len(rep.tiles) + len(rep.output_checks)),
-                       failures=str(len(rep.tiles) - rep.passed + sum(not v for v in rep.output_checks.values())))
-    for t in rep.tiles:
-        case = ET.SubElement(suite, "testcase", classname=f"layer{t.layer}.{t.layer_name}",
-                             name=f"inv{t.invocation}.tile_{t.tile}", time=f"{(t.sim_ns[1] - t.sim_ns[0]) / 1e9:.9f}")
-        if not t.ok:
-            msg = "; ".join(f"{m['coords']} expected {m['expected']} actual {m['actual']}" for m in t.mismatches) \
-                or f"done at cycle {t.rtl_end}, model {t.golden_end}"
-            ET.SubElement(case, "failure", message=msg)
-    for name, ok in rep.output_checks.items():
-        case = ET.SubElement(suite, "testcase", classname="outputs", name=name.replace(" ", "_"))
-        if not ok:
-            ET.SubElement(case, "failure", message=f"{name} does not hold")
-    try:
-        write_text_atomic(jpath, json.dumps(doc, indent=1, default=_plain))
-        write_text_atomic(xpath, ET.tostring(suite, encoding="unicode", xml_declaration=True))
-    except FileError:
-        raise
-    return jpath, xpath
+    write_text_atomic(jpath, json.dumps(report_json(rep), indent=1, default=_plain))
+    return jpath, write_suite(sim_suite(rep), outdir / "report.xml")
 
 
 def _plain(v):

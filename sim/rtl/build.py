@@ -106,6 +106,16 @@ class BuiltRtl:
     reused: bool = False
     meta: dict = field(default_factory=dict)
 
+    @property
+    def rtl_hash(self) -> str:
+        """The generated Verilog's hash: names the RTL that ran, in reports and JUnit properties."""
+        if "rtl_hash" not in self.meta:
+            try:
+                self.meta["rtl_hash"] = hashlib.sha256(self.sources[0].read_bytes()).hexdigest()[:16]
+            except (OSError, IndexError):
+                self.meta["rtl_hash"] = "unknown"
+        return self.meta["rtl_hash"]
+
 
 def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl:
     ensure_simulator_env(simulator)

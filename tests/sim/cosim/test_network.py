@@ -54,7 +54,17 @@ def test_npu_sim_demo(simulator, tmp_path, capsys):
     assert report["cycles"]["rtl"] == report["cycles"]["model"] > 0
     assert [i["rtl_cycles"] == i["model_cycles"] for i in report["invocations"]] == [True]
     assert report["inputs"].startswith("committed") and report["speed"]["simulated_cycles_per_second"] > 0
-    assert (tmp_path / "report.xml").read_text().count("<testcase") == 6 + len(report["outputs"])
+    # a case per tile, per invocation and per output check; one suite with the run's properties
+    from junitparser import JUnitXml
+
+    (suite,) = list(JUnitXml.fromfile(str(tmp_path / "report.xml")))
+    assert suite.name == f"npu-sim.models.demo_conv.model.default-{report['config']['hash']}.{simulator}"
+    assert suite.tests == 6 + 1 + len(report["outputs"]) and suite.failures == suite.errors == suite.skipped == 0
+    props = {p.name: p.value for p in suite.properties()}
+    assert props["rtl_hash"] == report["rtl_hash"] and len(props["rtl_hash"]) == 16
+    assert props["config_hash"] == report["config"]["hash"] and props["simulator_version"]
+    assert props["seed.cocotb"] == str(report["seeds"]["cocotb"])
+    assert suite.time == pytest.approx(report["wall_seconds"], abs=0.01) and suite.timestamp
 
 
 @pytest.mark.rtl
@@ -73,6 +83,17 @@ def test_npu_sim_reports_a_wrong_rtl():
     assert "FAIL" in text and "expected" in text and "actual" in text
     assert text.splitlines()[-1].startswith(f"sim: {rep.passed}/6 tiles match golden (verilator)")
     assert rep.output_checks["rtl == golden"] is False
+    from junitparser import Failure
+
+    from sim.cosim.junit_report import sim_suite
+
+    suite = sim_suite(rep)
+    failed_cases = [c for c in suite if c.result and isinstance(c.result[0], Failure)]
+    assert suite.failures == len(failed_cases)
+    tile_cases = [c for c in failed_cases if c.name.startswith("inv0.tile_")]
+    assert len(tile_cases) == len(failed)
+    assert all("element(s) differ" in c.result[0].message and "expected" in c.result[0].message for c in tile_cases)
+    assert {c.name for c in failed_cases} >= {"inv0", "rtl_==_golden"}
 
 
 def test_npu_sim_bad_model_is_a_one_line_error(tmp_path, capsys):
