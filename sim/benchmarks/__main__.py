@@ -13,6 +13,7 @@ import sys
 import time
 
 BENCHMARKS = {
+    "oracles": ("sim.benchmarks.oracles", []),           # issue 16's table: interpreter and golden vs Arm in-process
     "interpreter": ("sim.benchmarks.interpreter", []),   # TOSA interpreter vs Arm's reference model
     "units": ("sim.benchmarks.units", []),               # datapath unit benches and Yosys cell counts
     "core_area": ("sim.benchmarks.core_area", []),       # Yosys cells of every unit inside the core
