@@ -37,7 +37,7 @@ from compiler.ir import Block, Graph, Operator
 from firmware_model.errors import (NpuBenchError, TosaError, TosaUnpredictable, TosaUnsupported)
 from firmware_model.tosa_ops import limits
 from firmware_model.tosa_ops.dtypes import DType, value_problem
-from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for, op_unpredictable
+from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for, op_unpredictable, prepare_for
 
 
 class InterpreterError(NpuBenchError):
@@ -105,6 +105,13 @@ class _OpPlan:
     kernel: object = None
     fault: Exception | None = None              # an arity fault or an op without a kernel
     extra: dict = field(default_factory=dict)   # CONST / CONST_SHAPE: the tensor's data
+    # Prepare once, execute many (registry.register_plan): the kernel's prepare half and the
+    # inputs whose values it reads; `cacheable` when those are constant tensors and every other
+    # input's declared shape is fully known, so one prepared `execute` holds for every invocation.
+    prepare: object = None
+    static: frozenset = frozenset()
+    cacheable: bool = False
+    execute: object = None                      # set once the op has run with every check
 
 
 def _shape_matches(declared, actual) -> bool:
@@ -140,14 +147,18 @@ class Interpreter:
         self._constant_ops = self._find_constant_ops()
         self._constant_values: dict[str, np.ndarray] | None = None
         self._plans: list[_OpPlan | None] = [None] * len(self.block.operators)
+        # The ops a later invocation runs (the constant ones are reused), in graph order.
+        self._varying_ops = [(idx, op) for idx, op in enumerate(self.block.operators)
+                             if idx not in self._constant_ops]
 
     def _check_sizes(self) -> None:
         """Refuse, before any allocation, a declared tensor or a graph too large to hold."""
         total = 0
+        limit = limits.tensor_limit()
         for b in self.graph.blocks():
             for t in b.tensors.values():
                 itemsize = t.dtype.storage.itemsize if t.dtype.has_storage else 1   # a lower bound will do
-                total += limits.check_tensor(f"{self.source}: tensor '{t.name}'", t.shape, itemsize)
+                total += limits.check_tensor(lambda: f"{self.source}: tensor '{t.name}'", t.shape, itemsize, limit)
         limits.check_total(f"{self.source}: the graph's declared tensors", total)
 
     def _check_storable(self) -> None:
@@ -316,6 +327,7 @@ class Interpreter:
                     and all(n in constant for n in op.inputs if n) and not variable_tensors & set(op.outputs)):
                 found.add(idx)
                 constant.update(op.outputs)
+        self._constant_tensors = constant
         return found
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -330,10 +342,9 @@ class Interpreter:
         seen: set[str] = set()
         for v in self._implicit:
             self._declare(v, work, seen, None, -1)
-        for idx, op in enumerate(self.block.operators):
-            if cached is not None and idx in self._constant_ops:
-                continue
-            self._execute(idx, op, env, work, seen)
+        execute = self._execute
+        for idx, op in (self._varying_ops if cached is not None else enumerate(self.block.operators)):
+            execute(idx, op, env, work, seen)
         outputs = self.graph_outputs(env)
         self._state = work
         self.invocations += 1
@@ -387,6 +398,13 @@ class Interpreter:
                     if len(op.outputs) != n_out:
                         raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", where)
                 plan.kernel = kernel_for(name)
+                split = prepare_for(name)
+                if split is not None:
+                    plan.prepare, plan.static = split
+                    plan.cacheable = all(
+                        (tname in self._constant_tensors) if i in plan.static else
+                        (spec is not None and all(d >= 0 for d in spec.shape))
+                        for i, (tname, spec) in enumerate(zip(op.inputs, plan.in_specs)))
                 # A variable changes only through a variable write, which the state machinery sees;
                 # any other op writing its tensor would be a second, unchecked way in.
                 for tname in op.outputs:
@@ -404,6 +422,18 @@ class Interpreter:
         plan = self._plans[idx]
         if plan is None or plan.op is not op:
             plan = self._plan(idx, op)
+        execute = plan.execute
+        if execute is not None:
+            # Prepared: this op has run with every check below, and none of them can come out
+            # differently (operand lists, declared specs, types and shapes are the graph's).
+            try:
+                ins = [env[t] for t in op.inputs]
+            except KeyError:
+                pass                        # an input not written this time: the checked path says so
+            else:
+                for tname, arr in zip(op.outputs, self._call_kernel(plan, execute, ins)):
+                    env[tname] = arr
+                return
         if plan.kind == "declare":
             self._declare(self._variable_of(op, idx), work, seen, op, idx)
             return
@@ -436,25 +466,20 @@ class Interpreter:
         for spec, arr, tname in zip(in_specs, in_arrays, op.inputs):
             if arr.dtype != spec.dtype.storage:
                 raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", where)
-        call = OpCall(op=name, attrs=op.attrs, inputs=in_arrays, input_specs=list(in_specs),
-                      output_specs=list(out_specs), where=where, attr_kind=kind, extra=dict(plan.extra))
-        try:
-            results = kernel(call)
-        except TosaUnpredictable as e:     # a primitive's REQUIRE is reported as the op's
-            named = op_unpredictable(call, e)
-            if named is e:
-                raise
-            raise named from e
-        except (TosaError, TosaUnsupported, InterpreterError):
-            raise
-        except NpuBenchError:
-            raise
-        except MemoryError:
-            raise limits.ResourceLimitError(f"{where}: the {name} result does not fit in memory "
-                                            f"(declared {[_fmt(s.shape) for s in out_specs]})") from None
-        except Exception as e:  # a kernel bug: report it with the op, keep the cause
-            raise InterpreterError(f"{where}: internal error in the {name} kernel: "
-                                   f"{type(e).__name__}: {e}") from e
+        prepared = None
+        if plan.prepare is not None:
+            static = plan.static
+            # A cacheable plan is made from the static inputs alone (the others' shapes are the
+            # declared ones), so it holds for every invocation; else it is made for this one.
+            pre_inputs = [a if i in static else None for i, a in enumerate(in_arrays)] if plan.cacheable else in_arrays
+            call = OpCall(op=name, attrs=op.attrs, inputs=pre_inputs, input_specs=list(in_specs),
+                          output_specs=list(out_specs), where=where, attr_kind=kind, extra=dict(plan.extra))
+            prepared = self._call_kernel(plan, plan.prepare, call)
+            results = self._call_kernel(plan, prepared, in_arrays)
+        else:
+            call = OpCall(op=name, attrs=op.attrs, inputs=in_arrays, input_specs=list(in_specs),
+                          output_specs=list(out_specs), where=where, attr_kind=kind, extra=dict(plan.extra))
+            results = self._call_kernel(plan, kernel, call)
         if len(results) != len(out_specs):
             raise InterpreterError(f"{where}: the {name} kernel returned {len(results)} outputs, expected {len(out_specs)}")
         for tname, spec, arr in zip(op.outputs, out_specs, results):
@@ -466,6 +491,31 @@ class Interpreter:
                 raise TosaError(name, f"output '{tname}' is declared {_fmt(spec.shape)} but the result is "
                                 f"{list(arr.shape)}", where)
             env[tname] = arr
+        if prepared is not None and plan.cacheable:
+            plan.execute = prepared
+        elif name in ("CONST", "CONST_SHAPE"):
+            plan.execute = lambda ins, values=list(results): values    # the checked data, every time
+
+    def _call_kernel(self, plan: _OpPlan, fn, arg):
+        """fn(arg) (a kernel on its call, a prepare on its call, an execute on its inputs), with
+        its failures reported as the op's: a primitive's REQUIRE renamed to the op, a kernel bug
+        an InterpreterError naming the op, memory exhaustion a ResourceLimitError."""
+        op = plan.op
+        try:
+            return fn(arg)
+        except TosaUnpredictable as e:     # a primitive's REQUIRE is reported as the op's
+            named = op_unpredictable(OpCall(op.op, op.attrs, [], [], [], plan.where), e)
+            if named is e:
+                raise
+            raise named from e
+        except NpuBenchError:              # TosaError, TosaUnsupported, InterpreterError, ...
+            raise
+        except MemoryError:
+            raise limits.ResourceLimitError(f"{plan.where}: the {op.op} result does not fit in memory "
+                                            f"(declared {[_fmt(s.shape) for s in plan.out_specs]})") from None
+        except Exception as e:  # a kernel bug: report it with the op, keep the cause
+            raise InterpreterError(f"{plan.where}: internal error in the {op.op} kernel: "
+                                   f"{type(e).__name__}: {e}") from e
 
     def _variable_read(self, idx: int, op: Operator, env, work, seen) -> None:
         where = self._where(idx, op)

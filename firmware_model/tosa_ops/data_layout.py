@@ -10,7 +10,7 @@ from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.op_utils import (attr, attr_int_list, check_output_shape, check_rank,
                                               check_types, out, same_types, scalar_operand,
                                               shape_of, shape_operand)
-from firmware_model.tosa_ops.registry import OpCall, register
+from firmware_model.tosa_ops.registry import OpCall, register, register_plan
 
 LAYOUT_TYPES = (DType.BOOL, DType.INT8, DType.INT16, DType.INT32)
 
@@ -59,7 +59,7 @@ def pad(call: OpCall):
     return [result]
 
 
-@register("RESHAPE")
+@register_plan("RESHAPE", static=(1,))
 def reshape(call: OpCall):
     same_types(call, LAYOUT_TYPES)
     shape1 = shape_of(call, 0)
@@ -75,7 +75,8 @@ def reshape(call: OpCall):
     check_output_shape(call, new_shape, rule=f"output shape != shape operand {new_shape}")
     call.error_if(int(np.prod(new_shape, dtype=np.int64)) != size1,
                   f"tensor_size(shape1) != tensor_size(shape) ({size1} vs {int(np.prod(new_shape))})")
-    return [out(call, np.reshape(call.inputs[0], new_shape))]
+    new_shape = tuple(new_shape)
+    return lambda ins: [np.reshape(ins[0], new_shape)]
 
 
 @register("REVERSE")
@@ -89,7 +90,7 @@ def reverse(call: OpCall):
     return [out(call, np.flip(call.inputs[0], axis=axis).copy())]
 
 
-@register("SLICE")
+@register_plan("SLICE", static=(1, 2))
 def slice_(call: OpCall):
     same_types(call, LAYOUT_TYPES)
     shape1 = shape_of(call, 0)
@@ -106,7 +107,7 @@ def slice_(call: OpCall):
         call.error_if(start[i] + size[i] > shape1[i], f"start[{i}] + size[{i}] > shape1[{i}]")
     check_output_shape(call, size, rule=f"output shape != size {size}")
     region = tuple(slice(s, s + n) for s, n in zip(start, size))
-    return [out(call, np.asarray(call.inputs[0])[region].copy())]
+    return lambda ins: [ins[0][region].copy()]
 
 
 @register("TILE")

@@ -1,7 +1,13 @@
 """Elementwise TOSA operators (integer profile): binary ops with broadcasting, unary ops,
 comparisons, SELECT and CLAMP. Each kernel follows its pseudocode in the spec: the ERROR_IF
 checks first, then the per-element arithmetic through the primitives in numerics.py, vectorised
-over the whole (broadcast) tensor."""
+over the whole (broadcast) tensor.
+
+The ops real networks run most (ADD, SUB, MUL, the shifts, CLAMP, CLZ, MAXIMUM, MINIMUM) are
+split into prepare (the ERROR_IF checks, once per graph) and execute (registry.register_plan).
+Their execute halves compute the primitives' results with fewer numpy passes (numerics.fast_*:
+one int64 pass and one narrowing, the REQUIRE as "narrowing changed nothing");
+tests/firmware_model/test_prepared_plans.py shows them equal to the primitives."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.op_utils import (attr, attr_value, broadcast_shape, check_output_shape,
                                               check_rank, check_types, out, same_types,
                                               scalar_operand, shape_of)
-from firmware_model.tosa_ops.registry import OpCall, register
+from firmware_model.tosa_ops.registry import OpCall, register, register_plan
 
 I8, I16, I32, BOOL = DType.INT8, DType.INT16, DType.INT32, DType.BOOL
 INTS = (I8, I16, I32)
@@ -39,37 +45,40 @@ def _shift_in_range(call: OpCall, dtype: DType, amount: np.ndarray) -> None:
 
 # ---- binary arithmetic ---------------------------------------------------------------------
 
-@register("ADD")
+@register_plan("ADD")
 def add(call: OpCall):
     dt = same_types(call, (I32,), 2)
     _binary_shape(call)
-    return [out(call, nx.apply_add_s(call.inputs[0], call.inputs[1], dt))]
+    # apply_add_s<int32>: the int64 sum must fit int32 (REQUIRE); then it is stored unchanged.
+    return lambda ins: [nx.fast_add_s(ins[0], ins[1], dt)]
 
 
-@register("SUB")
+@register_plan("SUB")
 def sub(call: OpCall):
     dt = same_types(call, (I32,), 2)
     _binary_shape(call)
-    return [out(call, nx.apply_sub_s(call.inputs[0], call.inputs[1], dt))]
+    return lambda ins: [nx.fast_sub_s(ins[0], ins[1], dt)]
 
 
-@register("MUL")
+@register_plan("MUL", static=(2,))
 def mul(call: OpCall):
     in_t, _, out_t = check_types(call, [(I8, I8, I32), (I16, I16, I32), (I32, I32, I32)], (0, 1))
     _binary_shape(call)
     shift = scalar_operand(call, 2, "shift", I8)
-    call.require(0 <= shift <= 63, "0 <= shift <= 63")
-    call.require(in_t == I32 or shift == 0, "shift == 0 unless in_t is INT32")
-    a, b = _i64(call.inputs[0]), _i64(call.inputs[1])
-    if in_t == I32 and shift > 0:
-        product = a * b
-        rounding = np.int64(1) << np.int64(shift - 1)
-        product = (product + rounding) >> np.int64(shift)
-        call.require((product >= I32.min) & (product <= I32.max), "rounded product fits INT32")
-        result = product
-    else:
-        result = nx.apply_mul_s(a, b, out_t)
-    return [out(call, result)]
+
+    def execute(ins):
+        # REQUIREs on the shift operand: constant in a prepared graph, checked every invocation
+        # all the same (they are REQUIREs, not ERROR_IFs, and are reported when the op runs).
+        call.require(0 <= shift <= 63, "0 <= shift <= 63")
+        call.require(in_t == I32 or shift == 0, "shift == 0 unless in_t is INT32")
+        if in_t == I32 and shift > 0:
+            product = np.multiply(ins[0], ins[1], dtype=np.int64)
+            product += np.int64(1) << np.int64(shift - 1)          # rounding
+            product >>= np.int64(shift)
+            return [nx.narrow_required(product, I32, call, "rounded product fits INT32")]
+        # apply_mul_s<int32>: the int64 product truncated to 32 bits (two's complement)
+        return [np.asarray(np.multiply(ins[0], ins[1], dtype=np.int64).astype(np.int32))]
+    return execute
 
 
 @register("INTDIV")
@@ -81,52 +90,69 @@ def intdiv(call: OpCall):
     return [out(call, nx.apply_intdiv_s(a, b, dt))]
 
 
-@register("MAXIMUM")
+@register_plan("MAXIMUM")
 def maximum(call: OpCall):
     same_types(call, (I32,), 2)
     _binary_shape(call)
-    return [out(call, nx.apply_max_s(call.inputs[0], call.inputs[1]))]
+    # apply_max_s on int32 values: numpy's maximum of the int32 arrays is the same value
+    return lambda ins: [np.asarray(np.maximum(ins[0], ins[1]))]
 
 
-@register("MINIMUM")
+@register_plan("MINIMUM")
 def minimum(call: OpCall):
     same_types(call, (I32,), 2)
     _binary_shape(call)
-    return [out(call, nx.apply_min_s(call.inputs[0], call.inputs[1]))]
+    return lambda ins: [np.asarray(np.minimum(ins[0], ins[1]))]
 
 
 # ---- shifts ---------------------------------------------------------------------------------
 
-@register("ARITHMETIC_RIGHT_SHIFT")
+@register_plan("ARITHMETIC_RIGHT_SHIFT")
 def arithmetic_right_shift(call: OpCall):
     dt = same_types(call, INTS, 2)
     _binary_shape(call)
-    a, b = np.broadcast_arrays(_i64(call.inputs[0]), _i64(call.inputs[1]))
-    _shift_in_range(call, dt, b)
-    result = nx.apply_arith_rshift(a, b, dt)
-    if bool(attr(call, "round", False)):
-        # round: add one when the last bit shifted out is set (value2 > 0).
-        last_out = nx.apply_arith_rshift(a, np.maximum(b - 1, 0), dt) & 1
-        result = result + ((b > 0) & (last_out != 0))
-    return [out(call, result)]
+    rounding = bool(attr(call, "round", False))
+    storage = dt.storage
+
+    def execute(ins):
+        a, b = ins
+        _shift_in_range(call, dt, b)
+        # apply_arith_rshift: a >> b (0 <= b <= bits - 1) is a value of in_t: no wrap needed
+        result = np.right_shift(a, b, dtype=np.int64)
+        if rounding:
+            # round: add one when the last bit shifted out is set (value2 > 0).
+            b64 = np.asarray(b, dtype=np.int64)
+            last_out = np.right_shift(a, np.maximum(b64 - 1, 0), dtype=np.int64) & 1
+            result = result + ((b64 > 0) & (last_out != 0))
+            return [out(call, nx.wrap(result, dt.bits))]
+        return [np.asarray(result.astype(storage))]
+    return execute
 
 
-@register("LOGICAL_LEFT_SHIFT")
+@register_plan("LOGICAL_LEFT_SHIFT")
 def logical_left_shift(call: OpCall):
     dt = same_types(call, INTS, 2)
     _binary_shape(call)
-    b = _i64(call.inputs[1])
-    _shift_in_range(call, dt, b)
-    return [out(call, nx.apply_logical_lshift(call.inputs[0], b, dt))]
+    storage = dt.storage
+
+    def execute(ins):
+        b = ins[1]
+        _shift_in_range(call, dt, b)
+        # apply_logical_lshift: the int64 shift truncated to in_t's width (amount <= bits - 1)
+        return [np.asarray(np.left_shift(ins[0], b, dtype=np.int64).astype(storage))]
+    return execute
 
 
-@register("LOGICAL_RIGHT_SHIFT")
+@register_plan("LOGICAL_RIGHT_SHIFT")
 def logical_right_shift(call: OpCall):
     dt = same_types(call, INTS, 2)
     _binary_shape(call)
-    b = _i64(call.inputs[1])
-    _shift_in_range(call, dt, b)
-    return [out(call, nx.apply_logical_rshift(call.inputs[0], b, dt))]
+
+    def execute(ins):
+        b = _i64(ins[1])
+        _shift_in_range(call, dt, b)
+        return [out(call, nx.apply_logical_rshift(ins[0], b, dt))]
+    return execute
 
 
 # ---- bitwise and logical --------------------------------------------------------------------
@@ -216,11 +242,11 @@ def negate(call: OpCall):
     return [out(call, nx.apply_clip_s(value, dt.min, dt.max))]
 
 
-@register("CLZ")
+@register_plan("CLZ")
 def clz(call: OpCall):
     same_types(call, (I32,))
     _unary_shape(call)
-    return [out(call, nx.count_leading_zeros(call.inputs[0]))]
+    return lambda ins: [out(call, nx.count_leading_zeros(ins[0]))]
 
 
 @register("BITWISE_NOT")
@@ -237,7 +263,7 @@ def logical_not(call: OpCall):
     return [out(call, np.logical_not(call.inputs[0]))]
 
 
-@register("CLAMP")
+@register_plan("CLAMP")
 def clamp(call: OpCall):
     dt = same_types(call, (I8, I16))
     _unary_shape(call)
@@ -246,5 +272,6 @@ def clamp(call: OpCall):
     call.error_if(max_val < min_val, f"max_val < min_val ({max_val} < {min_val})")
     call.error_if(not (dt.min <= min_val <= dt.max and dt.min <= max_val <= dt.max),
                   f"min_val/max_val outside the range of {dt.name}")
-    return [out(call, nx.apply_clip_s(call.inputs[0], min_val, max_val))]
-
+    lo, hi = dt.storage.type(min_val), dt.storage.type(max_val)
+    # apply_clip_s in the input's own type: both bounds are values of that type
+    return lambda ins: [np.asarray(np.minimum(np.maximum(ins[0], lo), hi))]

@@ -71,12 +71,15 @@ def tensor_bytes(shape, itemsize: int) -> int:
     return n
 
 
-def check_tensor(what: str, shape, itemsize: int) -> int:
-    """Refuse a tensor larger than the limit; `what` names it ("tensor 'x' of model.tosa").
-    Returns its size in bytes."""
+def check_tensor(what, shape, itemsize: int, limit: int | None = None) -> int:
+    """Refuse a tensor larger than the limit; `what` names it ("tensor 'x' of model.tosa", or a
+    function making that text, called only for the message). `limit`: tensor_limit(), when a
+    caller checking many tensors has read it once. Returns its size in bytes."""
     size = tensor_bytes(shape, itemsize)
-    limit = tensor_limit()
+    if limit is None:
+        limit = tensor_limit()
     if size > limit:
+        what = what if isinstance(what, str) else what()
         dims = "x".join(str(int(d)) for d in shape) or "scalar"
         raise ResourceLimitError(f"{what} ({dims}, {itemsize} byte(s) per element) would take "
                                  f"{_fmt_bytes(size)}, over the limit of {_fmt_bytes(limit)} per tensor "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from firmware_model.errors import TosaUnpredictable
-from firmware_model.tosa_ops.dtypes import DType, wrap
+from firmware_model.tosa_ops.dtypes import DType, wrap  # noqa: F401 (wrap: also for the kernels)
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
@@ -214,3 +214,32 @@ def apply_min_s(a, b) -> np.ndarray:
 def apply_logical_lshift(a, b, dtype: DType) -> np.ndarray:
     """in_t a << b: shift the bit pattern of a left by b, truncated to in_t."""
     return wrap(_i64(a) << _i64(b), dtype.bits)
+
+
+# ---- Fast forms (issue 16) -----------------------------------------------------------------------
+# The primitives above are the spec's reference. The functions below compute the same results
+# with fewer numpy passes for the prepared kernels' execute halves (registry.register_plan): the
+# arithmetic once in int64, then one narrowing to the storage type, whose REQUIRE is "the
+# narrowing changed no value". tests/firmware_model/test_prepared_plans.py checks each against
+# its primitive on random and edge values (results, and the REQUIRE failing on the same inputs).
+
+def narrow_required(values: np.ndarray, dtype: DType, primitive, rule: str) -> np.ndarray:
+    """int64 `values` stored in dtype's storage type; REQUIRE they fit dtype's range (raised as
+    TosaUnpredictable(primitive, rule), or through primitive.require when it is an OpCall)."""
+    narrowed = np.asarray(values.astype(dtype.storage))
+    if (narrowed != values).any():
+        if isinstance(primitive, str):
+            raise TosaUnpredictable(primitive, rule)
+        primitive.require(False, rule)
+    return narrowed
+
+
+def fast_add_s(a, b, dtype: DType) -> np.ndarray:
+    """apply_add_s(a, b) with its REQUIRE, stored in dtype's storage type."""
+    return narrow_required(np.add(a, b, dtype=np.int64), dtype, "apply_add_s", f"sum fits {dtype.name}")
+
+
+def fast_sub_s(a, b, dtype: DType) -> np.ndarray:
+    """apply_sub_s(a, b) with its REQUIRE, stored in dtype's storage type."""
+    return narrow_required(np.subtract(a, b, dtype=np.int64), dtype, "apply_sub_s",
+                           f"difference fits {dtype.name}")

@@ -8,7 +8,7 @@ import numpy as np
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.op_utils import (attr, check_output_shape, check_rank, check_types,
                                               out, same_types, shape_of)
-from firmware_model.tosa_ops.registry import OpCall, register
+from firmware_model.tosa_ops.registry import OpCall, register, register_plan
 
 I8, I16, I32, BOOL = DType.INT8, DType.INT16, DType.INT32, DType.BOOL
 
@@ -39,28 +39,31 @@ def reduce_any(call: OpCall):
     return [out(call, np.any(call.inputs[0], axis=axis, keepdims=True))]
 
 
-@register("REDUCE_MAX")
+@register_plan("REDUCE_MAX")
 def reduce_max(call: OpCall):
     same_types(call, (I8, I16, I32))
     axis = _reduce_axis(call)
-    return [out(call, np.max(call.inputs[0], axis=axis, keepdims=True))]
+    return lambda ins: [out(call, np.max(ins[0], axis=axis, keepdims=True))]
 
 
-@register("REDUCE_MIN")
+@register_plan("REDUCE_MIN")
 def reduce_min(call: OpCall):
     same_types(call, (I8, I16, I32))
     axis = _reduce_axis(call)
-    return [out(call, np.min(call.inputs[0], axis=axis, keepdims=True))]
+    return lambda ins: [out(call, np.min(ins[0], axis=axis, keepdims=True))]
 
 
-@register("REDUCE_SUM")
+@register_plan("REDUCE_SUM")
 def reduce_sum(call: OpCall):
     dt = same_types(call, (I32,))
     axis = _reduce_axis(call)
-    # acc = apply_add_s<acc_t>(acc, value) in order: every partial sum must fit acc_t (REQUIRE).
-    partial = np.cumsum(np.asarray(call.inputs[0], dtype=np.int64), axis=axis)
-    call.require((partial >= dt.min) & (partial <= dt.max), "apply_add_s: partial sum fits INT32")
-    return [out(call, np.take(partial, [-1], axis=axis))]
+
+    def execute(ins):
+        # acc = apply_add_s<acc_t>(acc, value) in order: every partial sum must fit acc_t (REQUIRE).
+        partial = np.cumsum(np.asarray(ins[0], dtype=np.int64), axis=axis)
+        call.require((partial >= dt.min) & (partial <= dt.max), "apply_add_s: partial sum fits INT32")
+        return [out(call, np.take(partial, [-1], axis=axis))]
+    return execute
 
 
 @register("REDUCE_PRODUCT")

@@ -8,6 +8,15 @@ storage type. It checks the spec's ERROR_IF rules with `call.error_if(...)` and 
 `call.require(...)`, so every failure names the op and the rule.
 
 Output specs may hold -1 for a dimension the graph left open; a kernel checks only known dims.
+
+Prepare once, execute many (`@register_plan("ADD", static=(...))`): a kernel may be written in two
+halves. `prepare(call)` does what depends only on the op's attributes, its declared specs and the
+values of the inputs listed in `static` (zero points, shifts, multipliers, tables, shape operands):
+the spec's ERROR_IF checks, decoded attributes, precomputed arrays. It returns
+`execute(inputs) -> outputs`, the per-element arithmetic and the REQUIREs on the values. The op's
+kernel is `prepare(call)(call.inputs)`, so the kernel and the prepared plan are one code path. The
+interpreter prepares an op once (inputs outside `static` are None in that call, their shapes the
+declared ones) and runs only `execute` in later invocations.
 """
 
 from __future__ import annotations
@@ -59,7 +68,10 @@ class OpCall:
 
 
 Kernel = Callable[[OpCall], list[np.ndarray]]
+Execute = Callable[[list], list[np.ndarray]]
+Prepare = Callable[[OpCall], Execute]
 _KERNELS: dict[str, Kernel] = {}
+_PREPARES: dict[str, tuple[Prepare, frozenset[int]]] = {}
 _LOADED = False
 _LOAD_LOCK = threading.Lock()  # Arm's runner calls kernels from several threads at once
 
@@ -71,6 +83,22 @@ def register(*ops: str) -> Callable[[Kernel], Kernel]:
                 raise RuntimeError(f"two kernels registered for {op}")
             _KERNELS[op] = fn
         return fn
+    return deco
+
+
+def register_plan(*ops: str, static: tuple[int, ...] = ()) -> Callable[[Prepare], Prepare]:
+    """Register `prepare(call) -> execute(inputs) -> outputs` for `ops` (see the module's text);
+    the kernel registered beside it runs both halves on one call. `static`: the inputs whose
+    values prepare may read (a plan made from constant ones holds for every invocation)."""
+    def deco(prepare: Prepare) -> Prepare:
+        def kernel(call: OpCall) -> list[np.ndarray]:
+            return prepare(call)(call.inputs)
+        kernel.__name__ = kernel.__qualname__ = prepare.__name__
+        kernel.__doc__ = prepare.__doc__
+        register(*ops)(kernel)
+        for op in ops:
+            _PREPARES[op] = (prepare, frozenset(static))
+        return prepare
     return deco
 
 
@@ -98,6 +126,13 @@ def kernel_for(op: str) -> Kernel:
         return _KERNELS[op]
     except KeyError:
         raise TosaUnsupported(f"{op}: npu-bench has no implementation of this operator") from None
+
+
+def prepare_for(op: str) -> tuple[Prepare, frozenset[int]] | None:
+    """The op's (prepare, static input indices), or None when its kernel is not split."""
+    if not _LOADED:
+        _load_kernel_modules()
+    return _PREPARES.get(op)
 
 
 def supported_ops() -> list[str]:

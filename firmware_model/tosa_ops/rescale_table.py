@@ -21,7 +21,7 @@ from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.op_utils import (check_output_shape, check_types, out,
                                               scalar_operand, shape_of)
-from firmware_model.tosa_ops.registry import OpCall, register
+from firmware_model.tosa_ops.registry import OpCall, register, register_plan
 
 I8, I16, I32, I48 = DType.INT8, DType.INT16, DType.INT32, DType.INT48
 
@@ -40,7 +40,7 @@ def _zero_extend(v, dtype: DType):
     return np.asarray(v, dtype=np.int64) & dtype.umax
 
 
-@register("RESCALE")
+@register_plan("RESCALE", static=(1, 2, 3, 4))
 def rescale(call: OpCall):
     _check_arity(call, 5)
     in_t, out_t = check_types(call, RESCALE_TYPES)
@@ -95,36 +95,103 @@ def rescale(call: OpCall):
         raise TosaUnsupported(f"{call.op} ({call.where}): INEXACT_ROUND belongs to the inexactround "
                               "extension, which npu-bench does not implement")
 
-    x = np.asarray(call.inputs[0])
-    values = _zero_extend(x, in_t) if in_u else x
-    kwargs = dict(input_zp=izp, output_zp=ozp, out_dtype=out_t, scale32=scale32,
-                  double_round=rounding_mode == numerics.DOUBLE_ROUND, input_unsigned=in_u,
-                  output_unsigned=out_u, require=True)
-    m_arg, s_arg = (mult, shift) if per_channel else (mult[0], shift[0])
-    axis = -1 if per_channel else None
-    if values.size <= CHUNK:
+    plan = _RescalePlan(call, in_t, out_t, mult.astype(np.int64), shift.astype(np.int64), izp, ozp,
+                        scale32, rounding_mode == numerics.DOUBLE_ROUND, in_u, out_u, per_channel)
+    return plan.execute
+
+
+class _RescalePlan:
+    """RESCALE's execute half: numerics.rescale_values' arithmetic with the invocation-independent
+    part done once. The multiplier and shift REQUIREs are checked here (they are constants); the
+    REQUIREs on values (apply_scale_32's value range, apply_scale_16's result, apply_add_s's sum)
+    are checked per invocation unless the input type's range already guarantees them (bounds
+    worked out below in Python integers, per channel). The arithmetic is the primitives':
+    v = value - input_zp; (v * multiplier + round [+ double-round term]) >> shift; + output_zp;
+    clip to the output range, in int64 (every intermediate fits: |v| < 2^49, multiplier < 2^31)."""
+
+    def __init__(self, call: OpCall, in_t, out_t, mult, shift, izp, ozp, scale32, double_round, in_u, out_u,
+                 per_channel):
+        self.call, self.in_t, self.out_t = call, in_t, out_t
         try:
-            result = numerics.rescale_values(values, multiplier=m_arg, shift=s_arg,
-                                             channel_axis=axis, **kwargs)
+            primitive = "apply_scale_32" if scale32 else "apply_scale_16"
+            if (mult < 0).any():
+                raise TosaUnpredictable(primitive, "multiplier >= 0")
+            if ((shift < 2) | (shift > 62)).any():
+                raise TosaUnpredictable(primitive, "2 <= shift <= 62")
         except TosaUnpredictable as e:
             raise TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where) from e
+        self.izp, self.ozp, self.scale32, self.in_u = izp, ozp, scale32, in_u
+        self.umax = in_t.umax
+        rnd = np.left_shift(np.int64(1), shift - 1)
+        extra = np.where(shift > 31, np.int64(1 << 30), np.int64(0)) if (scale32 and double_round) else None
+        if extra is not None and not extra.any():
+            extra = None                                   # no channel's shift takes the extra term
+        # Values v = value - input_zp the input type allows.
+        lo, hi = (0, in_t.umax) if in_u else (in_t.min, in_t.max)
+        v_lo, v_hi = lo - izp, hi - izp
+        ms, ss, rs = (int(m) for m in mult), (int(x) for x in shift), (int(r) for r in rnd)
+        # apply_scale_32's REQUIRE -(1 << (shift - 1)) <= v < (1 << (shift - 1)), for every v
+        self.check_value = scale32 and not all(-r <= v_lo and v_hi < r for r in (int(r) for r in rnd))
+        # the scaled value's range (double round adds at most 2^30 towards v's sign)
+        ext = (1 << 30) if extra is not None else 0
+        bounds = [((v_lo * m + r - ext) >> sh, (v_hi * m + r + ext) >> sh) for m, sh, r in zip(ms, ss, rs)]
+        r_lo, r_hi = min(b[0] for b in bounds), max(b[1] for b in bounds)
+        # apply_scale_16's REQUIRE: the result fits int32
+        self.check_scaled = not scale32 and not (numerics.INT32_MIN <= r_lo and r_hi <= numerics.INT32_MAX)
+        # apply_add_s<int32>(result, output_zp)'s REQUIRE (the scaled result is int32 by now)
+        r_lo, r_hi = max(r_lo, numerics.INT32_MIN), min(r_hi, numerics.INT32_MAX)
+        self.check_sum = not (numerics.INT32_MIN <= r_lo + ozp and r_hi + ozp <= numerics.INT32_MAX)
+        shape = (-1,) if per_channel else ()
+        self.mult, self.shift, self.rnd = mult.reshape(shape), shift.reshape(shape), rnd.reshape(shape)
+        self.extra = None if extra is None else extra.reshape(shape)
+        self.clip = (0, out_t.umax) if out_u else (out_t.min, out_t.max)
+        self.storage = out_t.storage
+        self.nc = mult.size if per_channel else 1
+
+    def _fail(self, rule: str):
+        raise TosaUnpredictable(self.call.op, rule, self.call.where)
+
+    def _block(self, x: np.ndarray) -> np.ndarray:
+        v = x.astype(np.int64)
+        if self.in_u:
+            v &= self.umax                                  # the zero-extended reading
+        if self.izp:
+            v -= self.izp
+        if self.check_value and ((v < -self.rnd) | (v >= self.rnd)).any():
+            self._fail("apply_scale_32: -(1 << (shift - 1)) <= value < (1 << (shift - 1))")
+        r = v * self.mult
+        r += self.rnd
+        if self.extra is not None:
+            r += np.where(v >= 0, self.extra, -self.extra)  # double round, shift > 31
+        r >>= self.shift
+        if self.check_scaled and ((r < numerics.INT32_MIN) | (r > numerics.INT32_MAX)).any():
+            self._fail("apply_scale_16: result fits int32")
+        if self.ozp:
+            r += self.ozp
+        if self.check_sum and ((r < numerics.INT32_MIN) | (r > numerics.INT32_MAX)).any():
+            self._fail("apply_add_s: sum fits INT32")
+        lo, hi = self.clip
+        np.maximum(r, lo, out=r)
+        np.minimum(r, hi, out=r)
         # Unsigned results in [0, maximum_u] keep their bit pattern in the signed storage type.
-        return [out(call, result)]
-    # Blocks of about CHUNK elements keep rescale_values' int64 temporaries in cache.
-    flat = values.reshape(-1, nc) if values.ndim else values.reshape(1, 1)
-    result = np.empty(flat.shape, out_t.storage)
-    rows = max(1, CHUNK // nc)
-    try:
+        return r.astype(self.storage)
+
+    def execute(self, ins):
+        x = np.asarray(ins[0])
+        if x.ndim == 0:
+            return [self._block(x.reshape(1)).reshape(())]
+        if x.size <= CHUNK:
+            return [self._block(x)]
+        # Blocks of about CHUNK elements keep the int64 temporaries in cache.
+        flat = x.reshape(-1, self.nc)
+        result = np.empty(flat.shape, self.storage)
+        rows = max(1, CHUNK // self.nc)
         for r0 in range(0, flat.shape[0], rows):
-            block = numerics.rescale_values(flat[r0:r0 + rows], multiplier=m_arg, shift=s_arg,
-                                            channel_axis=axis, **kwargs)
-            result[r0:r0 + rows] = block.astype(out_t.storage)
-    except TosaUnpredictable as e:
-        raise TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where) from e
-    return [out(call, result.reshape(x.shape))]
+            result[r0:r0 + rows] = self._block(flat[r0:r0 + rows])
+        return [result.reshape(x.shape)]
 
 
-@register("TABLE")
+@register_plan("TABLE", static=(1,))
 def table(call: OpCall):
     _check_arity(call, 2)
     combo = check_types(call, list(TABLE_TYPES), in_idx=(0, 1), out_idx=(0,))
@@ -134,20 +201,34 @@ def table(call: OpCall):
                   f"table has shape {list(shape_of(call, 1))}, must be [{size}]")
     shape = shape_of(call, 0)
     check_output_shape(call, shape)
-    x = np.asarray(call.inputs[0])
     if combo[0] == I8:
-        return [out(call, numerics.apply_lookup_8(tab, x))]
-    try:
-        if x.size <= 1 << 16:
-            return [out(call, numerics.apply_lookup_s(tab, x))]
-        # Large inputs: evaluate apply_lookup_s once per distinct input value (its REQUIRE
-        # included), then index that 65536-entry result with the input.
-        idx = x.astype(np.int32) + 32768
-        used = np.zeros(1 << 16, np.bool_)
-        used[idx] = True
-        values = np.flatnonzero(used) - 32768
-        lut = np.zeros(1 << 16, np.int32)
-        lut[values + 32768] = numerics.apply_lookup_s(tab, values)
-        return [out(call, lut[idx])]
-    except TosaUnpredictable as e:
-        raise TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where) from e
+        # apply_lookup_8: table[value + 128]. The int8 value's byte u (its uint8 view) has
+        # value + 128 == u ^ 0x80, so a table permuted once is indexed by the bytes directly.
+        by_byte = tab[np.arange(256) ^ 0x80]
+        return lambda ins: [np.asarray(by_byte[np.asarray(ins[0]).view(np.uint8)])]
+    return _Lookup16(call, tab).execute
+
+
+class _Lookup16:
+    """The int16 TABLE's execute half: numerics.apply_lookup_s with the table's int64 form and its
+    slopes (table[i + 1] - table[i], the last entry's own) made once; the REQUIRE on the slopes is
+    checked on the entries used only when some slope of the table is outside int16."""
+
+    def __init__(self, call: OpCall, tab: np.ndarray):
+        self.call = call
+        self.base = tab.astype(np.int64)
+        self.slope = self.base[np.minimum(np.arange(513) + 1, 512)] - self.base
+        self.bad = (self.slope < -32768) | (self.slope > 32767)
+        self.check = bool(self.bad.any())
+
+    def execute(self, ins):
+        x = np.asarray(ins[0])
+        i = x.astype(np.int64)                 # int16 values: apply_clip_s to int16 changes nothing
+        i += 32768
+        index = i >> 7
+        fraction = i & 0x7F
+        if self.check and self.bad[index].any():
+            raise TosaUnpredictable(self.call.op, "apply_lookup_s: slope fits int16", self.call.where)
+        result = self.base[index] << 7
+        result += self.slope[index] * fraction
+        return [np.asarray(result.astype(np.int32))]

@@ -27,7 +27,7 @@ from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
 from firmware_model.tosa_ops.op_utils import (attr_int_list, check_output_shape, check_types,
                                               out, scalar_operand, shape_of)
-from firmware_model.tosa_ops.registry import OpCall, register
+from firmware_model.tosa_ops.registry import OpCall, register, register_plan
 
 # Largest bound on |partial sum| for which float32 / float64 arithmetic on integers is exact.
 FLOAT32_EXACT = 1 << 24
@@ -187,7 +187,7 @@ def _bias_vector(call: OpCall, bc: int, oc: int) -> np.ndarray:
     return np.asarray(call.inputs[2]).reshape(-1)
 
 
-@register("CONV2D")
+@register_plan("CONV2D", static=(1, 2, 3, 4))
 def conv2d(call: OpCall):
     in_t, w_t, out_t, (n, ih, iw, ic), (oc, kh, kw, wic), bc, izp, wzp = _conv_common(call)
     pt, pb, pl, pr = _attr_list(call, "pad", 4)
@@ -204,20 +204,32 @@ def conv2d(call: OpCall):
     check_output_shape(call, (n, oh, ow, oc))
     bias = _bias_vector(call, bc, oc)
 
-    x, w = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
+    w = np.asarray(call.inputs[1])
     k = kh * kw * ic
-    dt = _compute_dtype(k * _absmax(x, izp) * _absmax(w, wzp))
-    xp = _pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr)
-    wmat = _shifted(w, wzp, dt).reshape(oc, k).T            # (KH*KW*IC, OC), matches the windows
-    view = _windows(xp, (oh, ow), (kh, kw), (sy, sx), (dy, dx))      # (N, OH, OW, KH, KW, IC)
-    acc = np.empty((n, oh, ow, oc), dt)
-    rows = max(1, IM2COL_BLOCK_ELEMENTS // max(1, ow * k))   # output rows per im2col block
-    for b in range(n):
-        for y0 in range(0, oh, rows):
-            blk = view[b, y0:y0 + rows]
-            cols = np.ascontiguousarray(blk).reshape(-1, k)
-            acc[b, y0:y0 + rows] = _matmul(cols, wmat).reshape(blk.shape[0], ow, oc)
-    return [out(call, _finish(acc, bias, out_t))]
+    w_bound = _absmax(w, wzp)
+    wmats: dict = {}                    # the weight matrix in each compute type, made once
+    pointwise = kh == kw == 1 and sy == sx == 1 and not (pt or pb or pl or pr)
+
+    def execute(ins):
+        x = np.asarray(ins[0])
+        dt = _compute_dtype(k * _absmax(x, izp) * w_bound)
+        wmat = wmats.get(dt)
+        if wmat is None:                # (KH*KW*IC, OC), matches the windows
+            wmat = wmats[dt] = np.ascontiguousarray(_shifted(w, wzp, dt).reshape(oc, k).T)
+        if pointwise:                   # 1x1, stride 1, no padding: the windows are the pixels
+            acc = _matmul(_shifted(x, izp, dt).reshape(-1, k), wmat).reshape(n, oh, ow, oc)
+            return [out(call, _finish(acc, bias, out_t))]
+        xp = _pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr)
+        view = _windows(xp, (oh, ow), (kh, kw), (sy, sx), (dy, dx))      # (N, OH, OW, KH, KW, IC)
+        acc = np.empty((n, oh, ow, oc), dt)
+        rows = max(1, IM2COL_BLOCK_ELEMENTS // max(1, ow * k))   # output rows per im2col block
+        for b in range(n):
+            for y0 in range(0, oh, rows):
+                blk = view[b, y0:y0 + rows]
+                cols = np.ascontiguousarray(blk).reshape(-1, k)
+                acc[b, y0:y0 + rows] = _matmul(cols, wmat).reshape(blk.shape[0], ow, oc)
+        return [out(call, _finish(acc, bias, out_t))]
+    return execute
 
 
 @register("CONV3D")
@@ -255,7 +267,7 @@ def conv3d(call: OpCall):
     return [out(call, _finish(acc, bias, out_t))]
 
 
-@register("DEPTHWISE_CONV2D")
+@register_plan("DEPTHWISE_CONV2D", static=(1, 2, 3, 4))
 def depthwise_conv2d(call: OpCall):
     in_t, w_t, out_t, (n, ih, iw, c), (kh, kw, wc, m), bc, izp, wzp = _conv_common(call)
     pt, pb, pl, pr = _attr_list(call, "pad", 4)
@@ -272,26 +284,27 @@ def depthwise_conv2d(call: OpCall):
     check_output_shape(call, (n, oh, ow, c * m))
     bias = _bias_vector(call, bc, c * m)
 
-    x, w = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
     # int8: int32 arithmetic wraps exactly like the reference model's int32 accumulator;
     # int16: int64 holds the exact sum (|sum| < KH*KW * 2^15 * 2^8), saturated to int48 at the end.
     dt = np.int32 if out_t == DType.INT32 else np.int64
-    xp = _pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr)
-    ws = _shifted(w, wzp, dt)
+    ws = _shifted(np.asarray(call.inputs[1]), wzp, dt)
     if m == 1:
         ws = ws[..., 0]                                        # (KH, KW, C)
-        acc = np.zeros((n, oh, ow, c), dt)
-    else:
-        xp = xp[..., None]                                     # (N, H, W, C, 1) x (C, M)
-        acc = np.zeros((n, oh, ow, c, m), dt)
-    tmp = np.empty_like(acc)
-    for ky in range(kh):
-        for kx in range(kw):
-            y0, x0 = ky * dy, kx * dx
+    taps = [(ky * dy, kx * dx, ws[ky, kx]) for ky in range(kh) for kx in range(kw)]
+    acc_shape = (n, oh, ow, c) if m == 1 else (n, oh, ow, c, m)
+
+    def execute(ins):
+        xp = _pad_zero(_shifted(np.asarray(ins[0]), izp, dt), pt, pb, pl, pr)
+        if m != 1:
+            xp = xp[..., None]                                 # (N, H, W, C, 1) x (C, M)
+        acc = np.zeros(acc_shape, dt)
+        tmp = np.empty_like(acc)
+        for y0, x0, w_tap in taps:
             tap = xp[:, y0:y0 + (oh - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
-            np.multiply(tap, ws[ky, kx], out=tmp)
+            np.multiply(tap, w_tap, out=tmp)
             acc += tmp
-    return [out(call, _finish(acc.reshape(n, oh, ow, c * m), bias, out_t))]
+        return [out(call, _finish(acc.reshape(n, oh, ow, c * m), bias, out_t))]
+    return execute
 
 
 @register("TRANSPOSE_CONV2D")
