@@ -28,7 +28,7 @@ invocation leaves the session (and a state file saved from it) as it was.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -37,6 +37,7 @@ from compiler.ir import Block, Graph, Operator
 from firmware_model.errors import (NpuBenchError, TosaError, TosaUnpredictable, TosaUnsupported)
 from firmware_model.tosa_ops import limits
 from firmware_model.tosa_ops.dtypes import DType, value_problem
+from firmware_model.tosa_ops.op_utils import MAX_RANK
 from firmware_model.tosa_ops.registry import OpCall, TensorSpec, kernel_for, op_unpredictable, prepare_for
 
 
@@ -94,24 +95,33 @@ class _VarState:
     is_written: bool
 
 
-@dataclass
 class _OpPlan:
     """The invocation-independent part of running one op (Interpreter._plan)."""
-    op: Operator                                # the op it was made for
-    where: str
-    kind: str                                   # "kernel", or the variable ops' "declare" / "read" / "write"
-    in_specs: list = field(default_factory=list)    # TensorSpec, None for a name that is no tensor
-    out_specs: list = field(default_factory=list)
-    kernel: object = None
-    fault: Exception | None = None              # an arity fault or an op without a kernel
-    extra: dict = field(default_factory=dict)   # CONST / CONST_SHAPE: the tensor's data
-    # Prepare once, execute many (registry.register_plan): the kernel's prepare half and the
-    # inputs whose values it reads; `cacheable` when those are constant tensors and every other
-    # input's declared shape is fully known, so one prepared `execute` holds for every invocation.
-    prepare: object = None
-    static: frozenset = frozenset()
-    cacheable: bool = False
-    execute: object = None                      # set once the op has run with every check
+    __slots__ = ("op", "where", "kind", "in_specs", "out_specs", "kernel", "fault", "extra", "prepare",
+                 "static", "cacheable", "execute", "in_storage", "out_storage", "const_values")
+
+    def __init__(self, op: Operator, where: str, kind: str):
+        self.op = op                        # the op it was made for
+        self.where = where
+        self.kind = kind                    # "kernel", "const", or the variable ops' "declare" / "read" / "write"
+        self.in_specs: list = []            # TensorSpec, None for a name that is no tensor
+        self.out_specs: list = []
+        self.kernel = None
+        self.fault: Exception | None = None     # an arity fault, an op without a kernel, a bad constant
+        self.extra: dict = {}               # CONST / CONST_SHAPE: the tensor's data
+        # Prepare once, execute many (registry.register_plan): the kernel's prepare half and the
+        # inputs whose values it reads; `cacheable` when those are constant tensors and every other
+        # input's declared shape is fully known, so one prepared `execute` holds for every invocation.
+        self.prepare = None
+        self.static: frozenset = frozenset()
+        self.cacheable = False
+        self.execute = None                 # set once the op has run with every check
+        self.in_storage: list = []          # numpy dtype of each input's declared type
+        self.out_storage: list = []
+        self.const_values: list | None = None   # CONST / CONST_SHAPE: the checked data
+
+
+_STORAGE = {t: t.storage for t in DType if t.has_storage}
 
 
 def _shape_matches(declared, actual) -> bool:
@@ -384,8 +394,9 @@ class Interpreter:
         elif (name == "IDENTITY" and kind == VARIABLE_WRITE_KIND) or name == "VARIABLE_WRITE":
             plan = _OpPlan(op, where, "write")
         else:
-            plan = _OpPlan(op, where, "kernel", in_specs=[self._specs.get(t) for t in op.inputs],
-                           out_specs=[self._specs.get(t) for t in op.outputs])
+            plan = _OpPlan(op, where, "kernel")
+            plan.in_specs = [self._specs.get(t) for t in op.inputs]
+            plan.out_specs = [self._specs.get(t) for t in op.outputs]
             try:
                 arity = OP_ARITY.get(name)
                 if arity is not None:
@@ -401,9 +412,9 @@ class Interpreter:
                 split = prepare_for(name)
                 if split is not None:
                     plan.prepare, plan.static = split
+                    constant, static = self._constant_tensors, plan.static
                     plan.cacheable = all(
-                        (tname in self._constant_tensors) if i in plan.static else
-                        (spec is not None and all(d >= 0 for d in spec.shape))
+                        (tname in constant) if i in static else (spec is not None and min(spec.shape, default=0) >= 0)
                         for i, (tname, spec) in enumerate(zip(op.inputs, plan.in_specs)))
                 # A variable changes only through a variable write, which the state machinery sees;
                 # any other op writing its tensor would be a second, unchecked way in.
@@ -415,8 +426,43 @@ class Interpreter:
                 plan.fault = e
             if name in ("CONST", "CONST_SHAPE"):
                 plan.extra = {"value": self.block.tensors[op.outputs[0]].data}
+                if plan.fault is None and plan.out_specs[0] is not None:
+                    self._plan_constant(plan)
+            # numpy dtype of each operand's type (None: no tensor, or a type without storage,
+            # which the checks in _execute then name)
+            plan.in_storage = [_STORAGE.get(s.dtype) if s is not None else None for s in plan.in_specs]
+            plan.out_storage = [_STORAGE.get(s.dtype) if s is not None else None for s in plan.out_specs]
         self._plans[idx] = plan
         return plan
+
+    def _plan_constant(self, plan: _OpPlan) -> None:
+        """A CONST / CONST_SHAPE op's data checked once, by its kernel and the output checks of
+        _execute; a fault is kept and raised when the op runs."""
+        op = plan.op
+        spec = plan.out_specs[0]
+        value = plan.extra.get("value")
+        if (type(value) is np.ndarray and value.dtype == _STORAGE.get(spec.dtype) and value.shape == spec.shape
+                and value.ndim <= MAX_RANK and (op.op == "CONST" or spec.dtype == DType.SHAPE)):
+            # what the kernel and the output checks below accept, seen at once (the usual case)
+            plan.kind = "const"
+            plan.const_values = [value]
+            return
+        call = OpCall(op=op.op, attrs=op.attrs, inputs=[], input_specs=[], output_specs=plan.out_specs,
+                      where=plan.where, attr_kind=op.attr_kind, extra=plan.extra)
+        try:
+            (value,) = self._call_kernel(plan, plan.kernel, call)
+            value = np.asarray(value)
+            if value.dtype != spec.dtype.storage:
+                raise InterpreterError(f"{plan.where}: the {op.op} kernel returned {value.dtype} for "
+                                       f"'{op.outputs[0]}' ({spec.dtype.name})")
+            if not _shape_matches(spec.shape, value.shape):
+                raise TosaError(op.op, f"output '{op.outputs[0]}' is declared {_fmt(spec.shape)} but the "
+                                f"result is {list(value.shape)}", plan.where)
+        except NpuBenchError as e:
+            plan.fault = e
+            return
+        plan.kind = "const"
+        plan.const_values = [value]
 
     def _execute(self, idx: int, op: Operator, env, work, seen) -> None:
         plan = self._plans[idx]
@@ -434,37 +480,45 @@ class Interpreter:
                 for tname, arr in zip(op.outputs, self._call_kernel(plan, execute, ins)):
                     env[tname] = arr
                 return
-        if plan.kind == "declare":
+        kind = plan.kind
+        if kind == "const":
+            tname = op.outputs[0]
+            if tname in env:
+                raise TosaError(op.op, f"output '{tname}' is written twice", plan.where)
+            env[tname] = plan.const_values[0]
+            return
+        if kind == "declare":
             self._declare(self._variable_of(op, idx), work, seen, op, idx)
             return
-        if plan.kind == "read":
+        if kind == "read":
             self._variable_read(idx, op, env, work, seen)
             return
-        if plan.kind == "write":
+        if kind == "write":
             self._variable_write(idx, op, env, work, seen)
             return
         if plan.fault is not None:
             raise plan.fault.with_traceback(None)
-        name, kind, where, kernel = op.op, op.attr_kind, plan.where, plan.kernel
+        name, where = op.op, plan.where
 
         in_arrays, in_specs = [], plan.in_specs
         for i, tname in enumerate(op.inputs):
             spec = in_specs[i]
             if spec is None:
                 raise TosaError(name, f"input {i} '{tname}' is not a tensor of the graph", where)
-            if tname not in env:
+            arr = env.get(tname)
+            if arr is None:
                 if tname in self._uid_of_tensor:
                     raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", where)
                 raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", where)
-            in_arrays.append(env[tname])
+            in_arrays.append(arr)
         out_specs = plan.out_specs
         for i, tname in enumerate(op.outputs):
             if out_specs[i] is None:
                 raise TosaError(name, f"output {i} '{tname}' is not a tensor of the graph", where)
             if tname in env:
                 raise TosaError(name, f"output '{tname}' is written twice", where)
-        for spec, arr, tname in zip(in_specs, in_arrays, op.inputs):
-            if arr.dtype != spec.dtype.storage:
+        for storage, arr, tname, spec in zip(plan.in_storage, in_arrays, op.inputs, in_specs):
+            if arr.dtype != (storage or spec.dtype.storage):
                 raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", where)
         prepared = None
         if plan.prepare is not None:
@@ -472,29 +526,26 @@ class Interpreter:
             # A cacheable plan is made from the static inputs alone (the others' shapes are the
             # declared ones), so it holds for every invocation; else it is made for this one.
             pre_inputs = [a if i in static else None for i, a in enumerate(in_arrays)] if plan.cacheable else in_arrays
-            call = OpCall(op=name, attrs=op.attrs, inputs=pre_inputs, input_specs=list(in_specs),
-                          output_specs=list(out_specs), where=where, attr_kind=kind, extra=dict(plan.extra))
+            call = OpCall(name, op.attrs, pre_inputs, in_specs, out_specs, where, op.attr_kind, plan.extra)
             prepared = self._call_kernel(plan, plan.prepare, call)
             results = self._call_kernel(plan, prepared, in_arrays)
         else:
-            call = OpCall(op=name, attrs=op.attrs, inputs=in_arrays, input_specs=list(in_specs),
-                          output_specs=list(out_specs), where=where, attr_kind=kind, extra=dict(plan.extra))
-            results = self._call_kernel(plan, kernel, call)
+            call = OpCall(name, op.attrs, in_arrays, in_specs, out_specs, where, op.attr_kind, plan.extra)
+            results = self._call_kernel(plan, plan.kernel, call)
         if len(results) != len(out_specs):
             raise InterpreterError(f"{where}: the {name} kernel returned {len(results)} outputs, expected {len(out_specs)}")
-        for tname, spec, arr in zip(op.outputs, out_specs, results):
-            arr = np.asarray(arr)
-            if arr.dtype != spec.dtype.storage:
+        for tname, spec, storage, arr in zip(op.outputs, out_specs, plan.out_storage, results):
+            if type(arr) is not np.ndarray:
+                arr = np.asarray(arr)
+            if arr.dtype != (storage or spec.dtype.storage):
                 raise InterpreterError(f"{where}: the {name} kernel returned {arr.dtype} for '{tname}' "
                                        f"({spec.dtype.name})")
-            if not _shape_matches(spec.shape, arr.shape):
+            if arr.shape != spec.shape and not _shape_matches(spec.shape, arr.shape):
                 raise TosaError(name, f"output '{tname}' is declared {_fmt(spec.shape)} but the result is "
                                 f"{list(arr.shape)}", where)
             env[tname] = arr
         if prepared is not None and plan.cacheable:
             plan.execute = prepared
-        elif name in ("CONST", "CONST_SHAPE"):
-            plan.execute = lambda ins, values=list(results): values    # the checked data, every time
 
     def _call_kernel(self, plan: _OpPlan, fn, arg):
         """fn(arg) (a kernel on its call, a prepare on its call, an execute on its inputs), with

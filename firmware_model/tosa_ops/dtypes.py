@@ -63,7 +63,7 @@ class DType(enum.IntEnum):
     def storage(self) -> np.dtype:
         """The numpy dtype that holds values of this type (int48 in int64, shape in int64)."""
         try:
-            return np.dtype(_STORAGE[self])
+            return _STORAGE_DTYPES[self]
         except KeyError:
             raise UnsupportedDType(f"{self.name} is not supported by npu-bench (integer profile only)") from None
 
@@ -106,6 +106,7 @@ _STORAGE = {
     DType.INT64: np.int64,
     DType.SHAPE: np.int64,
 }
+_STORAGE_DTYPES = {t: np.dtype(v) for t, v in _STORAGE.items()}    # made once: DType.storage is asked often
 
 
 def wrap(values: np.ndarray, bits: int) -> np.ndarray:
