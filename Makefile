@@ -25,7 +25,8 @@ help:
 	@echo "                (SIM=icarus, WAVES=1, CONFIG=tiny|default|large|path.toml, MODEL=file.tosa)"
 	@echo "make test       the whole test suite (both simulators)"
 	@echo "make conformance  generate Arm's integer-profile conformance tests and run them"
-	@echo "                (BACKEND=golden CONFIG=tiny: through the compiler and the golden model)"
+	@echo "                (BACKEND=golden CONFIG=tiny: through the compiler and the golden model;"
+	@echo "                 BACKEND=rtl CONFIG=default SIM=verilator: on the RTL, every tile checked against golden)"
 	@echo "make conformance-dev  run Arm's developer set (CTS=path, default ../shared/conformance/cts-dev.tar.gz)"
 	@echo "make bench      benchmarks (not part of make test)"
 	@echo "make core-mutants  every unit's mutants inside the core (make test runs one per unit)"
@@ -76,15 +77,16 @@ sim: $(SIM_DEPS)
 test: setup icarus
 	$(RUN) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# BACKEND=golden [CONFIG=tiny|default|large] runs the compiled programs on the golden model.
+# BACKEND=golden [CONFIG=tiny|default|large] runs the compiled programs on the golden model;
+# BACKEND=rtl [CONFIG=...] [SIM=verilator|icarus] runs them on the core's RTL, every tile checked.
 BACKEND ?= interp
-CONF_ARGS = --backend $(BACKEND) $(if $(filter golden,$(BACKEND)),--config $(CONFIG))
+CONF_ARGS = --backend $(BACKEND) $(if $(filter golden rtl,$(BACKEND)),--config $(CONFIG)) $(if $(filter rtl,$(BACKEND)),--sim $(SIM))
 
-conformance: setup
+conformance: setup $(if $(filter rtl,$(BACKEND)),$(if $(filter icarus,$(SIM)),icarus))
 	$(RUN) $(BIN)/python -m sim.oracles.conformance all $(CONF_ARGS)
 
 # Arm's developer set from ../shared (or CTS=path to a .tar.gz or folder), unpacked under build/
-conformance-dev: setup
+conformance-dev: setup $(if $(filter rtl,$(BACKEND)),$(if $(filter icarus,$(SIM)),icarus))
 	$(RUN) $(BIN)/python -m sim.oracles.conformance dev $(CTS) $(CONF_ARGS)
 
 bench: setup icarus

@@ -132,7 +132,7 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
             invocations: int | None = None, stop_at_first_mismatch: bool = False,
             binds: dict[str, int] | None = None, progress: bool = True) -> SimReport:
     from compiler.tosa_io import read_tosa
-    from sim.cosim.program_run import prepare, run_on_rtl, variables_match
+    from sim.cosim.program_run import decode_outputs, prepare, run_on_rtl, variables_match
     from sim.oracles.backends import GoldenSession, open_session
     from sim.rtl.core import cached_core
 
@@ -168,12 +168,7 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     tiles, inv_reports, rtl_outputs = [], [], []
     for k, (r, exp) in enumerate(zip(result.invocations, job.invocations)):
         tiles += tile_reports(k, r.tiles, program.manifest)
-        outs = {}
-        for place in program.outputs:
-            raw = r.outputs.get(place.name, np.zeros(0, np.uint8))
-            st = place.dtype.storage
-            outs[place.name] = (np.frombuffer(raw.tobytes(), st.newbyteorder("<")).astype(st).reshape(place.shape)
-                                if raw.size == place.nbytes else None)
+        outs = decode_outputs(program, r)
         rtl_outputs.append(outs)
         gout = grun.outputs[k]
         outputs_match = exp.status != Status.OK or all(

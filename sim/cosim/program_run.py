@@ -35,6 +35,23 @@ class CosimError(NpuBenchError):
     """A program that cannot be run on the RTL as asked (it does not fit the external memory, ...)."""
 
 
+class MismatchError(NpuBenchError):
+    """The RTL did something else than the golden model: a tile's bytes or done clock, an
+    invocation's status or cycles, its outputs or its variables. Not a user error: exit 1."""
+    exit_status = 1
+
+
+def decode_outputs(program: Program, r) -> dict[str, np.ndarray | None]:
+    """The graph's outputs as the RTL left them in external memory (None: not all bytes came back)."""
+    outs = {}
+    for place in program.outputs:
+        raw = r.outputs.get(place.name, np.zeros(0, np.uint8))
+        st = place.dtype.storage
+        outs[place.name] = (np.frombuffer(raw.tobytes(), st.newbyteorder("<")).astype(st).reshape(place.shape)
+                            if raw.size == place.nbytes else None)
+    return outs
+
+
 @dataclass
 class GoldenRun:
     """What the golden model did, per invocation."""

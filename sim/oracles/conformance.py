@@ -407,7 +407,7 @@ def ready_inputs(root: Path) -> None:
 
 
 def run_runner(tests: Path, backend: str = "interp", jobs: int = 2, xunit: Path | None = None,
-               log: Path | None = None, config: str | None = None) -> dict:
+               log: Path | None = None, config: str | None = None, simulator: str | None = None) -> dict:
     """Arm's runner with npu-bench as the SUT, on `tests` (a copy: the runner renames files);
     `config` names the NPU configuration of the golden backend.
     Returns {"totals": {runner: line}, "counts": {...}, "failures": [lines]}."""
@@ -415,10 +415,12 @@ def run_runner(tests: Path, backend: str = "interp", jobs: int = 2, xunit: Path 
     cmd = [str(BIN / "tosa_verif_run_tests"), "-r", "-t", str(tests), "--sut-module", "sim.oracles.tosa_sut",
            "--sut-module-args", f"sim.oracles.tosa_sut:backend={backend}", "-j", str(jobs),
            "--xunit-file", str(xunit), "--no-color"]
+    # one --sut-module-args with several values: the runner's option is nargs="+" without
+    # "append", so a second --sut-module-args would replace the first
     if config is not None:
-        # one --sut-module-args with several values: the runner's option is nargs="+" without
-        # "append", so a second --sut-module-args would replace the first
         cmd.insert(cmd.index("-j"), f"sim.oracles.tosa_sut:config={config}")
+    if simulator is not None:
+        cmd.insert(cmd.index("-j"), f"sim.oracles.tosa_sut:simulator={simulator}")
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT)
     elapsed = time.time() - t0
@@ -436,7 +438,8 @@ def run_runner(tests: Path, backend: str = "interp", jobs: int = 2, xunit: Path 
             "returncode": r.returncode}
 
 
-def check_sequences(root: Path, backend: str = "interp", config: str | None = None) -> tuple[int, list[str]]:
+def check_sequences(root: Path, backend: str = "interp", config: str | None = None,
+                    simulator: str | None = None) -> tuple[int, list[str]]:
     """Replay every sequence.json under root with one session per test: an interpreter, or (backend
     golden) the compiled program on one golden model, so the variable SRAM carries the state."""
     from compiler.tosa_io import read_tosa
@@ -450,7 +453,7 @@ def check_sequences(root: Path, backend: str = "interp", config: str | None = No
         desc = json.loads((d / "desc.json").read_text())
         try:
             graph = read_tosa(d / desc["tosa_file"])
-            interp = open_session(graph, backend, config=config or "default")
+            interp = open_session(graph, backend, config=config or "default", simulator=simulator or "verilator")
         except NpuBenchError as e:
             problems.append(f"{d.name}: cannot load: {e}")
             continue
@@ -487,15 +490,49 @@ def _fresh_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-def report(name: str, tests: Path, backend: str, jobs: int, config: str | None = None) -> bool:
+def where_it_ran(run_dir: Path) -> dict:
+    """The SUT's records (tosa_sut.SUT_RECORD) summed: tests with compute tiles on the NPU (each
+    checked on the RTL against golden), tests whose NPU work is data movement only (the DMA; checked
+    through their outputs and cycle counts), tests that ran entirely on the host CPU model, and the
+    RTL tiles checked."""
+    from sim.oracles.tosa_sut import SUT_RECORD
+
+    out = {"compute": 0, "dma_only": 0, "host_only": 0, "rtl_tiles_checked": 0, "host_only_tests": []}
+    for f in sorted(run_dir.rglob(SUT_RECORD)):
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if doc.get("compute_tiles", 0):
+            out["compute"] += 1
+        elif doc.get("npu_tiles", 0):
+            out["dma_only"] += 1
+        else:
+            out["host_only"] += 1
+            out["host_only_tests"].append(f.parent.name)
+        out["rtl_tiles_checked"] += doc.get("rtl_tiles_checked", 0)
+    return out
+
+
+def report(name: str, tests: Path, backend: str, jobs: int, config: str | None = None,
+           simulator: str | None = None) -> bool:
+    if backend == "rtl" and simulator is None:
+        simulator = "verilator"
     # a configuration given as a .toml path is named by its file's stem (the tag names folders)
-    tag = f"{name}-{backend}" + (f"-{Path(config).stem}" if config else "")
+    tag = f"{name}-{backend}" + (f"-{Path(config).stem}" if config else "") + (f"-{simulator}" if simulator else "")
     run_dir = _fresh_copy(tests, BUILD / f"{tag}-run")
     print(f"{name}: running {sum(1 for _ in run_dir.rglob('desc.json'))} tests through Arm's runner "
           f"(sim.oracles.tosa_sut, backend={backend}{f', config={config}' if config else ''}, -j {jobs}) "
           f"on a copy in {run_dir}")
+    if backend == "rtl":
+        from sim.rtl.core import cached_core
+
+        t_build = time.time()
+        built = cached_core(config or "default", simulator)
+        print(f"  RTL: {simulator}, {'reused build' if built.reused else 'built'} in {time.time() - t_build:.1f} s "
+              f"({built.build_dir})")
     res = run_runner(run_dir, backend=backend, jobs=jobs, xunit=BUILD / f"{tag}-results.xml",
-                     log=BUILD / f"{tag}-runner.log", config=config)
+                     log=BUILD / f"{tag}-runner.log", config=config, simulator=simulator)
     for line in res["totals"].values():
         print(line)
     print(f"  ({res['elapsed']:.1f} s; xunit: {BUILD / f'{tag}-results.xml'}; log: {BUILD / f'{tag}-runner.log'})")
@@ -503,8 +540,15 @@ def report(name: str, tests: Path, backend: str, jobs: int, config: str | None =
         print("  " + f)
     if len(res["failures"]) > 40:
         print(f"  ... and {len(res['failures']) - 40} more (see the log)")
-    checked, problems = check_sequences(tests, backend, config)
-    engine = "the interpreter" if backend == "interp" else f"the golden model ({config or 'default'})"
+    if backend != "interp":
+        where = where_it_ran(run_dir)
+        rtl = f"; {where['rtl_tiles_checked']} tiles checked on the RTL ({simulator})" if backend == "rtl" else ""
+        print(f"where the work ran: {where['compute']} tests with compute tiles on the NPU, {where['dma_only']} "
+              f"with data movement only (the NPU's DMA), {where['host_only']} entirely on the host CPU model "
+              f"(no NPU unit implements their ops, or nothing to compute){rtl}")
+    checked, problems = check_sequences(tests, backend, config, simulator)
+    engine = {"interp": "the interpreter", "golden": f"the golden model ({config or 'default'})",
+              "rtl": f"the RTL ({simulator}, {config or 'default'})"}[backend]
     print(f"sequences: {checked} steps checked with {engine}, {len(problems)} problems")
     for p in problems[:20]:
         print("  " + p)
@@ -525,7 +569,7 @@ def cmd_all(args) -> int:
         n = build_variable_tests(gen / "variable")
         ready_inputs(gen)
         print(f"  ... and {n} variable tests; generation took {time.time() - t0:.0f} s")
-    return 0 if report("generated", gen, args.backend, args.jobs, args.config) else 1
+    return 0 if report("generated", gen, args.backend, args.jobs, args.config, args.simulator) else 1
 
 
 def cmd_dev(args) -> int:
@@ -546,7 +590,7 @@ def cmd_dev(args) -> int:
             with tarfile.open(src) as tf:
                 tf.extractall(tests, filter="data")
             stamp.write_text(f"{src}:{src.stat().st_mtime}")
-    return 0 if report("dev", tests, args.backend, args.jobs, args.config) else 1
+    return 0 if report("dev", tests, args.backend, args.jobs, args.config, args.simulator) else 1
 
 
 # ---- the committed slice ------------------------------------------------------------------
@@ -631,9 +675,13 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_slice)
     for name in ("all", "dev"):
         sp = sub.choices[name]
-        sp.add_argument("--backend", default="interp", choices=("interp", "golden"),
-                        help="SUT backend: the interpreter, or compile + the golden model")
-        sp.add_argument("--config", default=None, help="NPU configuration of the golden backend (default: default)")
+        sp.add_argument("--backend", default="interp", choices=("interp", "golden", "rtl"),
+                        help="SUT backend: the interpreter, compile + the golden model, or compile + the RTL "
+                             "(every tile checked against golden)")
+        sp.add_argument("--config", default=None,
+                        help="NPU configuration of the golden and rtl backends (default: default)")
+        sp.add_argument("--sim", dest="simulator", default=None, choices=("verilator", "icarus"),
+                        help="simulator of the rtl backend (default: verilator)")
         sp.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     return args.func(args)

@@ -13,14 +13,21 @@ with shape ()), then tells the runner what the graph did:
 - TOSA_UNPREDICTABLE  a REQUIRE condition fails at run time
 - OTHER_ERROR         anything else (an unsupported construct, a backend that is not available)
 
-Backends: `interp` (the TOSA interpreter) and `golden`: the graph compiled for the NPU
-configuration `config=NAME` (default: default) and run on the golden model
+Backends: `interp` (the TOSA interpreter), `golden`: the graph compiled for the NPU
+configuration `config=NAME` (default: default) and run on the golden model, and `rtl`: the same
+program run by the core's RTL on `simulator=verilator|icarus` (default verilator), every tile
+checked against golden by the scoreboard; its outputs are the RTL's, an RTL that differs from
+golden is OTHER_ERROR with what differed
 (`--sut-module-args sim.oracles.tosa_sut:backend=golden sim.oracles.tosa_sut:config=tiny`: one option with both
 values — the runner keeps only the last `--sut-module-args` when the option is repeated).
 With `golden`, a graph the compiler's validation refuses is TOSA_ERROR (an ERROR_IF) or
 TOSA_UNPREDICTABLE (a REQUIRE that fails in every invocation); a kernel's ERROR_IF or REQUIRE on
 the host CPU, or VAR_READ_BEFORE_WRITE on the variable SRAM, at run time likewise; any other
 CompileError (an unsupported op, a graph larger than the configuration's memory) is OTHER_ERROR.
+
+With `golden` and `rtl` the SUT leaves `npu_sut.json` in the test folder: where the graph's work ran
+(NPU tiles, host ops, RTL tiles checked), which sim.oracles.conformance sums up, so that a test
+whose ops all ran on the host CPU model is reported as such rather than as an RTL pass.
 
 `execute_test(test_dir)` is the same logic without the runner, for in-process use (pytest, the
 `dev` mode of sim.oracles.conformance).
@@ -60,8 +67,12 @@ def write_output(path: Path, value: np.ndarray) -> None:
     np.save(path, arr, allow_pickle=False)
 
 
+SUT_RECORD = "npu_sut.json"
+
+
 def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend: str = "interp",
-                 write: bool = True, config: str = "default") -> tuple[str, str | None, dict[str, np.ndarray]]:
+                 write: bool = True, config: str = "default",
+                 simulator: str = "verilator") -> tuple[str, str | None, dict[str, np.ndarray]]:
     """Run one conformance test folder. Returns (graph result, message, outputs by ofm name)."""
     test_dir = Path(test_dir)
     if desc is None:
@@ -86,9 +97,11 @@ def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend:
     except (OSError, ValueError) as e:
         return OTHER, f"cannot load the test's inputs: {e}", {}
 
+    session = None
     try:
-        outputs = open_session(graph, backend, config=_config(config),
-                               input_shapes={n: np.shape(a) for n, a in inputs.items()}).run(inputs)
+        session = open_session(graph, backend, config=_config(config), simulator=simulator,
+                               input_shapes={n: np.shape(a) for n, a in inputs.items()})
+        outputs = session.run(inputs)
     except TosaRuleError as e:
         return (ERROR if e.is_error_if else UNPREDICTABLE), str(e), {}
     except GoldenModelError as e:
@@ -101,6 +114,9 @@ def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend:
         return UNPREDICTABLE, str(e), {}
     except NpuBenchError as e:
         return OTHER, str(e), {}
+    finally:
+        if write and session is not None and backend != "interp":
+            _record(test_dir, backend, config, simulator, session)
 
     result = {}
     for name, f in zip(desc["ofm_name"], desc["ofm_file"]):
@@ -110,6 +126,21 @@ def execute_test(test_dir: str | os.PathLike, desc: dict | None = None, backend:
         if write:
             write_output(test_dir / f, outputs[name])
     return VALID, None, result
+
+
+def _record(test_dir: Path, backend: str, config: str, simulator: str, session) -> None:
+    """Where the test's work ran (SUT_RECORD), for the conformance summary."""
+    program = session.program
+    layers = program.manifest.get("layers", [])
+    compute = sum(len(layer["tiles"]) for layer in layers if layer["kind"] == "npu" and layer["unit"] != "DMA")
+    doc = {"backend": backend, "config": config, "npu_tiles": len(program.tiles), "compute_tiles": compute,
+           "host_ops": len(program.manifest.get("host_ops", [])), "note": session.note}
+    if backend == "rtl":
+        doc.update(simulator=simulator, rtl_tiles_checked=session.rtl_tiles_checked)
+    try:
+        (test_dir / SUT_RECORD).write_text(json.dumps(doc))
+    except OSError:
+        pass       # a read-only test folder: the summary only loses this test's line
 
 
 @functools.lru_cache(maxsize=8)
@@ -127,7 +158,7 @@ except ImportError:  # pragma: no cover - only without tosa-tools
 
 if TosaTestRunner is not None:
     class TosaSUTRunner(TosaTestRunner):
-        """npu-bench's interpreter (or, later, golden model) behind Arm's test runner."""
+        """npu-bench's interpreter, golden model or RTL behind Arm's test runner."""
 
         def __init__(self, args, runnerArgs, testDirPath):
             super().__init__(args, runnerArgs, testDirPath)
@@ -141,7 +172,8 @@ if TosaTestRunner is not None:
             try:
                 code, message, _ = execute_test(self.testDirPath, self.testDesc,
                                                 backend=self.options.get("backend", "interp"),
-                                                config=self.options.get("config", "default"))
+                                                config=self.options.get("config", "default"),
+                                                simulator=self.options.get("simulator", "verilator"))
             except Exception as e:  # a bug in npu-bench: report it, do not kill the runner's thread
                 return TosaTestRunner.TosaGraphResult.OTHER_ERROR, f"npu-bench internal error: {type(e).__name__}: {e}"
             return codes[code], message

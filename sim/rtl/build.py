@@ -173,6 +173,9 @@ def _runner(simulator: str, public_all: bool = True):
     from cocotb_tools.runner import get_runner
 
     runner = get_runner(simulator)
+    # its INFO lines ("Running command ...") would interleave with every caller's own output (one
+    # pair per conformance test); warnings and errors still show
+    runner.log.setLevel(logging.WARNING)
     if simulator == "verilator" and not public_all:
         command = runner._build_command
 
