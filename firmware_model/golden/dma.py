@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from firmware_model.arch.isa import Sram
+from firmware_model.arch.isa import Reg, Sram
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories, check_range
 from firmware_model.arch.config import NpuConfig
@@ -41,6 +41,11 @@ class DmaPlan:
     sram_range: tuple[int, int]
     ext: tuple | None           # (base, len0, len1, len2, stride1, stride2) in external memory (None: FILL)
     on_chip: tuple              # the same in the SRAM
+
+
+# The registers a DMA_LOAD, DMA_STORE or FILL reads (dma_plan, fill_plan).
+DMA_REGS = (Reg.DMA_EXT_ADDR, Reg.DMA_SRAM_ADDR, Reg.DMA_LEN0, Reg.DMA_LEN1, Reg.DMA_LEN2, Reg.DMA_EXT_STRIDE1,
+            Reg.DMA_EXT_STRIDE2, Reg.DMA_SRAM_STRIDE1, Reg.DMA_SRAM_STRIDE2)
 
 
 def _span(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> tuple[int, int]:
@@ -89,8 +94,10 @@ def _box(buf: np.ndarray, base: int, len0: int, len1: int, len2: int, stride1: i
     return np.ndarray((len2, len1, len0), np.uint8, buffer=buf, offset=base, strides=(stride2, stride1, 1))
 
 
-def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, to_sram: bool) -> DmaResult:
-    plan = dma_plan(cfg, regs, sram, to_sram)
+def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, to_sram: bool,
+                 plan: DmaPlan | None = None) -> DmaResult:
+    if plan is None:                    # else the plan of these registers, made before
+        plan = dma_plan(cfg, regs, sram, to_sram)
     if plan.bytes:
         src, dst = (_box(mem.ext, *plan.ext), _box(mem.sram[sram], *plan.on_chip))
         if not to_sram:
@@ -99,8 +106,10 @@ def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram
     return DmaResult(plan.cycles, plan.bytes, sram, plan.sram_range)
 
 
-def fill(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, value: int) -> DmaResult:
-    plan = fill_plan(cfg, regs, sram)
+def fill(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram, value: int,
+         plan: DmaPlan | None = None) -> DmaResult:
+    if plan is None:
+        plan = fill_plan(cfg, regs, sram)
     if plan.bytes:
         _box(mem.sram[sram], *plan.on_chip)[...] = value & 0xFF
     return DmaResult(plan.cycles, plan.bytes, sram, plan.sram_range)

@@ -181,9 +181,11 @@ def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
     return EltPlan(op, mode, count, a_dt, b_dt, ofm_dt, records, regions, stage, cycles)
 
 
-def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None) -> EltResult:
+def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None,
+                    plan=None) -> EltResult:
     """One ELTWISE command (its checks and accounting: eltwise_plan)."""
-    plan = eltwise_plan(cfg, regs, sub)
+    if plan is None:            # else the plan of these registers, made before (eltwise_plan)
+        plan = eltwise_plan(cfg, regs, sub)
     r = Registers(regs)
     op, mode, count, regions = plan.op, plan.mode, plan.count, plan.regions
     a_raw = load_elements(mem, Sram.INPUT, regions["input"], plan.a_dtype, EltMode.A_UNSIGNED in mode)

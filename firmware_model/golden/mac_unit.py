@@ -205,10 +205,12 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
         out_shape=(oh, ow, oc), out_bytes=oh * ow * oc * esize, stage=stage)
 
 
-def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, probe=None) -> MacResult:
+def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, probe=None,
+                plan=None) -> MacResult:
     """One MAC command (its checks and accounting: mac_plan). A `probe` (the golden model's
     REQUIRE monitor) is shown the output stage's input; it changes nothing."""
-    plan = mac_plan(cfg, regs, mode)
+    if plan is None:            # else the plan of these registers, made before (mac_plan)
+        plan = mac_plan(cfg, regs, mode)
     R, L = cfg.mac_rows, cfg.mac_cols
     r = Registers(regs)
     ifm_dtype, ofm_dtype = DType(r.ifm_dtype), DType(r.ofm_dtype)

@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from firmware_model.golden.dma import dma_transfer, fill
+from firmware_model.golden.dma import DMA_REGS, dma_plan, dma_transfer, fill, fill_plan
 from firmware_model.errors import GoldenModelError, NpuBenchError, TosaUnpredictable
 from firmware_model.arch.isa import Command, Opcode, Sram
 from firmware_model.golden.command_plan import (check_set, command_fault, count_command, count_compute, count_dma,
@@ -118,6 +118,12 @@ class GoldenModel:
         self._var_names = {v.slot: v.name for v in program_layout(program.manifest)}
         monitor = RequireMonitor(program) if requires else None
         self.monitor = monitor if monitor is not None and monitor.active else None
+        # Each command's plan (its checks, ranges, cycles) is a function of the configuration,
+        # its opcode and sub and the registers it reads: made once per register values and kept
+        # with the program's decodes (timing_model.program_plans), for every model of the program.
+        from firmware_model.golden.timing_model import UNIT_PLANS, program_plans
+        shared = program_plans(program, cfg)
+        self._unit_plans, self._unit_memo, self._dma_memo = UNIT_PLANS, shared.unit_memo, shared.dma_memo
         self._power_on()
 
     def _power_on(self) -> None:
@@ -239,11 +245,23 @@ class GoldenModel:
             return True
         elif op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
             sram = dma_sram(cmd)
-            r = dma_transfer(self.cfg, self.mem, self.regs, sram, to_sram=op == Opcode.DMA_LOAD)
+            to_sram = op == Opcode.DMA_LOAD
+            regs = self.regs
+            key = (op, sram, *[regs.get(r, 0) for r in DMA_REGS])
+            plan = self._dma_memo.get(key)
+            if plan is None:
+                plan = self._dma_memo[key] = dma_plan(self.cfg, regs, sram, to_sram)
+            r = dma_transfer(self.cfg, self.mem, regs, sram, to_sram, plan)
             tl.dma(r.cycles)
             count_dma(counters, op, sram, r.cycles, r.bytes)
         elif op == Opcode.FILL:
-            r = fill(self.cfg, self.mem, self.regs, dma_sram(cmd), cmd.value)
+            sram = dma_sram(cmd)
+            regs = self.regs
+            key = (op, sram, *[regs.get(r, 0) for r in DMA_REGS])
+            plan = self._dma_memo.get(key)
+            if plan is None:
+                plan = self._dma_memo[key] = fill_plan(self.cfg, regs, sram)
+            r = fill(self.cfg, self.mem, regs, sram, cmd.value, plan)
             tl.dma(r.cycles)
             count_fill(counters, r.sram, r.cycles, r.bytes)
         elif op in (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL):
@@ -274,11 +292,18 @@ class GoldenModel:
         one tile on SRAM data."""
         before = self.mem.sram[Sram.OUTPUT].copy() if self.event_hook else None
         probe = self.monitor.probe(pc) if self.monitor is not None else None
+        regs = self.regs
+        make_plan, reads = self._unit_plans[op]
+        key = (op, sub, *[regs.get(r, 0) for r in reads])
+        plan = self._unit_memo.get(key)
+        if plan is None:
+            plan = self._unit_memo[key] = make_plan(self.cfg, regs, sub)
         if op == Opcode.MAC:
-            result = execute_mac(self.cfg, self.mem, self.regs, sub, probe)
+            result = execute_mac(self.cfg, self.mem, regs, sub, probe, plan)
             written = result.region.output
         else:
-            result = (execute_eltwise if op == Opcode.ELTWISE else execute_pool)(self.cfg, self.mem, self.regs, sub, probe)
+            result = (execute_eltwise if op == Opcode.ELTWISE else execute_pool)(self.cfg, self.mem, regs, sub, probe,
+                                                                                  plan)
             written = result.regions["output"]
         start, end = self.timeline.unit(result.cycles)
         count_compute(self.counters, op, result.plan)

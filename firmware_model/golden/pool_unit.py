@@ -140,11 +140,13 @@ def _read_box(mem: Memories, addr: int, row: int, pix: int, h: int, w: int, c: i
     return np.ascontiguousarray(b).view(f"<i{size}")[..., 0].astype(np.int64)
 
 
-def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None) -> PoolResult:
+def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None,
+                 plan=None) -> PoolResult:
     """One POOL command (its checks and accounting: pool_plan). A `probe` (the golden model's
     REQUIRE monitor) is shown the input box ("box") and the output stage's input; it changes
     nothing."""
-    plan = pool_plan(cfg, regs, sub)
+    if plan is None:            # else the plan of these registers, made before (pool_plan)
+        plan = pool_plan(cfg, regs, sub)
     r = Registers(regs)
     mode, out_dt = plan.mode, plan.out_dtype
     oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c

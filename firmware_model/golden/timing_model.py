@@ -206,6 +206,7 @@ class _ProgramPlans:
         self.names = {v.slot: v.name for v in program_layout(program.manifest)}
         self.decoded: dict[tuple, _Decoded] = {}
         self.unit_memo: dict[tuple, object] = {}       # (opcode, sub, the unit's registers) -> its plan
+        self.dma_memo: dict[tuple, object] = {}        # (opcode, SRAM, the DMA registers) -> the golden model's DmaPlan
         self._first_set: dict[int, int] | None = None  # register -> index of the program's first SET of it
 
     def matches(self, program: Program, cfg: NpuConfig) -> bool:
