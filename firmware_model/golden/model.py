@@ -121,8 +121,8 @@ class GoldenModel:
         # Each command's plan (its checks, ranges, cycles) is a function of the configuration,
         # its opcode and sub and the registers it reads: made once per register values and kept
         # with the program's decodes (timing_model.program_plans), for every model of the program.
-        from firmware_model.golden.timing_model import UNIT_PLANS, program_plans
-        shared = program_plans(program, cfg)
+        from firmware_model.golden.timing_model import UNIT_PLANS, plan_memos
+        shared = plan_memos(program, cfg)
         self._unit_plans, self._unit_memo, self._dma_memo = UNIT_PLANS, shared.unit_memo, shared.dma_memo
         self._power_on()
 

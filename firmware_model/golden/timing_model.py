@@ -267,6 +267,17 @@ def program_plans(program: Program, cfg: NpuConfig) -> _ProgramPlans:
     return e
 
 
+def plan_memos(program: Program, cfg: NpuConfig) -> _ProgramPlans:
+    """The process's plans of `program` on `cfg` for their memos only (unit_memo, dma_memo): a
+    memoised plan is a function of the configuration and the registers, whatever the program, so
+    an entry is taken as it is, without program_plans' check that the program is unchanged (which
+    compares every command: long for a million-command program)."""
+    for e in _PROGRAMS.get(id(program), ()):
+        if e.cfg == cfg:
+            return e
+    return program_plans(program, cfg)
+
+
 class TimingModel:
     """The golden model's counters and timeline for a program, without its data (module docstring)."""
 
