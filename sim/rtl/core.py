@@ -26,7 +26,8 @@ def _rtl_sources(mutated: bool = False) -> tuple[Path, ...]:
               REPO_ROOT / "sim" / "rtl" / "sim_top.py", REPO_ROOT / "sim" / "rtl" / "core.py"]
     if mutated:
         files += sorted((REPO_ROOT / "sim" / "vectors").glob("*.py")) + [
-            REPO_ROOT / "sim" / "verification" / "core_mutants.py", REPO_ROOT / "sim" / "verification" / "unit_bench.py"]
+            REPO_ROOT / "sim" / "verification" / "core_mutants.py", REPO_ROOT / "sim" / "verification" / "unit_bench.py",
+            REPO_ROOT / "sim" / "verification" / "core_level_mutants.py"]
     return tuple(files)
 
 
@@ -35,8 +36,8 @@ class CoreDesign(RtlDesign):
     """The core (Amaranth, module `npu_core`) inside its simulation top (sim/rtl/sim_top.py)."""
     cfg: NpuConfig | None = None
     fault: str | None = None
-    # (unit, Mutation): one of a unit's contract mutations made in the core's Verilog
-    # (sim/verification/core_mutants.py)
+    # (unit or part, Mutation): one of a unit's contract mutations or a core-level mutant made in
+    # the core's Verilog (sim/verification/core_mutants.py)
     mutation: tuple | None = None
 
     def verilog_text(self) -> str:

@@ -1,33 +1,47 @@
-"""Each unit's Verilog mutants, run inside the core: the whole-program bench must catch them too.
+"""The fault campaign on the integrated core: every RTL mutant against a regression set.
 
-A unit's contract (sim/verification/contract.py) lists mutations of its generated Verilog that its
-own bench catches. Here the same edit is made to the core's Verilog, in every module that is an
-instance of the unit (CORE_MODULES: a fault in the unit's Python design is in each instance), and
-the core runs programs that use the unit (UNIT_RUNS): random tiles of sim/vectors/random_programs.py
-wrapped in real programs, or the variable programs. Golden runs each program once, unmutated, for
-the expectations; a mutant is caught when any tile's bytes or done clock, an invocation's status,
-cycles, outputs or variables differ on the RTL.
+Two catalogues of Verilog mutants are made in the core's generated Verilog:
 
-    python -m sim.verification.core_mutants [--unit U ...] [--simulator icarus]   (make core-mutants)
+- each unit's contract mutants (sim/verification/contract.py): the same edit is made in every
+  module of the core that is an instance of the unit (CORE_MODULES: a fault in the unit's Python
+  design is in each instance);
+- the core-level mutants (sim/verification/core_level_mutants.py): the command processor and its
+  register file, the DMA engine, the MAC / elementwise / pooling sequencers, the output writer,
+  the output stage's control and the VAR handling.
 
-prints one line per mutant: caught or not, by which run and what differed. A few mutants cannot
-be seen from inside the core at all (NOT_OBSERVABLE_IN_CORE, each with the reason); they are
-reported as such. A sample (one mutant per unit) runs in `make test`
-(tests/sim/verification/test_core_mutants.py).
+Each mutant runs its part's programs first (UNIT_RUNS / PART_RUNS: random tiles of
+sim/vectors/random_programs.py wrapped in real programs, the variable programs, small faulting
+programs), then the regression networks (models/mlp, cnn32, resnet_pool, gru on `tiny`, with
+their committed inputs), and stops at the first run that catches it. Golden runs each program
+once, unmutated, for the expectations; a mutant is caught when any tile's bytes or done clock, an
+invocation's status, cycles, outputs or variables differ on the RTL.
+
+    python -m sim.verification.core_mutants [--simulator icarus|verilator|both] [--part P ...]
+                                            [--mutant NAME ...] [--json PATH]   (make core-mutants)
+
+prints one line per mutant (caught or not, by which run and what differed) and the mutation score,
+caught / (total - shown equivalent). A few mutants cannot be seen from inside the core at all
+(NOT_OBSERVABLE_IN_CORE, each with the reason why it is equivalent there); they run their part's
+programs only and are reported as such (were one caught, the claim would be wrong and is said so).
+`--markdown A.json B.json` prints the table of docs/mutants.md from the campaigns' JSON files.
+A sample runs in `make test` (tests/sim/verification/test_core_mutants.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 from sim import seeds
 from sim.cosim.program_run import result_differences
 from sim.verification.contract import UNITS, contract
+from sim.verification.core_level_mutants import PART_MODULES, PART_RUNS, catalogue
 from sim.verification.unit_bench import Mutation, MutationError
 
 # unit -> the core modules that are instances of it (names as Amaranth gives them)
@@ -51,6 +65,12 @@ UNIT_RUNS = {
     "pool_unit": ("pool", "pool_corners"),
 }
 
+# The regression networks every mutant runs after its part's own programs (on `tiny`, with the
+# inputs committed beside them); cheapest first.
+NETWORKS = ("mlp", "resnet_pool", "cnn32", "gru")
+RUNS = ("mac8", "mac16", "eltwise", "eltwise_corners", "pool", "pool_corners", "variables", "var_fault",
+        "cp_edges") + tuple(f"net_{n}" for n in NETWORKS)
+
 # Mutants of checks the command processor makes before the unit sees the request, or of inputs
 # and outputs the core ties off: no program can tell them apart inside the core (their own bench
 # catches them). Listed with the reason rather than counted as missed.
@@ -69,11 +89,28 @@ NOT_OBSERVABLE_IN_CORE = {
 }
 
 
+# issue 15: at least this share of the mutants that are not shown equivalent must be caught
+TARGET_SCORE = 0.95
+
+
+class CampaignError(Exception):
+    """The campaign cannot run as asked (an unknown mutant or part, a control run that fails)."""
+
+
+def scope_modules(scope: str) -> str:
+    """The module-name pattern of a unit (CORE_MODULES) or of a core-level part (PART_MODULES)."""
+    if scope in CORE_MODULES:
+        return CORE_MODULES[scope]
+    if scope in PART_MODULES:
+        return PART_MODULES[scope]
+    raise MutationError(f"{scope!r} is neither a unit nor a part of the core")
+
+
 def apply_in_core(mutation: Mutation, unit: str, text: str) -> str:
-    """The core's Verilog with `mutation` made in each module of `unit` (the pattern must match
-    there exactly as often as in the unit's own Verilog)."""
+    """The core's Verilog with `mutation` made in each module of `unit` (a unit of CORE_MODULES or
+    a part of PART_MODULES; the pattern must match there exactly `mutation.count` times)."""
     parts = re.split(r"(?m)^(?=module )", text)
-    name_re = re.compile(r"module (" + CORE_MODULES[unit] + r")\s*\(")
+    name_re = re.compile(r"module (" + scope_modules(unit) + r")\s*\(")
     changed = 0
     for k, part in enumerate(parts):
         if not name_re.match(part):
@@ -91,13 +128,54 @@ def apply_in_core(mutation: Mutation, unit: str, text: str) -> str:
     return "".join(parts)
 
 
+@dataclass(frozen=True)
+class Mutant:
+    """One entry of the campaign: a unit's contract mutation or a core-level one."""
+    kind: str                   # "unit" or "core"
+    scope: str                  # the unit (CORE_MODULES) or the part (PART_MODULES)
+    mutation: Mutation
+
+    @property
+    def name(self) -> str:
+        return self.mutation.name
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        own = UNIT_RUNS[self.scope] if self.kind == "unit" else PART_RUNS[self.scope]
+        if self.equivalent_reason:
+            return own
+        return own + tuple(f"net_{n}" for n in NETWORKS)
+
+    @property
+    def equivalent_reason(self) -> str | None:
+        return NOT_OBSERVABLE_IN_CORE.get((self.scope, self.name))
+
+
+def all_mutants() -> list[Mutant]:
+    """Every unit's contract mutants, then the core-level catalogue."""
+    out = [Mutant("unit", unit, m) for unit in UNITS for m in contract(unit).mutations]
+    out += [Mutant("core", m.part, m.mutation) for m in catalogue()]
+    return out
+
+
 @dataclass
 class CoreRun:
     name: str
     cfg: object
-    job: object
-    golden: object
-    program: object
+    cases: list                  # [(ProgramJob, GoldenRun)]: one job each, run in order
+    programs: list               # the Program of each case
+
+    @property
+    def program(self):
+        return self.programs[0]
+
+    @property
+    def job(self):
+        return self.cases[0][0]
+
+    @property
+    def golden(self):
+        return self.cases[0][1]
 
 
 @dataclass
@@ -109,6 +187,76 @@ class Verdict:
     by: str = ""                       # the run that caught it
     found: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    kind: str = "unit"
+    verdict: str = ""                  # caught / equivalent / missed / error
+    note: str = ""                     # why equivalent, or what went wrong
+    runs: list[str] = field(default_factory=list)      # the runs it went through
+
+
+def _network_cases(name: str, cfg) -> tuple[list, list]:
+    import io
+
+    from compiler.pipeline import compile_file
+    from sim.cosim.program_run import prepare
+    from sim.models.model_data import ModelData
+    from sim.paths import REPO_ROOT
+
+    folder = REPO_ROOT / "models" / name
+    data = ModelData.of(folder)
+    if data is None:
+        raise CampaignError(f"models/{name} has no committed inputs (io.json)")
+    program = compile_file(folder / "model.tosa", cfg, out=io.StringIO()).program
+    return [prepare(program, cfg, data.all_inputs(), stop_at_first_mismatch=True)], [program]
+
+
+def _fault_programs(cfg) -> list:
+    """Small programs on the command processor's edges: a MAC whose unit refuses it (BAD_MODE from
+    the unit), a stream without END (COMMAND_OVERRUN), a DMA that ends exactly at the input SRAM's
+    last byte and then one a byte past it (ADDRESS_RANGE), a BARRIER behind a long DMA with
+    commands after it (its wait shows in the cycles)."""
+    from compiler.npu.base import CommandWriter
+    from firmware_model.arch.isa import Opcode, Reg, Sram
+    from firmware_model.arch.program import Program
+    from sim.vectors import random_programs as rp
+
+    rng = seeds.rng(31, "core mutants cp_edges")
+    programs = []
+    # a MAC tile with an output type no unit accepts: the unit reports BAD_MODE
+    tiles = rp.mac_tiles(cfg, rng, 2)
+    tiles[1].regs[int(Reg.OFM_DTYPE)] = 0x7F
+    programs.append(rp.tile_program(cfg, tiles, name="MAC refused by its unit"))
+
+    def bare(build, source: str, consts: bytes = bytes(range(64))) -> Program:
+        w = CommandWriter()
+        build(w)
+        manifest = {"config": cfg.to_dict(), "source": source,
+                    "memory": {"constants": {"addr": 0, "size": len(consts)}, "ext_used": len(consts)},
+                    "graph": {"inputs": [], "outputs": []}, "variables": [], "host_ops": [], "layers": [],
+                    "stats": {"commands": len(w.commands), "tiles": 0, "npu_macs": 0, "host_macs": 0}}
+        return Program(w.commands, consts, manifest)
+
+    def no_end(w):
+        w.set(Reg.OFM_C, 3)
+        w.emit(Opcode.NOP)
+        w.emit(Opcode.MARK, 0, 7)
+
+    def sram_edge(w):
+        w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=0, sram_addr=cfg.input_sram - 64, len0=64)
+        w.emit(Opcode.BARRIER)
+        w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=0, sram_addr=cfg.input_sram - 63, len0=64)
+        w.emit(Opcode.END)
+
+    def barrier(w):
+        w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=0, sram_addr=0, len0=64, len1=8, sram_s1=64)
+        w.emit(Opcode.BARRIER)
+        for k in range(8):
+            w.emit(Opcode.MARK, 0, k)
+        w.emit(Opcode.END)
+
+    programs.append(bare(no_end, "no END"))
+    programs.append(bare(sram_edge, "DMA at the SRAM's edge"))
+    programs.append(bare(barrier, "BARRIER behind a DMA"))
+    return programs
 
 
 @lru_cache(maxsize=None)
@@ -123,6 +271,13 @@ def core_run(name: str) -> CoreRun:
 
     rng = seeds.rng(31, f"core mutants {name}")
     feeds = [{}]
+    if name.startswith("net_"):
+        cfg = load_config("tiny")
+        return CoreRun(name, cfg, *_network_cases(name[4:], cfg))
+    if name == "cp_edges":
+        cfg = load_config("tiny")
+        programs = _fault_programs(cfg)
+        return CoreRun(name, cfg, [prepare(p, cfg, [{}]) for p in programs], programs)
     if name in ("mac8", "mac16"):
         cfg = load_config("tiny")
         program = rp.tile_program(cfg, rp.mac_tiles(cfg, rng, 10 if name == "mac8" else 8,
@@ -142,75 +297,187 @@ def core_run(name: str) -> CoreRun:
         program = rp.faulting_variable_program(cfg)
     else:
         raise KeyError(name)
-    job, golden = prepare(program, cfg, feeds)
-    return CoreRun(name, cfg, job, golden, program)
+    return CoreRun(name, cfg, [prepare(program, cfg, feeds)], [program])
 
 
-def differences(run: CoreRun, result) -> list[str]:
-    """What the RTL did differently from golden on `run` (empty: nothing)."""
-    return result_differences(run.job, run.golden, result)
+def differences(run: CoreRun, result, case: int = 0) -> list[str]:
+    """What the RTL did differently from golden on case `case` of `run` (empty: nothing)."""
+    job, golden = run.cases[case]
+    return result_differences(job, golden, result)
+
+
+def _run_case(built, run: CoreRun, case: int) -> list[str]:
+    from sim.cosim.program_run import run_on_rtl
+    from sim.rtl.build import SimulatorCrash
+
+    try:
+        result, bench = run_on_rtl(built, run.cases[case][0])
+    except SimulatorCrash as e:
+        return [f"the simulator stopped: {str(e).splitlines()[0]}"]
+    found = differences(run, result, case)
+    if len(run.cases) > 1 and found:
+        found[0] = f"case {case}: {found[0]}"
+    return found
 
 
 @lru_cache(maxsize=None)
 def control_differences(name: str, simulator: str) -> tuple[str, ...]:
     """What the unmutated core gets wrong on program `name` (run once per process: several units
     share a program)."""
-    from sim.cosim.program_run import run_on_rtl
     from sim.rtl.core import cached_core
 
     run = core_run(name)
-    result, bench = run_on_rtl(cached_core(run.cfg, simulator), run.job)
-    return tuple(differences(run, result))
+    built = cached_core(run.cfg, simulator)
+    found = []
+    for case in range(len(run.cases)):
+        found += _run_case(built, run, case)
+    return tuple(found)
 
 
-def run_mutant(unit: str, mutation: Mutation | None, simulator: str = "icarus") -> Verdict:
-    """Run the unit's programs on the core with `mutation` (None: unmutated) until one differs."""
-    from sim.cosim.program_run import run_on_rtl
+def run_mutant(unit: str, mutation: Mutation | None, simulator: str = "icarus",
+               runs: tuple[str, ...] | None = None) -> Verdict:
+    """Run `runs` (default: the unit's or part's own programs) on the core with `mutation`
+    (None: unmutated) until one differs."""
     from sim.rtl.core import cached_core
 
     t0 = time.monotonic()
-    v = Verdict(unit, mutation.name if mutation else "(none)", mutation.description if mutation else "", False)
-    for name in UNIT_RUNS[unit]:
+    kind = "unit" if unit in CORE_MODULES else "core"
+    if runs is None:
+        runs = UNIT_RUNS[unit] if kind == "unit" else PART_RUNS[unit]
+    v = Verdict(unit, mutation.name if mutation else "(none)", mutation.description if mutation else "", False,
+                kind=kind)
+    for name in runs:
         run = core_run(name)
         built = cached_core(run.cfg, simulator, mutation=(unit, mutation) if mutation else None)
-        result, bench = run_on_rtl(built, run.job)
-        found = differences(run, result)
-        if found:
-            v.caught, v.by, v.found = True, name, found
+        v.runs.append(name)
+        for case in range(len(run.cases)):
+            found = _run_case(built, run, case)
+            if found:
+                v.caught, v.by, v.found = True, name, found
+                break
+        if v.caught:
             break
     v.seconds = time.monotonic() - t0
     return v
 
 
+def campaign(mutants: list[Mutant], simulator: str, out=sys.stdout) -> dict:
+    """Run every mutant on `simulator`; the table's rows and the score."""
+    t0 = time.monotonic()
+    needed = sorted({r for m in mutants for r in m.runs}, key=RUNS.index)
+    for name in needed:
+        wrong = control_differences(name, simulator)
+        if wrong:
+            raise CampaignError(f"the UNMUTATED core already differs from golden on {name} ({simulator}): "
+                                f"{list(wrong[:3])}")
+    rows = []
+    for m in mutants:
+        try:
+            v = run_mutant(m.scope, m.mutation, simulator, m.runs)
+        except MutationError as e:
+            v = Verdict(m.scope, m.name, m.mutation.description, False, kind=m.kind, verdict="error", note=str(e))
+        else:
+            v.kind = m.kind
+            why = m.equivalent_reason
+            if v.caught:
+                v.verdict = "caught"
+                if why:
+                    v.note = "listed as not observable in the core, but caught: the reason is wrong"
+            elif why:
+                v.verdict, v.note = "equivalent", why
+            else:
+                v.verdict = "missed"
+        what = (f"caught by {v.by}: {v.found[0]}" if v.verdict == "caught"
+                else f"not observable in the core: {v.note}" if v.verdict == "equivalent"
+                else f"ERROR: {v.note}" if v.verdict == "error" else f"NOT CAUGHT by {', '.join(v.runs)}")
+        print(f"{simulator:9s} {m.scope:18s} {m.name:32s} {what}  ({v.seconds:.0f} s)", file=out, flush=True)
+        rows.append(v)
+    counts = {k: sum(1 for v in rows if v.verdict == k) for k in ("caught", "equivalent", "missed", "error")}
+    scored = len(rows) - counts["equivalent"]
+    score = counts["caught"] / scored if scored else 1.0
+    seconds = time.monotonic() - t0
+    print(f"{simulator}: {len(rows)} mutants, {counts['caught']} caught, {counts['equivalent']} shown equivalent, "
+          f"{counts['missed']} missed, {counts['error']} errors: mutation score {counts['caught']}/{scored} = "
+          f"{100 * score:.1f}% ({seconds / 60:.1f} min)", file=out, flush=True)
+    return {"simulator": simulator, "score": score, "counts": counts, "total": len(rows), "seconds": round(seconds, 1),
+            "rows": [asdict(v) for v in rows]}
+
+
+def markdown_table(results: list[dict]) -> str:
+    """The table of docs/mutants.md from campaign results (one per simulator)."""
+    sims = [r["simulator"] for r in results]
+    by = [{(row["unit"], row["mutation"]): row for row in r["rows"]} for r in results]
+    lines = ["| part | mutant | what it breaks | " + " | ".join(sims) + " |",
+             "|---|---|---|" + "---|" * len(sims)]
+    for key, row in by[0].items():
+        cells = []
+        for b in by:
+            r = b.get(key)
+            if r is None:
+                cells.append("not run")
+            elif r["verdict"] == "caught":
+                cells.append(f"caught by {r['by']}")
+            elif r["verdict"] == "equivalent":
+                cells.append("equivalent")
+            else:
+                cells.append(f"**{r['verdict'].upper()}**")
+        kind = "" if row.get("kind") == "core" else " (unit)"
+        lines.append(f"| {row['unit']}{kind} | `{row['mutation']}` | {row['description']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for r in results:
+        c = r["counts"]
+        lines.append(f"- **{r['simulator']}**: {r['total']} mutants, {c['caught']} caught, {c['equivalent']} shown "
+                     f"equivalent, {c['missed']} missed, {c['error']} errors: mutation score "
+                     f"{c['caught']}/{r['total'] - c['equivalent']} = **{100 * r['score']:.1f}%**, "
+                     f"{r['seconds'] / 60:.0f} min")
+    return "\n".join(lines) + "\n"
+
+
+def select(parts: list[str] | None, names: list[str] | None) -> list[Mutant]:
+    mutants = all_mutants()
+    known_scopes = set(CORE_MODULES) | set(PART_MODULES)
+    for p in parts or ():
+        if p not in known_scopes:
+            raise CampaignError(f"unknown part {p!r}; known: {', '.join(sorted(known_scopes))}")
+    if parts:
+        mutants = [m for m in mutants if m.scope in parts]
+    if names:
+        unknown = set(names) - {m.name for m in mutants}
+        if unknown:
+            raise CampaignError(f"unknown mutant(s) {sorted(unknown)}")
+        mutants = [m for m in mutants if m.name in names]
+    return mutants
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.verification.core_mutants", description=__doc__.splitlines()[0])
-    ap.add_argument("--unit", action="append", choices=list(UNITS), help="only this unit (repeatable)")
-    ap.add_argument("--simulator", default="icarus", choices=("icarus", "verilator"))
+    ap.add_argument("--part", "--unit", action="append", dest="part",
+                    help="only this unit or core part (repeatable)")
+    ap.add_argument("--mutant", action="append", help="only this mutant (repeatable)")
+    ap.add_argument("--simulator", default="icarus", choices=("icarus", "verilator", "both"))
+    ap.add_argument("--json", type=Path, help="write the results here (with --simulator both: one file per "
+                                              "simulator, the simulator's name added to the stem)")
+    ap.add_argument("--markdown", nargs="+", type=Path, metavar="JSON",
+                    help="print the markdown table of these results files and exit")
     args = ap.parse_args(argv)
-    units = args.unit or list(UNITS)
-    missed, counts = 0, {"caught": 0, "not observable": 0}
-    for unit in units:
-        for name in UNIT_RUNS[unit]:
-            wrong = control_differences(name, args.simulator)
-            if wrong:
-                print(f"{unit}: the UNMUTATED core already differs from golden on {name}: {list(wrong[:3])}")
-                return 1
-        for mutation in contract(unit).mutations:
-            v = run_mutant(unit, mutation, args.simulator)
-            why = NOT_OBSERVABLE_IN_CORE.get((unit, mutation.name))
-            if v.caught:
-                verdict = f"caught by {v.by}: {v.found[0]}"
-                counts["caught"] += 1
-            elif why:
-                verdict = f"not observable in the core: {why}"
-                counts["not observable"] += 1
-            else:
-                verdict = "NOT CAUGHT"
-                missed += 1
-            print(f"{unit:14s} {v.mutation:30s} {verdict}  ({v.seconds:.0f} s)", flush=True)
-    print(f"{counts['caught']} caught, {counts['not observable']} not observable in the core, "
-          f"{missed} missed")
-    return 1 if missed else 0
+    if args.markdown:
+        print(markdown_table([json.loads(p.read_text()) for p in args.markdown]), end="")
+        return 0
+    try:
+        mutants = select(args.part, args.mutant)
+        sims = ("icarus", "verilator") if args.simulator == "both" else (args.simulator,)
+        results = []
+        for sim in sims:
+            res = campaign(mutants, sim)
+            results.append(res)
+            if args.json:
+                path = args.json if len(sims) == 1 else args.json.with_name(f"{args.json.stem}-{sim}{args.json.suffix}")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(res, indent=1))
+    except CampaignError as e:
+        print(f"core_mutants: {e}", file=sys.stderr)
+        return 2
+    return 0 if all(r["score"] >= TARGET_SCORE and r["counts"]["error"] == 0 for r in results) else 1
 
 
 if __name__ == "__main__":

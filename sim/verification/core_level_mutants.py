@@ -1,0 +1,213 @@
+"""Core-level RTL mutants: design bugs in the parts of the core that have no bench of their own.
+
+Each unit's contract (sim/verification/contract.py) mutates the unit's datapath; this catalogue
+mutates what glues the units into a core: the command processor and its register file, the DMA
+engine, the MAC / elementwise / pooling sequencers, the output writer, the output stage's control
+in the core and the VAR handling between the DMA engine and the variable SRAM. Each mutant is a
+regular-expression edit of the core's generated Verilog (a `Mutation`, with the exact number of
+matches it must have in the part's module, so an RTL change that moves the pattern fails loudly
+instead of silently testing nothing) and a line saying which bug it models.
+
+sim/verification/core_mutants.py runs them with the unit mutants (`make core-mutants`);
+docs/mutants.md has the table and the campaign's scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.verification.unit_bench import Mutation
+
+# part -> the core module(s) it is (names as Amaranth gives them; `npu_core` is the core's own
+# top module: the SRAM ports, the VAR request path and the output stage's control)
+PART_MODULES = {
+    "command_processor": r"\\npu_core\.cp",
+    "register_file": r"\\npu_core\.cp",
+    "dma_engine": r"\\npu_core\.dma",
+    "mac_sequencer": r"\\npu_core\.mac",
+    "eltwise_sequencer": r"\\npu_core\.eltwise",
+    "pool_sequencer": r"\\npu_core\.pool",
+    "output_writer": r"\\npu_core\.output_writer",
+    "output_control": r"npu_core",
+    "var_handling": r"npu_core",
+}
+
+# part -> the programs (sim/verification/core_mutants.RUNS) that exercise it, cheapest first; the
+# campaign runs the regression networks after them
+PART_RUNS = {
+    "command_processor": ("mac8", "cp_edges", "variables", "var_fault"),
+    "register_file": ("mac8", "eltwise", "pool"),
+    "dma_engine": ("mac8", "cp_edges"),
+    "mac_sequencer": ("mac8", "mac16"),
+    "eltwise_sequencer": ("eltwise", "eltwise_corners"),
+    "pool_sequencer": ("pool", "pool_corners"),
+    "output_writer": ("mac8", "eltwise", "pool"),
+    "output_control": ("mac8", "mac16"),
+    "var_handling": ("variables", "var_fault"),
+}
+
+_N = r"\\\$\d+"          # a Yosys temporary's name: \$123
+
+
+@dataclass(frozen=True)
+class CoreMutant:
+    part: str
+    mutation: Mutation
+
+    @property
+    def name(self) -> str:
+        return self.mutation.name
+
+    @property
+    def description(self) -> str:
+        return self.mutation.description
+
+
+def _m(part: str, name: str, description: str, pattern: str, replacement: str, count: int = 1) -> CoreMutant:
+    if part not in PART_MODULES:
+        raise KeyError(f"mutant {name!r}: unknown part {part!r}")
+    return CoreMutant(part, Mutation(name, description, pattern, replacement, count))
+
+
+def _set_enable(reg: int, width: int, wrong: int) -> tuple[str, str]:
+    """The register file's write-enable decode of register `reg` (`cmd_data[55:48] == N` feeding
+    `write_register & ...`), made to decode register `wrong` instead."""
+    const = f"{width}'h{reg:x}"
+    return (rf"(assign {_N}  = cmd_data\[55:48\] == ){const};\n(  assign {_N}  = write_register & )",
+            rf"\g<1>{width}'h{wrong:x};\n\g<2>")
+
+
+CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
+    # ---- command processor ----
+    _m("command_processor", "compute_ignores_dma_queue",
+       "a compute command starts while DMA loads are still in flight (no stall on the DMA queue)",
+       r"(8'h20, 8'h30, 8'h31:\n\s+)if \(dma_idle\) begin", r"\1if (1'h1) begin", count=2),
+    _m("command_processor", "end_ignores_dma_queue",
+       "END finishes the invocation before the last DMA_STORE has drained",
+       rf"(assign {_N}  = )dma_idle;", r"\g<1>1'h1;"),
+    _m("command_processor", "barrier_ignores_dma_queue",
+       "BARRIER does not wait for the DMA engine to go idle",
+       r"(8'h60:\n\s+)advance = dma_idle;", r"\1advance = 1'h1;"),
+    _m("command_processor", "unit_error_ignored",
+       "a compute unit's error status is dropped: the invocation goes on after a failed command",
+       rf"(assign {_N}  = )\| unit_status;", r"\g<1>1'h0;"),
+    _m("command_processor", "dma_range_end_exclusive",
+       "a DMA that ends exactly at the last byte of an SRAM is refused (ADDRESS_RANGE off by one)",
+       rf"(assign {_N}  = dma_sram_end) > sram_size;", r"\1 >= sram_size;"),
+    _m("command_processor", "overrun_one_late",
+       "a stream without END runs one command past its end before COMMAND_OVERRUN",
+       rf"(assign {_N}  = pc) == prog_words;", r"\1 == (prog_words + 1'h1);"),
+    _m("command_processor", "var_init_always_copies",
+       "VAR INIT copies the initial value again into a slot already written (the state resets every invocation)",
+       rf"(assign {_N}  = {_N}  & )slot_written;", r"\g<1>1'h0;", count=2),
+    _m("command_processor", "var_read_unwritten_allowed",
+       "VAR READ / CHECK of a slot never written is not refused (no VAR_READ_BEFORE_WRITE)",
+       rf"(assign {_N}  = )~ slot_written;", r"\g<1>1'h0;", count=2),
+    # ---- register file ----
+    _m("register_file", "ofm_zp_enable_on_ofm_dtype",
+       "the write enable of OFM_ZP is decoded from OFM_DTYPE's number: SET OFM_DTYPE also writes OFM_ZP, SET OFM_ZP writes nothing",
+       *_set_enable(23, 5, 22)),
+    _m("register_file", "dma_len1_enable_on_len0",
+       "the write enable of DMA_LEN1 is decoded from DMA_LEN0's number (stuck to the previous register)",
+       *_set_enable(35, 6, 34)),
+    # ---- DMA engine ----
+    _m("dma_engine", "latency_one_short",
+       "the external-memory latency wait ends one clock early",
+       r"(assign \\\$\d+  = lat) == 1'h1;", r"\1 == 2'h2;"),
+    _m("dma_engine", "last_run_dropped",
+       "the DMA's run count is off by one: the last LEN1 run of a transfer is not moved",
+       rf"(assign {_N}  = \\\$signal\$\d+  \+ )1'h1;\n(  assign {_N}  = {_N}  < d\[149:118\];)",
+       r"\g<1>2'h2;\n\g<2>"),
+    _m("dma_engine", "ext_run_uses_sram_stride",
+       "the external address of the next run advances by the SRAM stride (DMA_EXT_STRIDE1 ignored)",
+       rf"(assign {_N}  = \\\$signal\$\d+  \+ )d\[213:182\];", r"\g<1>d[277:246];", count=2),
+    _m("dma_engine", "planes_dropped",
+       "LEN2 is ignored: only the first plane of a 3-D transfer moves",
+       rf"(assign {_N}  = {_N}  < )d\[181:150\];", r"\g<1>1'h1;"),
+    _m("dma_engine", "queue_overrun",
+       "the descriptor queue takes a push when full: the newest descriptor overwrites the oldest",
+       r"assign push__ready = count < (\d+'h\w+);", r"assign push__ready = count <= \1;"),
+    _m("dma_engine", "store_drops_last_byte",
+       "a DMA_STORE beat writes one byte fewer than it moves (the byte-enable mask is one short)",
+       rf"assign ext__wen = ({_N})  \? ({_N})  :", r"assign ext__wen = \1  ? (\2  >> 1) :"),
+    # ---- MAC sequencer ----
+    _m("mac_sequencer", "skips_last_channel_block",
+       "the MAC sequencer skips the last input-channel block of the reduction",
+       rf"(assign {_N}  = )({_N})  < op_ifm_cblocks;", r"\g<1>(\g<2>  + 1'h1) < op_ifm_cblocks;"),
+    _m("mac_sequencer", "skips_last_kernel_row",
+       "the MAC sequencer skips the last kernel row",
+       rf"(assign {_N}  = )({_N})  < op_kernel_h;", r"\g<1>(\g<2>  + 1'h1) < op_kernel_h;"),
+    _m("mac_sequencer", "skips_last_output_block",
+       "the MAC sequencer stops before the last block of output channels",
+       rf"(assign {_N}  = )({_N})  < n_ocb;", r"\g<1>(\g<2>  + 1'h1) < n_ocb;"),
+    _m("mac_sequencer", "partial_block_all_lanes",
+       "a partial last output-channel block writes all lanes (past OFM_C)",
+       rf"(assign {_N}  = )\$signed\({_N} \) > \$signed\(\d+'h\w+\);\n(  assign {_N}  = op_ofm_c - )",
+       r"\g<1>1'h1;\n\g<2>"),
+    _m("mac_sequencer", "out_row_uses_pix_stride",
+       "the output's next row starts OFM_PIX_STRIDE after the row, not OFM_ROW_STRIDE",
+       r"(= out_row \+ )op_ofm_row_stride;", r"\1op_ofm_pix_stride;", count=2),
+    _m("mac_sequencer", "kernel_row_uses_column_step",
+       "the next kernel row's input address steps by the column dilation step",
+       r"(= ky_base \+ )ky_step;", r"\1kx_step;", count=2),
+    # ---- elementwise sequencer ----
+    _m("eltwise_sequencer", "b_pointer_uses_a_step",
+       "operand B's address advances by A's step (wrong for a scalar B or different element sizes)",
+       r"(assign \\\$\d+  = \\\$signal  \+ (\\\$signal\$\d+) ;\n  assign \\\$\d+  = \\\$signal\$\d+  \+ )b_step;",
+       r"\1\2 ;"),
+    _m("eltwise_sequencer", "channel_wrap_late",
+       "the per-channel parameter record wraps one channel late",
+       rf"(assign {_N}  = )({_N})  == channels;", r"\g<1>\g<2>  == (channels + 1'h1);"),
+    _m("eltwise_sequencer", "last_element_dropped",
+       "the element count is off by one: the last element is never issued",
+       rf"(assign {_N}  = )left == 1'h1;", r"\g<1>left == 2'h2;"),
+    _m("eltwise_sequencer", "drain_one_short",
+       "DONE comes one clock before the last result is written",
+       rf"(assign {_N}  = {_N}  == )drain_len;", r"\g<1>(drain_len - 1'h1);"),
+    # ---- pooling sequencer ----
+    _m("pool_sequencer", "bottom_padding_edge",
+       "a tap one row below the input box is read as data (bottom padding edge off by one)",
+       r"(assign \\\$\d+  = \$signed\(\\\$\d+ \[39:0\]\)) >= (\$signed\(\{ 1'h0, regs\[1791:1760\] \}\));",
+       r"\1 > \2;"),
+    _m("pool_sequencer", "left_padding_ignored",
+       "taps left of the input box are not masked as padding",
+       rf"(assign {_N}  = )\$signed\({_N} \[39:0\]\) < \$signed\(1'h0\);\n(  assign {_N}  = {_N}  \| {_N} ;\n"
+       rf"  assign {_N}  = \$signed\({_N} \[39:0\]\) >= )",
+       r"\g<1>1'h0;\n\g<2>"),
+    _m("pool_sequencer", "window_column_uses_stride_h",
+       "the window's column origin (for the padding test) advances by STRIDE_H",
+       r"(= \$signed\(tap_x0\) \+ \$signed\(\{ 1'h0, )regs\[383:352\]( \}\);)", r"\1regs[351:320]\2"),
+    _m("pool_sequencer", "skips_last_output_row",
+       "the pooling sequencer stops before the last output row",
+       rf"(assign {_N}  = )({_N})  < regs\[575:544\];", r"\g<1>(\g<2>  + 1'h1) < regs[575:544];"),
+    _m("pool_sequencer", "out_row_uses_pix_stride",
+       "the output's next row advances by OFM_PIX_STRIDE, not OFM_ROW_STRIDE",
+       r"(= out_row \+ )regs\[511:480\];", r"\1regs[543:512];"),
+    _m("pool_sequencer", "out_channel_step_one_byte",
+       "the output channel offset advances by one byte, not the output element size",
+       r"(= out_c \+ )esize;", r"\g<1>1'h1;"),
+    # ---- output writer and the output stage's control in the core ----
+    _m("output_writer", "int16_low_byte_only",
+       "an int16 result's byte enables cover its low byte only",
+       r"\? 8'h03 :", r"? 8'h01 :"),
+    _m("output_control", "mac_int32_written_as_int48",
+       "the writer stores a MAC's int32 results as 8-byte elements (overwriting the next one)",
+       rf"(assign {_N}  = {_N}  \? )4'h4( : {_N} ;\n  assign {_N}  = {_N}  \? 4'h8 : )", r"\g<1>4'h8\g<2>"),
+    # ---- VAR handling between the DMA engine and the variable SRAM ----
+    _m("var_handling", "var_transfer_raw",
+       "VAR transfers reach the variable SRAM as raw accesses: a VAR WRITE sets no written flag",
+       rf"(assign {_N}  = )~ {_N} \[0\];\n(  assign {_N}  = ~ var_mark;)", r"\g<1>1'h1;\n\g<2>"),
+    _m("var_handling", "var_mark_dropped",
+       "VAR MARK never reaches the variable SRAM (its slot's flag is not set)",
+       rf"assign req__valid = ({_N})  \| var_mark;", r"assign req__valid = \1 ;"),
+    _m("var_handling", "var_mark_slot_from_dma",
+       "VAR MARK sets the flag of the DMA's last slot instead of VAR_SLOT's",
+       rf"= var_mark \? regs\[1983:1952\] : (\{{ 24'h000000, {_N} \[8:1\] \}});", r"= var_mark ? \1 : \1;"),
+)
+
+
+def catalogue() -> tuple[CoreMutant, ...]:
+    names = [(m.part, m.name) for m in CORE_LEVEL_MUTANTS]
+    if len(set(names)) != len(names):
+        raise ValueError("two core-level mutants share a part and a name")
+    return CORE_LEVEL_MUTANTS
