@@ -29,7 +29,8 @@ help:
 	@echo "                 BACKEND=rtl CONFIG=default SIM=verilator: on the RTL, every tile checked against golden)"
 	@echo "make conformance-dev  run Arm's developer set (CTS=path, default ../shared/conformance/cts-dev.tar.gz)"
 	@echo "make bench      benchmarks (not part of make test)"
-	@echo "make core-mutants  every unit's mutants inside the core (make test runs one per unit)"
+	@echo "make core-mutants  the fault campaign: every RTL mutant on random programs and networks, the"
+	@echo "                mutation score on both simulators (MUTANT_SIM=icarus|verilator|both; docs/mutants.md)"
 	@echo "make fuzz       the CLI fuzz campaign: mutated models, inputs, configs, state files, arguments"
 	@echo "                (FUZZ_CASES=10000 FUZZ_SEED=1 FUZZ_JOBS=2; new failures saved to tests/data/fuzz/)"
 	@echo "make sweep      every shipped network on 128 NPU configurations: tables and plots (not part of make test)"
@@ -92,9 +93,13 @@ conformance-dev: setup $(if $(filter rtl,$(BACKEND)),$(if $(filter icarus,$(SIM)
 bench: setup icarus
 	$(RUN) $(BIN)/python -m sim.benchmarks
 
-# every unit's Verilog mutants inside the core, on random programs (make test runs a sample)
+# the fault campaign on the core (docs/mutants.md): every unit mutant and core-level mutant on
+# random programs and the regression networks, the mutation score per simulator (make test runs
+# a sample); MUTANT_SIM=icarus|verilator|both, results in build/core_mutants-<simulator>.json
+MUTANT_SIM ?= both
 core-mutants: setup icarus
-	$(RUN) $(BIN)/python -m sim.verification.core_mutants
+	$(RUN) $(BIN)/python -m sim.verification.core_mutants --simulator $(MUTANT_SIM) \
+	  --json build/core_mutants$(if $(filter both,$(MUTANT_SIM)),,-$(MUTANT_SIM)).json
 
 # the CLI fuzz campaign (sim/verification/fuzz_campaign.py): exit 1 when any case breaks the
 # CLI's promise; each new failure signature is minimised and saved under tests/data/fuzz/
