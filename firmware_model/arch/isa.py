@@ -55,10 +55,26 @@ def encode_param_records(bias, multiplier, shift) -> bytes:
     return PARAM_RECORD.encode(bias=bias, multiplier=multiplier, shift=shift).tobytes()
 
 
+_DECODED_RECORDS: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_DECODED_RECORDS_MAX = 4096        # distinct record blocks kept (a network has a few hundred)
+
+
 def decode_param_records(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-channel (bias, multiplier, shift) as int64 from records held as bytes (uint8)."""
-    f = PARAM_RECORD.decode(raw)
-    return f["bias"], f["multiplier"], f["shift"]
+    """Per-channel (bias, multiplier, shift) as int64 from records held as bytes (uint8).
+
+    The golden model decodes the same parameter SRAM bytes at every tile of a layer and every
+    invocation: decodes are kept by their bytes (read-only arrays, shared by the callers)."""
+    key = np.ascontiguousarray(raw, dtype=np.uint8).tobytes()
+    hit = _DECODED_RECORDS.get(key)
+    if hit is None:
+        f = PARAM_RECORD.decode(raw)
+        hit = (f["bias"], f["multiplier"], f["shift"])
+        for a in hit:
+            a.flags.writeable = False
+        if len(_DECODED_RECORDS) >= _DECODED_RECORDS_MAX:
+            _DECODED_RECORDS.clear()
+        _DECODED_RECORDS[key] = hit
+    return hit
 
 
 class Opcode(enum.IntEnum):

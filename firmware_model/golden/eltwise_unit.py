@@ -192,7 +192,8 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
     a = input_stage(a_raw, zp=r.elt_a_zp, lshift=r.elt_a_lshift, rescale=EltMode.A_RESCALE in mode,
                     multiplier=r.elt_a_mult, shift=r.elt_a_shift,
                     double_round=EltMode.A_DOUBLE_ROUND in mode, probe=probe, name="A")
-    a = np.broadcast_to(a, (count,))
+    if a.shape != (count,):
+        a = np.broadcast_to(a, (count,))        # A_SCALAR: element 0 for every i
     b = None
     binary = plan.b_dtype is not None
     if binary:
@@ -200,7 +201,8 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
         b = input_stage(b_raw, zp=r.elt_b_zp, lshift=r.elt_b_lshift, rescale=EltMode.B_RESCALE in mode,
                         multiplier=r.elt_b_mult, shift=r.elt_b_shift,
                         double_round=EltMode.B_DOUBLE_ROUND in mode, probe=probe, name="B")
-        b = np.broadcast_to(b, (count,))
+        if b.shape != (count,):
+            b = np.broadcast_to(b, (count,))
     width = plan.a_dtype.bits if op in SHIFT_OPS else 32
     if probe is not None and binary:
         probe("op", a, b)
