@@ -220,14 +220,28 @@ class _Lookup16:
         self.slope = self.base[np.minimum(np.arange(513) + 1, 512)] - self.base
         self.bad = (self.slope < -32768) | (self.slope > 32767)
         self.check = bool(self.bad.any())
+        self.lut = self.lut_bad = None          # every int16 input's result, made for a large input
 
     def execute(self, ins):
         x = np.asarray(ins[0])
+        if x.size > 1 << 16:
+            # Large inputs: the result of each of the 65536 int16 values once (made on first use,
+            # by the arithmetic below), then one lookup by value + 32768 == uint16 bits ^ 0x8000.
+            if self.lut is None:
+                (self.lut,) = self._compute(np.arange(-32768, 32768, dtype=np.int16), check=False)
+                self.lut_bad = self.bad[np.arange(65536) >> 7]
+            i = x.view(np.uint16) ^ np.uint16(0x8000)
+            if self.check and self.lut_bad[i].any():
+                raise TosaUnpredictable(self.call.op, "apply_lookup_s: slope fits int16", self.call.where)
+            return [self.lut[i]]
+        return self._compute(x)
+
+    def _compute(self, x, check: bool = True):
         i = x.astype(np.int64)                 # int16 values: apply_clip_s to int16 changes nothing
         i += 32768
         index = i >> 7
         fraction = i & 0x7F
-        if self.check and self.bad[index].any():
+        if check and self.check and self.bad[index].any():
             raise TosaUnpredictable(self.call.op, "apply_lookup_s: slope fits int16", self.call.where)
         result = self.base[index] << 7
         result += self.slope[index] * fraction

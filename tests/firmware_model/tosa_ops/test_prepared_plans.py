@@ -238,6 +238,21 @@ def test_table_int16_equals_apply_lookup_s(steep):
         same_outcome(outcome(lambda: execute([x])[0]), outcome(lambda: nx.apply_lookup_s(tab, x)))
 
 
+@pytest.mark.parametrize("steep", [False, True])
+def test_table_int16_large_input_by_lookup(steep):
+    tab = np.clip(np.cumsum(RNG.integers(-300, 301, 513)), -32768, 32767).astype(np.int16)
+    if steep:
+        tab[300], tab[301] = 32000, -32000
+    shape = (2, 200, 200)
+    execute = plan("TABLE", [TensorSpec(shape, I16), TensorSpec((513,), I16)], TensorSpec(shape, I32),
+                   static_values={1: tab})
+    for k in range(3):
+        x = edges(I16, shape)
+        if steep and k == 2:
+            x = np.where(((x.astype(np.int64) + 32768) >> 7) == 300, np.int16(0), x)    # avoids the steep pair
+        same_outcome(outcome(lambda: execute([x])[0]), outcome(lambda: nx.apply_lookup_s(tab, x)))
+
+
 # ---- tensor ops against the spec's loops -------------------------------------------------------
 
 def conv_reference(x, w, bias, izp, wzp, pad, stride, dilation, depthwise):
