@@ -4,6 +4,8 @@ elements without arithmetic; each checks the spec's ERROR_IF shape rules, then i
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from firmware_model.tosa_ops.dtypes import DType
@@ -24,18 +26,18 @@ def concat(call: OpCall):
     rank = len(shapes[0])
     check_rank(call, shapes[0], "input1[0]", 1)
     axis = int(attr(call, "axis", 0))
-    call.error_if(axis < 0 or axis >= max(1, rank), f"axis {axis} outside [0, {max(1, rank)})")
+    call.error_if(axis < 0 or axis >= max(1, rank), lambda: f"axis {axis} outside [0, {max(1, rank)})")
     axis_sum = 0
     for t, s in enumerate(shapes):
-        call.error_if(len(s) != rank, f"rank(shapes1[{t}]) != rank(shapes1[0])")
+        call.error_if(len(s) != rank, lambda: f"rank(shapes1[{t}]) != rank(shapes1[0])")
         for i in range(rank):
             if i == axis:
                 axis_sum += s[i]
             else:
-                call.error_if(s[i] != shapes[0][i], f"shapes1[{t}][{i}] != shapes1[0][{i}]")
+                call.error_if(s[i] != shapes[0][i], lambda: f"shapes1[{t}][{i}] != shapes1[0][{i}]")
     expected = list(shapes[0])
     expected[axis] = axis_sum
-    check_output_shape(call, expected, rule=f"output shape does not equal the concatenation {expected}")
+    check_output_shape(call, expected, rule=lambda: f"output shape does not equal the concatenation {expected}")
     return [out(call, np.concatenate([np.asarray(x) for x in call.inputs], axis=axis))]
 
 
@@ -47,11 +49,11 @@ def pad(call: OpCall):
     padding = shape_operand(call, 1, "padding")
     pad_const = scalar_operand(call, 2, "pad_const")
     declared = call.output_specs[0].shape
-    call.error_if(len(declared) != len(shape1), f"rank(shape) != rank(shape1) ({len(declared)} vs {len(shape1)})")
-    call.error_if(len(padding) != 2 * len(shape1), f"padding has {len(padding)} values, needs 2 * rank = {2 * len(shape1)}")
+    call.error_if(len(declared) != len(shape1), lambda: f"rank(shape) != rank(shape1) ({len(declared)} vs {len(shape1)})")
+    call.error_if(len(padding) != 2 * len(shape1), lambda: f"padding has {len(padding)} values, needs 2 * rank = {2 * len(shape1)}")
     call.error_if(any(p < 0 for p in padding), "padding < 0")
     expected = [padding[2 * i] + shape1[i] + padding[2 * i + 1] for i in range(len(shape1))]
-    check_output_shape(call, expected, rule=f"output shape != padding + input shape {expected}")
+    check_output_shape(call, expected, rule=lambda: f"output shape != padding + input shape {expected}")
     x = np.asarray(call.inputs[0])
     result = np.full(expected, pad_const, dtype=dt.storage)
     region = tuple(slice(padding[2 * i], padding[2 * i] + shape1[i]) for i in range(len(shape1)))
@@ -66,15 +68,15 @@ def reshape(call: OpCall):
     check_rank(call, shape1, "input1")
     new_shape = shape_operand(call, 1, "shape")
     check_rank(call, new_shape, "shape")
-    size1 = int(np.prod(shape1, dtype=np.int64))
+    size1 = math.prod(shape1)                 # Python integers: exact for any size
     if new_shape.count(-1) == 1:
-        known = int(np.prod([d for d in new_shape if d != -1], dtype=np.int64))
+        known = math.prod(d for d in new_shape if d != -1)
         if known > 0 and size1 % known == 0:
             new_shape = [size1 // known if d == -1 else d for d in new_shape]
-    call.error_if(any(d < 0 for d in new_shape), f"shape {new_shape} has a negative dimension")
-    check_output_shape(call, new_shape, rule=f"output shape != shape operand {new_shape}")
-    call.error_if(int(np.prod(new_shape, dtype=np.int64)) != size1,
-                  f"tensor_size(shape1) != tensor_size(shape) ({size1} vs {int(np.prod(new_shape))})")
+    call.error_if(any(d < 0 for d in new_shape), lambda: f"shape {new_shape} has a negative dimension")
+    check_output_shape(call, new_shape, rule=lambda: f"output shape != shape operand {new_shape}")
+    call.error_if(math.prod(new_shape) != size1,
+                  lambda: f"tensor_size(shape1) != tensor_size(shape) ({size1} vs {math.prod(new_shape)})")
     new_shape = tuple(new_shape)
     return lambda ins: [np.reshape(ins[0], new_shape)]
 
@@ -85,7 +87,7 @@ def reverse(call: OpCall):
     shape = shape_of(call, 0)
     check_rank(call, shape, "input1", 1)
     axis = int(attr(call, "axis", 0))
-    call.error_if(axis < 0 or axis >= len(shape), f"axis {axis} outside [0, rank = {len(shape)})")
+    call.error_if(axis < 0 or axis >= len(shape), lambda: f"axis {axis} outside [0, rank = {len(shape)})")
     check_output_shape(call, shape)
     return [out(call, np.flip(call.inputs[0], axis=axis).copy())]
 
@@ -99,13 +101,13 @@ def slice_(call: OpCall):
     size = shape_operand(call, 2, "size")
     rank = len(shape1)
     call.error_if(len(start) != rank or len(size) != rank,
-                  f"rank(shape1) != length(start) or length(size) ({rank}, {len(start)}, {len(size)})")
+                  lambda: f"rank(shape1) != length(start) or length(size) ({rank}, {len(start)}, {len(size)})")
     call.error_if(len(call.output_specs[0].shape) != rank, "rank(shape1) != rank(shape)")
     for i in range(rank):
-        call.error_if(start[i] < 0, f"start[{i}] < 0")
-        call.error_if(size[i] <= 0, f"size[{i}] <= 0")
-        call.error_if(start[i] + size[i] > shape1[i], f"start[{i}] + size[{i}] > shape1[{i}]")
-    check_output_shape(call, size, rule=f"output shape != size {size}")
+        call.error_if(start[i] < 0, lambda: f"start[{i}] < 0")
+        call.error_if(size[i] <= 0, lambda: f"size[{i}] <= 0")
+        call.error_if(start[i] + size[i] > shape1[i], lambda: f"start[{i}] + size[{i}] > shape1[{i}]")
+    check_output_shape(call, size, rule=lambda: f"output shape != size {size}")
     region = tuple(slice(s, s + n) for s, n in zip(start, size))
     return lambda ins: [ins[0][region].copy()]
 
@@ -117,10 +119,10 @@ def tile(call: OpCall):
     check_rank(call, shape1, "input1", 1)
     multiples = shape_operand(call, 1, "multiples")
     call.error_if(len(call.output_specs[0].shape) != len(shape1), "rank(shape1) != rank(shape)")
-    call.error_if(len(multiples) != len(shape1), f"length(multiples) != rank(shape1)")
+    call.error_if(len(multiples) != len(shape1), lambda: f"length(multiples) != rank(shape1)")
     call.error_if(any(m < 1 for m in multiples), "multiples < 1")
     expected = [d * m for d, m in zip(shape1, multiples)]
-    check_output_shape(call, expected, rule=f"shape1[i] * multiples[i] != shape[i] ({expected})")
+    check_output_shape(call, expected, rule=lambda: f"shape1[i] * multiples[i] != shape[i] ({expected})")
     return [out(call, np.tile(call.inputs[0], multiples))]
 
 
@@ -132,12 +134,12 @@ def transpose(call: OpCall):
     perms = attr_int_list(call, "perms")
     rank = len(shape1)
     call.error_if(len(call.output_specs[0].shape) != rank, "rank(shape1) != rank(shape)")
-    call.error_if(len(perms) != rank, f"length(perms) != rank(shape1) ({len(perms)} vs {rank})")
+    call.error_if(len(perms) != rank, lambda: f"length(perms) != rank(shape1) ({len(perms)} vs {rank})")
     used = [False] * rank
     for p in perms:
-        call.error_if(p >= rank or p < 0, f"perms value {p} outside [0, {rank})")
-        call.error_if(used[p], f"perms uses index {p} twice")
+        call.error_if(p >= rank or p < 0, lambda: f"perms value {p} outside [0, {rank})")
+        call.error_if(used[p], lambda: f"perms uses index {p} twice")
         used[p] = True
     expected = [shape1[p] for p in perms]
-    check_output_shape(call, expected, rule=f"shape1[perms[i]] != shape[i] ({expected})")
+    check_output_shape(call, expected, rule=lambda: f"shape1[perms[i]] != shape[i] ({expected})")
     return [out(call, np.ascontiguousarray(np.transpose(call.inputs[0], perms)))]

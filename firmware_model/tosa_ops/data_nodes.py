@@ -21,7 +21,7 @@ def _constant(call: OpCall, shape_only: bool):
     call.error_if(len(call.output_specs) != 1, "a constant has exactly one output")
     spec = call.output_specs[0]
     if shape_only:
-        call.error_if(spec.dtype != DType.SHAPE, f"output type {spec.dtype.name} is not SHAPE")
+        call.error_if(spec.dtype != DType.SHAPE, lambda: f"output type {spec.dtype.name} is not SHAPE")
     value = call.extra.get("value")
     if value is None:
         raise TosaError(call.op, "the output tensor has no constant data", call.where)

@@ -40,7 +40,7 @@ def _binary_shape(call: OpCall, a: int = 0, b: int = 1) -> tuple[int, ...]:
 def _shift_in_range(call: OpCall, dtype: DType, amount: np.ndarray) -> None:
     # REQUIRE 0 <= value2 <= bits - 1 (7 / 15 / 31).
     call.require((amount >= 0) & (amount <= dtype.bits - 1),
-                 f"0 <= shift amount <= {dtype.bits - 1} for {dtype.name}")
+                 lambda: f"0 <= shift amount <= {dtype.bits - 1} for {dtype.name}")
 
 
 # ---- binary arithmetic ---------------------------------------------------------------------
@@ -269,9 +269,9 @@ def clamp(call: OpCall):
     _unary_shape(call)
     min_val = attr_value(call, "min_val", dt)
     max_val = attr_value(call, "max_val", dt)
-    call.error_if(max_val < min_val, f"max_val < min_val ({max_val} < {min_val})")
+    call.error_if(max_val < min_val, lambda: f"max_val < min_val ({max_val} < {min_val})")
     call.error_if(not (dt.min <= min_val <= dt.max and dt.min <= max_val <= dt.max),
-                  f"min_val/max_val outside the range of {dt.name}")
+                  lambda: f"min_val/max_val outside the range of {dt.name}")
     lo, hi = dt.storage.type(min_val), dt.storage.type(max_val)
     # apply_clip_s in the input's own type: both bounds are values of that type
     return lambda ins: [np.asarray(np.minimum(np.maximum(ins[0], lo), hi))]

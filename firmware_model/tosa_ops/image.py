@@ -36,12 +36,12 @@ def resize(call: OpCall):
     in_t, out_t = check_types(call, [(DType.INT8, DType.INT32), (DType.INT8, DType.INT8),
                                      (DType.INT16, DType.INT48), (DType.INT16, DType.INT16)])
     mode = int(attr(call, "mode", 0))
-    call.error_if(mode not in (NEAREST, BILINEAR), f"unknown mode {mode}")
+    call.error_if(mode not in (NEAREST, BILINEAR), lambda: f"unknown mode {mode}")
     call.error_if(mode == BILINEAR and in_t == out_t,
-                  f"BILINEAR needs a wider output than {in_t.name}")
+                  lambda: f"BILINEAR needs a wider output than {in_t.name}")
     call.error_if(mode == NEAREST and in_t != out_t, "NEAREST output type must equal the input type")
     shape = shape_of(call, 0)
-    call.error_if(len(shape) != 4, f"input must be rank 4 [N,IH,IW,C], got rank {len(shape)}")
+    call.error_if(len(shape) != 4, lambda: f"input must be rank 4 [N,IH,IW,C], got rank {len(shape)}")
     N, IH, IW, C = shape
     scale = shape_operand(call, 1, "scale")
     offset = shape_operand(call, 2, "offset")

@@ -48,19 +48,19 @@ def same_types(call: OpCall, types: Iterable[DType], n_in: int = 1) -> DType:
 
 def check_rank(call: OpCall, shape: Sequence[int], what: str = "input", lo: int = 0,
                hi: int = MAX_RANK) -> None:
-    call.error_if(not (lo <= len(shape) <= hi), f"rank({what}) = {len(shape)} outside [{lo}, {hi}]")
+    call.error_if(not (lo <= len(shape) <= hi), lambda: f"rank({what}) = {len(shape)} outside [{lo}, {hi}]")
 
 
 def broadcast_shape(call: OpCall, shape1: Sequence[int], shape2: Sequence[int]) -> tuple[int, ...]:
     """shape_t broadcast_shape(shape1, shape2): equal ranks, each dim equal or 1."""
     call.error_if(len(shape1) != len(shape2),
-                  f"rank(shape1) != rank(shape2) ({len(shape1)} vs {len(shape2)})")
+                  lambda: f"rank(shape1) != rank(shape2) ({len(shape1)} vs {len(shape2)})")
     out = list(shape1)
     for i, (a, b) in enumerate(zip(shape1, shape2)):
         if a == 1:
             out[i] = b
         else:
-            call.error_if(b != 1 and b != a, f"shapes {tuple(shape1)} and {tuple(shape2)} do not broadcast (dim {i})")
+            call.error_if(b != 1 and b != a, lambda: f"shapes {tuple(shape1)} and {tuple(shape2)} do not broadcast (dim {i})")
     return tuple(out)
 
 
@@ -91,7 +91,7 @@ def shape_operand(call: OpCall, i: int, what: str) -> list[int]:
     """The values of a shape_t operand (a CONST_SHAPE output, or an int tensor) as ints."""
     spec = call.input_specs[i]
     call.error_if(spec.dtype not in (DType.SHAPE, DType.INT32, DType.INT64),
-                  f"{what} must be a shape operand, not {spec.dtype.name}")
+                  lambda: f"{what} must be a shape operand, not {spec.dtype.name}")
     x = call.inputs[i]
     if x is None:
         raise TosaError(call.op, f"{what} has no value (shape operands must be constant)", call.where)
@@ -103,8 +103,8 @@ def scalar_operand(call: OpCall, i: int, what: str, dtype: DType | None = None) 
     x = call.inputs[i]
     if dtype is not None:
         call.error_if(call.input_specs[i].dtype != dtype,
-                      f"{what} must be {dtype.name}, not {call.input_specs[i].dtype.name}")
-    call.error_if(x is None or tuple(np.shape(x)) != (1,), f"{what} must have shape [1]")
+                      lambda: f"{what} must be {dtype.name}, not {call.input_specs[i].dtype.name}")
+    call.error_if(x is None or tuple(np.shape(x)) != (1,), lambda: f"{what} must have shape [1]")
     return int(np.asarray(x).reshape(-1)[0])
 
 
@@ -122,7 +122,7 @@ def attr_value(call: OpCall, name: str, dtype: DType) -> int:
         nbytes = {DType.BOOL: 1, DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DType.INT48: 6}.get(dtype)
         if nbytes is None:
             raise TosaUnsupported(f"{call.op}: attribute '{name}' of type {dtype.name} is not supported")
-        call.error_if(len(raw) < nbytes, f"attribute '{name}' has {len(raw)} bytes, {dtype.name} needs {nbytes}")
+        call.error_if(len(raw) < nbytes, lambda: f"attribute '{name}' has {len(raw)} bytes, {dtype.name} needs {nbytes}")
         return int.from_bytes(raw[:nbytes], "little", signed=dtype != DType.BOOL)
     if isinstance(v, np.ndarray):
         v = v.reshape(-1)[0]

@@ -18,7 +18,7 @@ def _reduce_axis(call: OpCall) -> int:
     shape1 = shape_of(call, 0)
     check_rank(call, shape1, "input", 1)
     axis = int(attr(call, "axis", 0))
-    call.error_if(axis < 0 or axis >= len(shape1), f"axis {axis} outside [0, rank(input) = {len(shape1)})")
+    call.error_if(axis < 0 or axis >= len(shape1), lambda: f"axis {axis} outside [0, rank(input) = {len(shape1)})")
     expected = list(shape1)
     expected[axis] = 1
     check_output_shape(call, expected)
@@ -79,7 +79,7 @@ def argmax(call: OpCall):
     shape1 = shape_of(call, 0)
     check_rank(call, shape1, "input", 1)
     axis = int(attr(call, "axis", 0))
-    call.error_if(axis < 0 or axis >= len(shape1), f"axis {axis} outside [0, rank(input) = {len(shape1)})")
+    call.error_if(axis < 0 or axis >= len(shape1), lambda: f"axis {axis} outside [0, rank(input) = {len(shape1)})")
     expected = list(shape1[:axis]) + list(shape1[axis + 1:])
     check_output_shape(call, expected)
     # The first index holding the maximum (apply_max_s keeps the earlier value on ties).

@@ -32,8 +32,8 @@ CHUNK = 1 << 15
 
 
 def _check_arity(call: OpCall, n_in: int) -> None:
-    call.error_if(len(call.inputs) != n_in, f"takes {n_in} inputs, got {len(call.inputs)}")
-    call.error_if(len(call.output_specs) != 1, f"has 1 output, got {len(call.output_specs)}")
+    call.error_if(len(call.inputs) != n_in, lambda: f"takes {n_in} inputs, got {len(call.inputs)}")
+    call.error_if(len(call.output_specs) != 1, lambda: f"has 1 output, got {len(call.output_specs)}")
 
 
 def _zero_extend(v, dtype: DType):
@@ -53,11 +53,11 @@ def rescale(call: OpCall):
 
     call.error_if(rounding_mode not in (numerics.SINGLE_ROUND, numerics.INEXACT_ROUND,
                                         numerics.DOUBLE_ROUND),
-                  f"rounding_mode {rounding_mode} is not SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND")
+                  lambda: f"rounding_mode {rounding_mode} is not SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND")
     mult_t = I32 if scale32 else I16
     call.error_if(call.in_dtype(1) != mult_t,
-                  f"multiplier is {call.in_dtype(1).name}, must be {mult_t.name} when scale32 is {scale32}")
-    call.error_if(call.in_dtype(2) != I8, f"shift is {call.in_dtype(2).name}, must be INT8")
+                  lambda: f"multiplier is {call.in_dtype(1).name}, must be {mult_t.name} when scale32 is {scale32}")
+    call.error_if(call.in_dtype(2) != I8, lambda: f"shift is {call.in_dtype(2).name}, must be INT8")
 
     izp = scalar_operand(call, 3, "input_zp", in_t)
     ozp = scalar_operand(call, 4, "output_zp", out_t)
@@ -89,8 +89,8 @@ def rescale(call: OpCall):
     nc = shape[-1] if per_channel else 1
     mult = np.asarray(call.inputs[1]).reshape(-1)
     shift = np.asarray(call.inputs[2]).reshape(-1)
-    call.error_if(mult.size != nc, f"multiplier has {mult.size} values, needs {nc}")
-    call.error_if(shift.size != nc, f"shift has {shift.size} values, needs {nc}")
+    call.error_if(mult.size != nc, lambda: f"multiplier has {mult.size} values, needs {nc}")
+    call.error_if(shift.size != nc, lambda: f"shift has {shift.size} values, needs {nc}")
     if rounding_mode == numerics.INEXACT_ROUND:
         raise TosaUnsupported(f"{call.op} ({call.where}): INEXACT_ROUND belongs to the inexactround "
                               "extension, which npu-bench does not implement")
@@ -198,7 +198,7 @@ def table(call: OpCall):
     size = TABLE_TYPES[combo]
     tab = np.asarray(call.inputs[1]).reshape(-1)
     call.error_if(len(shape_of(call, 1)) != 1 or tab.size != size,
-                  f"table has shape {list(shape_of(call, 1))}, must be [{size}]")
+                  lambda: f"table has shape {list(shape_of(call, 1))}, must be [{size}]")
     shape = shape_of(call, 0)
     check_output_shape(call, shape)
     if combo[0] == I8:

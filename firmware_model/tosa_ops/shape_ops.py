@@ -30,19 +30,19 @@ from firmware_model.tosa_ops.registry import OpCall, register
 def _shape_value(call: OpCall, i: int, what: str) -> np.ndarray:
     """Input i as a shape_t value (ERROR_IF it is not one)."""
     spec = call.input_specs[i]
-    call.error_if(spec.dtype != DType.SHAPE, f"{what} is {spec.dtype.name}, not a shape value")
+    call.error_if(spec.dtype != DType.SHAPE, lambda: f"{what} is {spec.dtype.name}, not a shape value")
     x = np.asarray(call.inputs[i])
-    call.error_if(x.ndim != 1, f"{what} has rank {x.ndim}: shape values are one-dimensional")
+    call.error_if(x.ndim != 1, lambda: f"{what} has rank {x.ndim}: shape values are one-dimensional")
     return x.astype(np.int64)
 
 
 def _shape_output(call: OpCall, length: int) -> None:
     call.error_if(len(call.output_specs) != 1, "a shape operator has one output")
     spec = call.output_specs[0]
-    call.error_if(spec.dtype != DType.SHAPE, f"output is {spec.dtype.name}, not a shape value")
+    call.error_if(spec.dtype != DType.SHAPE, lambda: f"output is {spec.dtype.name}, not a shape value")
     declared = tuple(spec.shape)
     call.error_if(len(declared) != 1 or (declared[0] >= 0 and declared[0] != length),
-                  f"output holds {declared} values, the result {length}")
+                  lambda: f"output holds {declared} values, the result {length}")
 
 
 @register("DIM")
@@ -50,7 +50,7 @@ def dim(call: OpCall):
     shape = shape_of(call, 0)
     check_rank(call, shape, "input1")
     axis = int(attr(call, "axis", 0))
-    call.error_if(axis < 0 or axis >= len(shape), f"axis {axis} outside [0, rank(input1) = {len(shape)})")
+    call.error_if(axis < 0 or axis >= len(shape), lambda: f"axis {axis} outside [0, rank(input1) = {len(shape)})")
     _shape_output(call, 1)
     return [np.array([shape[axis]], dtype=np.int64)]
 
@@ -58,7 +58,7 @@ def dim(call: OpCall):
 def _binary(call: OpCall, fn, divides: bool = False):
     a = _shape_value(call, 0, "input1")
     b = _shape_value(call, 1, "input2")
-    call.error_if(len(a) != len(b), f"input1 holds {len(a)} values, input2 {len(b)}")
+    call.error_if(len(a) != len(b), lambda: f"input1 holds {len(a)} values, input2 {len(b)}")
     _shape_output(call, len(a))
     if divides:
         call.require(bool(np.all(b != 0)), "input2 != 0 (division by zero)")
@@ -94,7 +94,7 @@ def concat_shape(call: OpCall):
     call.error_if(len(call.inputs) == 0, "input list is empty")
     values = [_shape_value(call, i, f"input1[{i}]") for i in range(len(call.inputs))]
     for i, v in enumerate(values):
-        call.error_if(len(v) == 0, f"input1[{i}] has rank 0 (no values)")
+        call.error_if(len(v) == 0, lambda: f"input1[{i}] has rank 0 (no values)")
     result = np.concatenate(values) if values else np.zeros(0, np.int64)
     _shape_output(call, len(result))
     return [result.astype(np.int64)]
@@ -103,7 +103,7 @@ def concat_shape(call: OpCall):
 def _int_scalar(call: OpCall, i: int, what: str) -> int:
     x = np.asarray(call.inputs[i])
     call.error_if(call.input_specs[i].dtype not in (DType.INT32, DType.SHAPE) or x.size != 1,
-                  f"{what} must be one int32 value")
+                  lambda: f"{what} must be one int32 value")
     return int(x.reshape(-1)[0])
 
 
@@ -112,9 +112,9 @@ def slice_shape(call: OpCall):
     a = _shape_value(call, 0, "input1")
     start = _int_scalar(call, 1, "start")
     size = _int_scalar(call, 2, "size")
-    call.error_if(start < 0, f"start {start} < 0")
-    call.error_if(size <= 0, f"size {size} <= 0")
-    call.error_if(start + size > len(a), f"start + size = {start + size} > length(input1) = {len(a)}")
+    call.error_if(start < 0, lambda: f"start {start} < 0")
+    call.error_if(size <= 0, lambda: f"size {size} <= 0")
+    call.error_if(start + size > len(a), lambda: f"start + size = {start + size} > length(input1) = {len(a)}")
     _shape_output(call, size)
     return [a[start:start + size].astype(np.int64)]
 
@@ -123,10 +123,10 @@ def slice_shape(call: OpCall):
 def assert_equal_shape(call: OpCall):
     a = _shape_value(call, 0, "input1")
     b = _shape_value(call, 1, "input2")
-    call.error_if(len(a) != len(b), f"input1 holds {len(a)} values, input2 {len(b)}")
+    call.error_if(len(a) != len(b), lambda: f"input1 holds {len(a)} values, input2 {len(b)}")
     if bool(attr(call, "allow_broadcast", False)):
         differ = (a != b) & (a != 1) & (b != 1)
     else:
         differ = a != b
-    call.error_if(bool(np.any(differ)), f"shape values {a.tolist()} and {b.tolist()} are not equal")
+    call.error_if(bool(np.any(differ)), lambda: f"shape values {a.tolist()} and {b.tolist()} are not equal")
     return []

@@ -54,37 +54,37 @@ POOL_TYPES = [(DType.INT8, DType.INT8), (DType.INT16, DType.INT16)]
 # Shared checks and arithmetic
 
 def _check_arity(call: OpCall, n_in: int) -> None:
-    call.error_if(len(call.inputs) != n_in, f"takes {n_in} inputs, got {len(call.inputs)}")
-    call.error_if(len(call.output_specs) != 1, f"has 1 output, got {len(call.output_specs)}")
+    call.error_if(len(call.inputs) != n_in, lambda: f"takes {n_in} inputs, got {len(call.inputs)}")
+    call.error_if(len(call.output_specs) != 1, lambda: f"has 1 output, got {len(call.output_specs)}")
 
 
 def _check_rank(call: OpCall, i: int, what: str, rank: int = 4) -> tuple[int, ...]:
     shape = shape_of(call, i)
-    call.error_if(len(shape) != rank, f"rank({what}) = {len(shape)}, must be {rank}")
+    call.error_if(len(shape) != rank, lambda: f"rank({what}) = {len(shape)}, must be {rank}")
     return shape
 
 
 def _attr_list(call: OpCall, name: str, n: int) -> list[int]:
     v = attr_int_list(call, name)
-    call.error_if(len(v) != n, f"attribute '{name}' has {len(v)} values, needs {n}")
+    call.error_if(len(v) != n, lambda: f"attribute '{name}' has {len(v)} values, needs {n}")
     return v
 
 
 def _zero_point(call: OpCall, i: int, what: str, dtype: DType, allowed: bool) -> int:
     """A zero-point operand; ERROR_IF it is non-zero where the spec allows only zero."""
     zp = scalar_operand(call, i, what, dtype)
-    call.error_if(not allowed and zp != 0, f"{what} != 0 (zero points are only allowed for int8)")
+    call.error_if(not allowed and zp != 0, lambda: f"{what} != 0 (zero points are only allowed for int8)")
     return zp
 
 
 def _idiv_check(call: OpCall, a: int, b: int, what: str) -> int:
     """idiv_check: ERROR_IF a is not a multiple of b; the exact quotient."""
-    call.error_if(a % b != 0, f"{what}: {a} is not a multiple of the stride {b}")
+    call.error_if(a % b != 0, lambda: f"{what}: {a} is not a multiple of the stride {b}")
     return a // b
 
 
 def _check_dim(call: OpCall, value: int, what: str) -> None:
-    call.error_if(value < 1, f"{what} = {value}, must be >= 1")
+    call.error_if(value < 1, lambda: f"{what} = {value}, must be >= 1")
 
 
 def _compute_dtype(bound: int) -> type:
@@ -169,21 +169,21 @@ def _conv_common(call: OpCall, rank: int = 4):
     in_t, w_t, out_t = combo
     acc_t = CONV_TYPES[combo]
     call.error_if(call.in_dtype(2) != out_t,
-                  f"bias type {call.in_dtype(2).name} != output type {out_t.name}")
+                  lambda: f"bias type {call.in_dtype(2).name} != output type {out_t.name}")
     acc_attr = call.attrs.get("acc_type")
     call.error_if(acc_attr is None or int(acc_attr) != int(acc_t),
-                  f"acc_type {acc_attr!r} is not {acc_t.name} for {in_t.name} x {w_t.name}")
+                  lambda: f"acc_type {acc_attr!r} is not {acc_t.name} for {in_t.name} x {w_t.name}")
     x_shape = _check_rank(call, 0, "input", rank)
     w_shape = _check_rank(call, 1, "weight", rank)
     b_shape = shape_of(call, 2)
-    call.error_if(len(b_shape) != 1, f"rank(bias) = {len(b_shape)}, must be 1")
+    call.error_if(len(b_shape) != 1, lambda: f"rank(bias) = {len(b_shape)}, must be 1")
     izp = _zero_point(call, 3, "input_zp", in_t, in_t == DType.INT8)
     wzp = _zero_point(call, 4, "weight_zp", w_t, w_t == DType.INT8)
     return in_t, w_t, out_t, x_shape, w_shape, b_shape[0], izp, wzp
 
 
 def _bias_vector(call: OpCall, bc: int, oc: int) -> np.ndarray:
-    call.error_if(bc != oc and bc != 1, f"bias has {bc} values, needs {oc} or 1")
+    call.error_if(bc != oc and bc != 1, lambda: f"bias has {bc} values, needs {oc} or 1")
     return np.asarray(call.inputs[2]).reshape(-1)
 
 
@@ -196,7 +196,7 @@ def conv2d(call: OpCall):
     call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
     call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
     call.error_if(dy < 1 or dx < 1, "dilation_y < 1 or dilation_x < 1")
-    call.error_if(wic != ic, f"weight has {wic} input channels, input has {ic}")
+    call.error_if(wic != ic, lambda: f"weight has {wic} input channels, input has {ic}")
     oh = _idiv_check(call, ih - 1 + pt + pb - (kh - 1) * dy, sy, "OH") + 1
     ow = _idiv_check(call, iw - 1 + pl + pr - (kw - 1) * dx, sx, "OW") + 1
     _check_dim(call, oh, "OH")
@@ -241,7 +241,7 @@ def conv3d(call: OpCall):
     call.error_if(min(pd0, pd1, pt, pb, pl, pr) < 0, "pad_d0, pad_d1, pad_top, pad_bottom, pad_left or pad_right < 0")
     call.error_if(sd < 1 or sy < 1 or sx < 1, "stride_d < 1, stride_y < 1 or stride_x < 1")
     call.error_if(dd < 1 or dy < 1 or dx < 1, "dilation_d < 1, dilation_y < 1 or dilation_x < 1")
-    call.error_if(wic != ic, f"weight has {wic} input channels, input has {ic}")
+    call.error_if(wic != ic, lambda: f"weight has {wic} input channels, input has {ic}")
     od = _idiv_check(call, id_ - 1 + pd0 + pd1 - (kd - 1) * dd, sd, "OD") + 1
     oh = _idiv_check(call, ih - 1 + pt + pb - (kh - 1) * dy, sy, "OH") + 1
     ow = _idiv_check(call, iw - 1 + pl + pr - (kw - 1) * dx, sx, "OW") + 1
@@ -276,7 +276,7 @@ def depthwise_conv2d(call: OpCall):
     call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
     call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
     call.error_if(dy < 1 or dx < 1, "dilation_y < 1 or dilation_x < 1")
-    call.error_if(wc != c, f"weight has {wc} channels, input has {c}")
+    call.error_if(wc != c, lambda: f"weight has {wc} channels, input has {c}")
     oh = _idiv_check(call, ih - 1 + pt + pb - (kh - 1) * dy, sy, "OH") + 1
     ow = _idiv_check(call, iw - 1 + pl + pr - (kw - 1) * dx, sx, "OW") + 1
     _check_dim(call, oh, "OH")
@@ -315,7 +315,7 @@ def transpose_conv2d(call: OpCall):
     call.error_if(pt <= -kh or pb <= -kh, "out_pad_top <= -KH or out_pad_bottom <= -KH")
     call.error_if(pl <= -kw or pr <= -kw, "out_pad_left <= -KW or out_pad_right <= -KW")
     call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
-    call.error_if(wic != ic, f"weight has {wic} input channels, input has {ic}")
+    call.error_if(wic != ic, lambda: f"weight has {wic} input channels, input has {ic}")
     oh = (ih - 1) * sy + pt + pb + kh
     ow = (iw - 1) * sx + pl + pr + kw
     _check_dim(call, oh, "OH")
@@ -352,11 +352,11 @@ def matmul(call: OpCall):
     _check_arity(call, 4)
     a_t, b_t, out_t = check_types(call, MATMUL_TYPES, in_idx=(0, 1), out_idx=(0,))
     a_shape, b_shape = shape_of(call, 0), shape_of(call, 1)
-    call.error_if(len(a_shape) != 3, f"rank(A) = {len(a_shape)}, must be 3")
-    call.error_if(len(b_shape) != 3, f"rank(B) = {len(b_shape)}, must be 3")
+    call.error_if(len(a_shape) != 3, lambda: f"rank(A) = {len(a_shape)}, must be 3")
+    call.error_if(len(b_shape) != 3, lambda: f"rank(B) = {len(b_shape)}, must be 3")
     (n, h, c), (bn, bc, w) = a_shape, b_shape
-    call.error_if(bn != n, f"batch of B ({bn}) != batch of A ({n})")
-    call.error_if(bc != c, f"B has {bc} rows, A has {c} columns")
+    call.error_if(bn != n, lambda: f"batch of B ({bn}) != batch of A ({n})")
+    call.error_if(bc != c, lambda: f"B has {bc} rows, A has {c} columns")
     azp = _zero_point(call, 2, "A_zp", a_t, a_t == DType.INT8)
     bzp = _zero_point(call, 3, "B_zp", b_t, b_t == DType.INT8)
     check_output_shape(call, (n, h, w))
@@ -413,7 +413,7 @@ def avg_pool2d(call: OpCall):
     io_t, (n, ih, iw, c), k, s, (pt, pb, pl, pr), o = _pool_common(call, 3)
     acc_attr = call.attrs.get("acc_type")
     call.error_if(acc_attr is None or int(acc_attr) != int(DType.INT32),
-                  f"acc_type {acc_attr!r} is not INT32 for {io_t.name}")
+                  lambda: f"acc_type {acc_attr!r} is not INT32 for {io_t.name}")
     is_i8 = io_t == DType.INT8
     izp = _zero_point(call, 1, "input_zp", io_t, is_i8)
     ozp = _zero_point(call, 2, "output_zp", io_t, is_i8)
