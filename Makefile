@@ -18,7 +18,7 @@ WAVES  ?= 0
 MODEL  ?= models/demo_conv/model.tosa
 PYTEST_ARGS ?=
 
-.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants fuzz sweep models lint clean
+.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants coverage fuzz sweep models lint clean
 
 help:
 	@echo "make sim        build the RTL, run the demo network on it, check every tile against golden"
@@ -31,6 +31,8 @@ help:
 	@echo "make bench      benchmarks (not part of make test)"
 	@echo "make core-mutants  the fault campaign: every RTL mutant on random programs and networks, the"
 	@echo "                mutation score on both simulators (MUTANT_SIM=icarus|verilator|both; docs/mutants.md)"
+	@echo "make coverage   the core's functional coverage closed: networks, random programs and conformance tests"
+	@echo "                on the RTL (SIM=verilator); build/coverage/coverage.xml and the holes"
 	@echo "make fuzz       the CLI fuzz campaign: mutated models, inputs, configs, state files, arguments"
 	@echo "                (FUZZ_CASES=10000 FUZZ_SEED=1 FUZZ_JOBS=2; new failures saved to tests/data/fuzz/)"
 	@echo "make sweep      every shipped network on 128 NPU configurations: tables and plots (not part of make test)"
@@ -100,6 +102,11 @@ MUTANT_SIM ?= both
 core-mutants: setup icarus
 	$(RUN) $(BIN)/python -m sim.verification.core_mutants --simulator $(MUTANT_SIM) \
 	  --json build/core_mutants$(if $(filter both,$(MUTANT_SIM)),,-$(MUTANT_SIM)).json
+
+# the regression that closes the core's functional coverage (sim/verification/core_coverage.py):
+# exit 1 when a bin is neither hit nor explained
+coverage: setup $(if $(filter icarus,$(SIM)),icarus)
+	$(RUN) $(BIN)/python -m sim.verification.core_coverage --sim $(SIM)
 
 # the CLI fuzz campaign (sim/verification/fuzz_campaign.py): exit 1 when any case breaks the
 # CLI's promise; each new failure signature is minimised and saved under tests/data/fuzz/

@@ -211,6 +211,10 @@ def run_sim(model: Path, cfg: NpuConfig, simulator: str, *, input_specs: list[st
     rep = SimReport(str(model), cfg, simulator, inputs_text, seed, tiles, inv_reports, checks, notes,
                     built.build_seconds, built.reused, time.monotonic() - t_start, sim_seconds, wave_file)
     rep.final_state = grun.model.save_state()
+    from sim.verification.core_coverage import CoreCoverage
+
+    rep.coverage = CoreCoverage()       # what the scoreboard verified, as functional coverage
+    rep.coverage.sample_run(program, cfg, job, grun, result)
     rep.started = started
     rep.run_seed = "" if seeds.run_seed() is None else str(seeds.run_seed())
     rep.seeds = sorted(set(seeds.take_drawn()))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pickle
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +61,7 @@ class GoldenRun:
     cycles: list[int | None]
     host_cycles: list[int]
     model: object
+    var_kinds: list[dict] = field(default_factory=list)   # per invocation: VAR commands run, by kind (counters.var)
 
 
 def config_ref(cfg: NpuConfig) -> dict:
@@ -95,11 +96,13 @@ def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.nda
         def hook(ev, tiles=tiles):
             a, b = ev.output
             tiles.append(TileExpectation(ev.command_index, ev.tile_id, ev.opcode.name, ev.end, (a, b),
-                                         ev.memories.sram[Sram.OUTPUT][a:b].copy(), dict(ev.regs)))
+                                         ev.memories.sram[Sram.OUTPUT][a:b].copy(), dict(ev.regs),
+                                         golden.timeline.stall))
             return None
 
         golden.event_hook = hook
         before_host = golden.counters.host_cycles
+        before_var = dict(golden.counters.var)
         writes = []
         for place in program.inputs:
             value = np.ascontiguousarray(inputs[place.name], dtype=place.dtype.storage.newbyteorder("<"))
@@ -116,6 +119,8 @@ def prepare(program: Program, cfg: NpuConfig, invocations: list[dict[str, np.nda
         run.errors.append(error)
         run.cycles.append(cycles)
         run.host_cycles.append(golden.counters.host_cycles - before_host)
+        run.var_kinds.append({k: n - before_var.get(k, 0) for k, n in golden.counters.var.items()
+                              if n > before_var.get(k, 0)})
         image_v, flags_v = golden.variable_sram_image()
         fault = golden.fault_variables if status != Status.OK else None
         jobs.append(InvocationJob(

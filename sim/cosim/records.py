@@ -24,6 +24,9 @@ class TileExpectation:
     output: tuple[int, int]         # output SRAM bytes [a, b) it wrote
     expected: np.ndarray            # those bytes, as golden left them
     regs: dict                      # the registers it ran with (for the report's coordinates)
+    # the command processor's stall clocks so far in the invocation when this command ran (the
+    # cycle model's: DMA queue full, DMA busy); a rise since the previous tile means it waited
+    stall_before: int = 0
 
 
 @dataclass

@@ -96,6 +96,7 @@ class SimReport:
     started: float = 0.0          # epoch seconds
     run_seed: str = ""            # NPU_BENCH_SEED (or --seed); "" when the committed defaults ran
     seeds: list[tuple[str, int]] = field(default_factory=list)   # every random stream drawn: (label, seed)
+    coverage: object = None       # sim.verification.core_coverage.CoreCoverage of the run
 
     @property
     def passed(self) -> int:
@@ -280,12 +281,15 @@ def report_json(rep: SimReport) -> dict:
 
 
 def write_reports(rep: SimReport, outdir: Path) -> tuple[Path, Path]:
-    """report.json and report.xml (JUnit, sim/cosim/junit_report.py) in `outdir`."""
+    """report.json, report.xml (JUnit, sim/cosim/junit_report.py) and coverage.xml (the run's
+    functional coverage, sim/verification/core_coverage.py) in `outdir`."""
     from sim.cli.files import write_text_atomic
     from sim.cosim.junit_report import sim_suite, write_suite
 
     jpath = outdir / "report.json"
     write_text_atomic(jpath, json.dumps(report_json(rep), indent=1, default=_plain))
+    if rep.coverage is not None:
+        rep.coverage.export(outdir / "coverage.xml")
     return jpath, write_suite(sim_suite(rep), outdir / "report.xml")
 
 

@@ -21,7 +21,8 @@ What it writes, in DIR (default build/regress):
 - junit.xml: every run's <testsuite> (sim/cosim/junit_report.py: tiles as test cases, host layers
   skipped with their reason, properties: seeds, configuration hash, RTL hash, simulator version);
   a run that could not report (a crash, a compile error) is a suite with one errored case;
-- runs/<suite>/: each run's report.json, report.xml and log.txt;
+- runs/<suite>/: each run's report.json, report.xml, coverage.xml and log.txt;
+- coverage.xml: the runs' functional coverage (sim/verification/core_coverage.py), merged;
 - summary.csv: one row per run.
 
 Exit status: 3 when a run crashed or npu-bench failed internally; else 1 when any run differs from
@@ -187,6 +188,7 @@ class RegressResult:
     build_seconds: float
     options: str
     internal: list[str] = field(default_factory=list)
+    coverage: Path | None = None  # the runs' functional coverage, merged
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.runs)
@@ -320,7 +322,12 @@ def run_regress(graphs: list[Path], configs: list, simulators: list[str], out: P
                         "graph": r.graph, "predicted_cycles": str(r.predicted_cycles)}
     junit = write_junit(results, out / "junit.xml")
     summary = write_summary(results, out / "summary.csv")
-    return RegressResult(results, junit, summary, time.monotonic() - t0, build_seconds, options.describe(), internal)
+    from sim.verification.core_coverage import merge
+
+    coverage = merge([Path(r.run_dir) / "coverage.xml" for r in results if r.status in ("pass", "fail")],
+                     out / "coverage.xml")
+    return RegressResult(results, junit, summary, time.monotonic() - t0, build_seconds, options.describe(), internal,
+                         coverage)
 
 
 def _line(r: RunResult) -> str:
@@ -387,5 +394,9 @@ def format_result(result: RegressResult) -> str:
     lines.insert(0, f"regress: {n} runs: {counts}; {result.seconds:.1f} s wall ({result.build_seconds:.1f} s building) "
                     f"{result.options}")
     lines.append(f"junit: {result.junit}")
+    if result.coverage is not None:
+        from sim.verification.core_coverage import summary
+
+        lines.append(summary(result.coverage).splitlines()[0])
     lines.append(f"summary: {result.summary}")
     return "\n".join(lines)

@@ -90,6 +90,19 @@ def test_runs_merge_cleanly_and_seeds_replay(regressed):
     assert props(default_mlp)["config_hash"] != props(tiny_mlp)["config_hash"]
 
 
+def test_runs_coverage_merged(regressed):
+    import xml.etree.ElementTree as ET
+
+    root, _, _ = regressed
+    def command_hits(path):
+        node = next(n for n in ET.parse(path).getroot().iter() if n.get("abs_name") == "top.core.command")
+        return {b.get("bin"): int(b.get("hits")) for b in node}
+    merged = command_hits(root / "a" / "coverage.xml")
+    runs = sorted((root / "a" / "runs").glob("*/coverage.xml"))
+    assert len(runs) == 2                       # the two mlp runs; skipped and broken runs have none
+    assert merged["MAC.CONV2D"] == sum(command_hits(f)["MAC.CONV2D"] for f in runs) == 2
+
+
 def test_no_graphs_is_a_one_line_error(tmp_path, capsys):
     assert cli.main(["regress", str(tmp_path), "--local"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
