@@ -95,7 +95,7 @@ def rescale(call: OpCall):
         raise TosaUnsupported(f"{call.op} ({call.where}): INEXACT_ROUND belongs to the inexactround "
                               "extension, which npu-bench does not implement")
 
-    plan = _RescalePlan(call, in_t, out_t, mult.astype(np.int64), shift.astype(np.int64), izp, ozp,
+    plan = _RescalePlan(call, in_t, out_t, mult, shift, izp, ozp,
                         scale32, rounding_mode == numerics.DOUBLE_ROUND, in_u, out_u, per_channel)
     return plan.execute
 
@@ -112,41 +112,41 @@ class _RescalePlan:
     def __init__(self, call: OpCall, in_t, out_t, mult, shift, izp, ozp, scale32, double_round, in_u, out_u,
                  per_channel):
         self.call, self.in_t, self.out_t = call, in_t, out_t
-        try:
-            primitive = "apply_scale_32" if scale32 else "apply_scale_16"
-            if (mult < 0).any():
-                raise TosaUnpredictable(primitive, "multiplier >= 0")
-            if ((shift < 2) | (shift > 62)).any():
-                raise TosaUnpredictable(primitive, "2 <= shift <= 62")
-        except TosaUnpredictable as e:
-            raise TosaUnpredictable(call.op, f"{e.op}: {e.rule}", call.where) from e
+        ms, ss = mult.tolist(), shift.tolist()         # Python integers: the checks and bounds below
+        primitive = "apply_scale_32" if scale32 else "apply_scale_16"
+        if min(ms) < 0:
+            raise TosaUnpredictable(call.op, f"{primitive}: multiplier >= 0", call.where)
+        if min(ss) < 2 or max(ss) > 62:
+            raise TosaUnpredictable(call.op, f"{primitive}: 2 <= shift <= 62", call.where)
         self.izp, self.ozp, self.scale32, self.in_u = izp, ozp, scale32, in_u
         self.umax = in_t.umax
-        rnd = np.left_shift(np.int64(1), shift - 1)
-        extra = np.where(shift > 31, np.int64(1 << 30), np.int64(0)) if (scale32 and double_round) else None
-        if extra is not None and not extra.any():
-            extra = None                                   # no channel's shift takes the extra term
+        rs = [1 << (sh - 1) for sh in ss]
+        # the double round's extra 2^30 (towards v's sign) applies to channels with shift > 31
+        es = [(1 << 30) if sh > 31 else 0 for sh in ss] if (scale32 and double_round) else []
+        ext = (1 << 30) if any(es) else 0
         # Values v = value - input_zp the input type allows.
         lo, hi = (0, in_t.umax) if in_u else (in_t.min, in_t.max)
         v_lo, v_hi = lo - izp, hi - izp
-        ms, ss, rs = (int(m) for m in mult), (int(x) for x in shift), (int(r) for r in rnd)
         # apply_scale_32's REQUIRE -(1 << (shift - 1)) <= v < (1 << (shift - 1)), for every v
-        self.check_value = scale32 and not all(-r <= v_lo and v_hi < r for r in (int(r) for r in rnd))
-        # the scaled value's range (double round adds at most 2^30 towards v's sign)
-        ext = (1 << 30) if extra is not None else 0
-        bounds = [((v_lo * m + r - ext) >> sh, (v_hi * m + r + ext) >> sh) for m, sh, r in zip(ms, ss, rs)]
-        r_lo, r_hi = min(b[0] for b in bounds), max(b[1] for b in bounds)
+        self.check_value = scale32 and not all(-r <= v_lo and v_hi < r for r in rs)
+        # the scaled value's range (m >= 0: v's extremes give it; the extra term at most 2^30)
+        r_lo = min((v_lo * m + r - ext) >> sh for m, sh, r in zip(ms, ss, rs))
+        r_hi = max((v_hi * m + r + ext) >> sh for m, sh, r in zip(ms, ss, rs))
         # apply_scale_16's REQUIRE: the result fits int32
         self.check_scaled = not scale32 and not (numerics.INT32_MIN <= r_lo and r_hi <= numerics.INT32_MAX)
         # apply_add_s<int32>(result, output_zp)'s REQUIRE (the scaled result is int32 by now)
         r_lo, r_hi = max(r_lo, numerics.INT32_MIN), min(r_hi, numerics.INT32_MAX)
         self.check_sum = not (numerics.INT32_MIN <= r_lo + ozp and r_hi + ozp <= numerics.INT32_MAX)
-        shape = (-1,) if per_channel else ()
-        self.mult, self.shift, self.rnd = mult.reshape(shape), shift.reshape(shape), rnd.reshape(shape)
-        self.extra = None if extra is None else extra.reshape(shape)
+        if per_channel:
+            self.mult, self.shift = mult.astype(np.int64), shift.astype(np.int64)
+            self.rnd = np.array(rs, np.int64)
+            self.extra = np.array(es, np.int64) if ext else None
+        else:                                           # Python integers broadcast as scalars
+            self.mult, self.shift, self.rnd = ms[0], ss[0], rs[0]
+            self.extra = es[0] if ext else None
         self.clip = (0, out_t.umax) if out_u else (out_t.min, out_t.max)
         self.storage = out_t.storage
-        self.nc = mult.size if per_channel else 1
+        self.nc = len(ms) if per_channel else 1
 
     def _fail(self, rule: str):
         raise TosaUnpredictable(self.call.op, rule, self.call.where)
