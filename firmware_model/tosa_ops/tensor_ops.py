@@ -408,7 +408,7 @@ def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> np.ndarray:
     return np.minimum(start + k, size) - np.maximum(start, 0)
 
 
-@register("AVG_POOL2D")
+@register_plan("AVG_POOL2D", static=(1, 2))
 def avg_pool2d(call: OpCall):
     io_t, (n, ih, iw, c), k, s, (pt, pb, pl, pr), o = _pool_common(call, 3)
     acc_attr = call.attrs.get("acc_type")
@@ -419,24 +419,49 @@ def avg_pool2d(call: OpCall):
     ozp = _zero_point(call, 2, "output_zp", io_t, is_i8)
 
     # Only positions inside the input count; padding adds nothing to the sum (nor to count).
-    x = np.asarray(call.inputs[0])
     (ky, kx), (oh, ow) = k, o
-    dt = np.int32 if ky * kx * _absmax(x, izp) < AVG_INT32_SUM_BOUND else np.int64
-    acc = _window_reduce(_pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr), k, s, o, np.add)
     count = _valid_count(ih, ky, s[0], pt, oh)[:, None] * _valid_count(iw, kx, s[1], pl, ow)[None, :]
-    result = np.empty(acc.shape, io_t.storage)
-    rows = max(1, POOL_SCALE_BLOCK // max(1, ow * c))   # output rows scaled per block
     try:
         multiplier, shift = numerics.reciprocal_scale(count)
-        for b in range(n):
-            for y0 in range(0, oh, rows):
-                m, sh = multiplier[y0:y0 + rows, :, None], shift[y0:y0 + rows, :, None]
-                scaled = numerics.apply_scale_32(acc[b, y0:y0 + rows], m, sh, False)
-                shifted = numerics.apply_add_s(scaled, ozp, DType.INT32)
-                result[b, y0:y0 + rows] = numerics.apply_clip_s(shifted, io_t.min, io_t.max)
     except TosaUnpredictable as e:
         raise _unpredictable_from(call, e) from e
-    return [out(call, result)]
+    rows = max(1, POOL_SCALE_BLOCK // max(1, ow * c))   # output rows scaled per block
+    # |x - input_zp| over the type's values bounds the sums: apply_scale_32's REQUIREs and
+    # apply_add_s's then hold for every input when the bounds below say so (they do for int8 and
+    # int16: count x 2^16 < 2^(shift - 1) = 2^(29 + ceil(log2 count))), and the fast execute
+    # below leaves them out; otherwise the primitives run with their REQUIREs.
+    bound = max(abs(io_t.min - izp), abs(io_t.max - izp))
+    dt = np.int32 if ky * kx * bound < AVG_INT32_SUM_BOUND else np.int64
+    proven = True
+    for cnt, m, sh in set(zip(count.reshape(-1).tolist(), multiplier.reshape(-1).tolist(), shift.reshape(-1).tolist())):
+        half = 1 << (sh - 1)                       # apply_scale_32's round, and its value bound
+        scaled = (cnt * bound * m + half) >> sh
+        proven &= m >= 0 and 2 <= sh <= 62 and cnt * bound < half and \
+            numerics.INT32_MIN <= -scaled + ozp and scaled + ozp <= numerics.INT32_MAX
+    m3, sh3 = multiplier.astype(np.int64)[:, :, None], shift.astype(np.int64)[:, :, None]
+    rnd3 = np.left_shift(np.int64(1), sh3 - 1)
+
+    def execute(ins):
+        acc = _window_reduce(_pad_zero(_shifted(np.asarray(ins[0]), izp, dt), pt, pb, pl, pr), k, s, o, np.add)
+        result = np.empty(acc.shape, io_t.storage)
+        try:
+            for b in range(n):
+                for y0 in range(0, oh, rows):
+                    a = acc[b, y0:y0 + rows]
+                    m, sh = m3[y0:y0 + rows], sh3[y0:y0 + rows]
+                    if proven:     # apply_scale_32 then apply_add_s, their REQUIREs proven above
+                        v = a.astype(np.int64) * m
+                        v += rnd3[y0:y0 + rows]
+                        v >>= sh
+                        if ozp:
+                            v += ozp
+                    else:
+                        v = numerics.apply_add_s(numerics.apply_scale_32(a, m, sh, False), ozp, DType.INT32)
+                    result[b, y0:y0 + rows] = numerics.apply_clip_s(v, io_t.min, io_t.max)
+        except TosaUnpredictable as e:
+            raise _unpredictable_from(call, e) from e
+        return [result]
+    return execute
 
 
 @register("MAX_POOL2D")

@@ -338,3 +338,44 @@ def test_the_kernel_is_prepare_then_execute():
     a, b = rand(I32, (3,), -9, 9), rand(I32, (3,), -9, 9)
     c = OpCall("ADD", {}, [a, b], [TensorSpec((3,), I32)] * 2, [TensorSpec((3,), I32)], "test")
     same(run_op(c)[0], (a.astype(np.int64) + b).astype(np.int32))
+
+
+def avg_pool_reference(x, izp, ozp, kernel, stride, pad, io_t):
+    """The spec's AVG_POOL2D: per output position the sum of (x - input_zp) over the taps inside
+    the input, scaled by reciprocal_scale(count) with apply_scale_32, plus output_zp, clipped."""
+    n, ih, iw, c = x.shape
+    (ky, kx), (sy, sx), (pt, pb, pl, pr) = kernel, stride, pad
+    oh, ow = (ih + pt + pb - ky) // sy + 1, (iw + pl + pr - kx) // sx + 1
+    out = np.zeros((n, oh, ow, c), np.int64)
+    for oy in range(oh):
+        for ox in range(ow):
+            acc, count = np.zeros((n, c), np.int64), 0
+            for i in range(ky):
+                for j in range(kx):
+                    y, xx = oy * sy - pt + i, ox * sx - pl + j
+                    if 0 <= y < ih and 0 <= xx < iw:
+                        acc += x[:, y, xx].astype(np.int64) - izp
+                        count += 1
+            m, s = nx.reciprocal_scale(np.array([count]))
+            v = nx.apply_scale_32(acc, int(m[0]), int(s[0]), False).astype(np.int64)
+            out[:, oy, ox] = nx.apply_clip_s(nx.apply_add_s(v, ozp, I32), io_t.min, io_t.max)
+    return out.astype(io_t.storage)
+
+
+@pytest.mark.parametrize("io_t", [I8, I16])
+@pytest.mark.parametrize("kernel,stride,pad", [((2, 2), (1, 1), (0, 0, 0, 0)), ((3, 3), (2, 2), (1, 1, 1, 1)),
+                                               ((3, 2), (1, 2), (2, 0, 1, 0))])
+def test_avg_pool2d_equals_the_spec(io_t, kernel, stride, pad):
+    n, ih, iw, c = 2, 7, 9, 3
+    (ky, kx), (sy, sx), (pt, pb, pl, pr) = kernel, stride, pad
+    if (ih + pt + pb - ky) % sy or (iw + pl + pr - kx) % sx:
+        pytest.skip("not a whole number of strides")
+    oh, ow = (ih + pt + pb - ky) // sy + 1, (iw + pl + pr - kx) // sx + 1
+    izp, ozp = (int(RNG.integers(-128, 128)), int(RNG.integers(-128, 128))) if io_t == I8 else (0, 0)
+    specs = [TensorSpec((n, ih, iw, c), io_t), TensorSpec((1,), io_t), TensorSpec((1,), io_t)]
+    execute = plan("AVG_POOL2D", specs, TensorSpec((n, oh, ow, c), io_t),
+                   dict(kernel=list(kernel), stride=list(stride), pad=list(pad), acc_type=int(I32)),
+                   {1: np.array([izp], io_t.storage), 2: np.array([ozp], io_t.storage)})
+    for _ in range(3):
+        x = edges(io_t, (n, ih, iw, c))
+        same(execute([x])[0], avg_pool_reference(x, izp, ozp, kernel, stride, pad, io_t))
