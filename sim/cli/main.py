@@ -120,6 +120,11 @@ def _add_sim(sub) -> None:
                    help="stop the simulation at the first tile that differs from golden (default: run on)")
     p.add_argument("--inject-fault", metavar="NAME", default=None,
                    help="build the RTL with a deliberate fault (self-check of the bench; see docs)")
+    p.add_argument("--tile", type=int, default=None, metavar="N",
+                   help="re-run only tile N (its number in the report), alone, from golden's state before it; "
+                        "with --waves, a waveform of that tile only")
+    p.add_argument("--invocation", type=int, default=0, metavar="K",
+                   help="with --tile: the tile in invocation K (default 0)")
     add_seed_arg(p)
     p.set_defaults(func=cmd_sim)
 

@@ -281,6 +281,14 @@ def sim_cli(args) -> int:
         state = load_state(args.state)
         if state is not None:
             check_state(args.state, state, graph_variables(read_tosa(model)), init_missing=args.init_missing)
+    if args.tile is not None:
+        from sim.cosim.tile_replay import run_tile
+
+        text, ok = run_tile(model, cfg, args.simulator, args.tile, invocation=args.invocation, input_specs=args.input,
+                            waves=args.waves, state=state, binds=parse_binds(args.bind),
+                            workdir=workdir / f"tile-{args.invocation}-{args.tile}", fault=args.inject_fault)
+        print(text)
+        return 0 if ok else 1
     rep = run_sim(model, cfg, args.simulator, input_specs=args.input, waves=args.waves, fault=args.inject_fault,
                   workdir=workdir, state=state, invocations=args.invocations,
                   stop_at_first_mismatch=args.stop_at_first_mismatch, binds=parse_binds(args.bind))
