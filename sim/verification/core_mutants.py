@@ -213,10 +213,11 @@ def _fault_programs(cfg) -> list:
     """Small programs on the command processor's edges: a MAC whose unit refuses it (BAD_MODE from
     the unit), a stream without END (COMMAND_OVERRUN), a DMA that ends exactly at the input SRAM's
     last byte (allowed), a BARRIER behind a long DMA with
-    commands after it (its wait shows in the cycles)."""
+    commands after it (its wait shows in the cycles), 3-D DMA patterns and a full DMA queue."""
     from compiler.npu.base import CommandWriter
     from firmware_model.arch.isa import Opcode, Reg, Sram
-    from firmware_model.arch.program import Program
+    from firmware_model.arch.program import Placement, Program
+    from firmware_model.tosa_ops.dtypes import DType
     from sim.vectors import random_programs as rp
 
     rng = seeds.rng(31, "core mutants cp_edges")
@@ -226,12 +227,14 @@ def _fault_programs(cfg) -> list:
     tiles[1].regs[int(Reg.OFM_DTYPE)] = 0x7F
     programs.append(rp.tile_program(cfg, tiles, name="MAC refused by its unit"))
 
-    def bare(build, source: str, consts: bytes = bytes(range(64))) -> Program:
+    def bare(build, source: str, consts: bytes = bytes(range(64)), outputs=()) -> Program:
         w = CommandWriter()
         build(w)
+        ext_used = max([len(consts)] + [p.addr + p.nbytes for p in outputs])
         manifest = {"config": cfg.to_dict(), "source": source,
-                    "memory": {"constants": {"addr": 0, "size": len(consts)}, "ext_used": len(consts)},
-                    "graph": {"inputs": [], "outputs": []}, "variables": [], "host_ops": [], "layers": [],
+                    "memory": {"constants": {"addr": 0, "size": len(consts)}, "ext_used": ext_used},
+                    "graph": {"inputs": [], "outputs": [p.to_json() for p in outputs]}, "variables": [],
+                    "host_ops": [], "layers": [],
                     "stats": {"commands": len(w.commands), "tiles": 0, "npu_macs": 0, "host_macs": 0}}
         return Program(w.commands, consts, manifest)
 
@@ -251,6 +254,20 @@ def _fault_programs(cfg) -> list:
             w.emit(Opcode.MARK, 0, k)
         w.emit(Opcode.END)
 
+    # DMA patterns: a 3-D load whose external and SRAM strides differ, then loads of different
+    # lengths back to back (the queue fills), all stored back to external memory and compared
+    pattern_out, queue_out = Placement("dma_pattern", 512, [108], DType.INT8), Placement("dma_queue", 640, [240], DType.INT8)
+
+    def dma_patterns(w):
+        w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=0, sram_addr=0, len0=12, len1=3, len2=2,
+              ext_s1=20, ext_s2=70, sram_s1=16, sram_s2=64)
+        for k in range(6):
+            w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=7 * k, sram_addr=256 + 40 * k, len0=5 + 3 * k)
+        w.dma(Opcode.DMA_STORE, Sram.INPUT, ext=pattern_out.addr, sram_addr=0, len0=108)
+        w.dma(Opcode.DMA_STORE, Sram.INPUT, ext=queue_out.addr, sram_addr=256, len0=240)
+        w.emit(Opcode.END)
+
+    programs.append(bare(dma_patterns, "DMA patterns", bytes(range(256)), (pattern_out, queue_out)))
     programs.append(bare(no_end, "no END"))
     programs.append(bare(sram_edge, "DMA at the SRAM's edge"))
     programs.append(bare(barrier, "BARRIER behind a DMA"))
@@ -401,13 +418,39 @@ def campaign(mutants: list[Mutant], simulator: str, out=sys.stdout) -> dict:
             "rows": [asdict(v) for v in rows]}
 
 
+def merge_results(results: list[dict]) -> list[dict]:
+    """Campaign results of the same simulator made one (a campaign run in parts, or a mutant run
+    again): a later row of a mutant replaces an earlier one; the counts and the score are counted
+    again from the rows, the times added up."""
+    merged: dict[str, dict] = {}
+    for r in results:
+        m = merged.setdefault(r["simulator"], {"simulator": r["simulator"], "rows": {}, "seconds": 0.0})
+        m["seconds"] += r["seconds"]
+        for row in r["rows"]:
+            m["rows"][(row["unit"], row["mutation"])] = row
+    out = []
+    for m in merged.values():
+        rows = list(m["rows"].values())
+        counts = {k: sum(1 for v in rows if v["verdict"] == k) for k in ("caught", "equivalent", "missed", "error")}
+        scored = len(rows) - counts["equivalent"]
+        out.append({"simulator": m["simulator"], "rows": rows, "counts": counts, "total": len(rows),
+                    "score": counts["caught"] / scored if scored else 1.0, "seconds": round(m["seconds"], 1)})
+    return out
+
+
 def markdown_table(results: list[dict]) -> str:
-    """The table of docs/mutants.md from campaign results (one per simulator)."""
+    """The table of docs/mutants.md from campaign results (one per simulator, or parts of one:
+    merge_results)."""
+    results = merge_results(results)
     sims = [r["simulator"] for r in results]
     by = [{(row["unit"], row["mutation"]): row for row in r["rows"]} for r in results]
     lines = ["| part | mutant | what it breaks | " + " | ".join(sims) + " |",
              "|---|---|---|" + "---|" * len(sims)]
-    for key, row in by[0].items():
+    keys = list(dict.fromkeys(k for b in by for k in b))
+    order = {(m.scope, m.name): i for i, m in enumerate(all_mutants())}
+    keys.sort(key=lambda k: order.get(k, len(order)))
+    for key in keys:
+        row = next(b[key] for b in by if key in b)
         cells = []
         for b in by:
             r = b.get(key)
@@ -456,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the results here (with --simulator both: one file per "
                                               "simulator, the simulator's name added to the stem)")
     ap.add_argument("--markdown", nargs="+", type=Path, metavar="JSON",
-                    help="print the markdown table of these results files and exit")
+                    help="print the markdown table of these results files (parts of a campaign, or "
+                         "mutants run again, merged per simulator) and exit")
     args = ap.parse_args(argv)
     if args.markdown:
         print(markdown_table([json.loads(p.read_text()) for p in args.markdown]), end="")
