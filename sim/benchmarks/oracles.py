@@ -29,16 +29,24 @@ Not part of `make test`; tosa-tools must be installed (the `test` extra).
 
 from __future__ import annotations
 
-import argparse
-import io
-import json
-import math
 import os
-import sys
-import time
-from pathlib import Path
 
-import numpy as np
+# Arm's reference model runs on one thread. numpy's OpenBLAS would use both cores, and on a 2-core
+# machine shared with RTL builds its two threads wait for each other: demo_conv's GEMM took 0.5 ms
+# on one thread and 10-20 ms on two at load average 7. One thread each compares like with like.
+# Set before numpy is first imported (`python -m sim.benchmarks` runs this benchmark first; the
+# rest of that process keeps the setting); OPENBLAS_NUM_THREADS=N in the environment overrides it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 from sim.paths import MODELS_DIR, REPO_ROOT
 
@@ -186,13 +194,13 @@ def _fmt_ratio(x: float, target: float | None = None) -> str:
 
 
 def _print_header(configs: list[str]) -> None:
-    cols = "".join(f"{'g.' + c:>8s}" for c in configs)
+    cols = "".join(f"{'g.' + c:>10s}" for c in configs)
     print(f"{'network':<18}{'Arm ms':>8}{'interp':>8}{'first':>8}{cols}  exact", flush=True)
 
 
 def _print_row(row: dict, configs: list[str]) -> None:
     arm = row["arm"]
-    cols = "".join(_fmt_ratio(row[c] / arm, TARGETS[c]).rjust(8) for c in configs)
+    cols = "".join(_fmt_ratio(row[c] / arm, TARGETS[c]).rjust(10) for c in configs)
     print(f"{row['name']:<18}{arm * 1e3:8.2f}{_fmt_ratio(row['interp'] / arm, TARGETS['interp']):>8}"
           f"{row['first'] / arm:8.2f}{cols}  {'yes' if row['exact'] else 'NO'}", flush=True)
 
@@ -211,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = [] if args.no_golden else args.configs.split(",")
 
     print(f"Oracles / Arm's reference model in-process (ratios of times; best of {args.repeat}, one process;"
-          " * = target not met)")
+          f" * = target not met; numpy BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')})")
     _print_header(configs)
     rows = bench_networks(folders, configs, args.repeat, not args.no_golden)
     status = 0 if all(r["exact"] for r in rows) else 1
