@@ -40,7 +40,7 @@ PART_RUNS = {
     "dma_engine": ("mac8", "cp_edges"),
     "mac_sequencer": ("mac8", "mac16"),
     "eltwise_sequencer": ("eltwise", "eltwise_corners"),
-    "pool_sequencer": ("pool", "pool_corners"),
+    "pool_sequencer": ("pool", "pool_corners", "pool_strides"),
     "output_writer": ("mac8", "eltwise", "pool"),
     "output_control": ("mac8", "mac16"),
     "var_handling": ("variables", "var_fault"),

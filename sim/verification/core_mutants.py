@@ -10,10 +10,11 @@ Two catalogues of Verilog mutants are made in the core's generated Verilog:
   the output stage's control and the VAR handling.
 
 Each mutant runs its part's programs first (UNIT_RUNS / PART_RUNS: random tiles of
-sim/vectors/random_programs.py wrapped in real programs, the variable programs, small faulting
-programs), then the regression networks (models/mlp, cnn32, resnet_pool, gru on `tiny`, with
-their committed inputs), and stops at the first run that catches it. Golden runs each program
-once, unmutated, for the expectations; a mutant is caught when any tile's bytes or done clock, an
+sim/vectors/random_programs.py wrapped in real programs, the variable programs, small programs on
+the command processor's edges), then the regression networks (models/mlp, resnet_pool, cnn32, gru
+on `tiny`, with their committed inputs), and stops at the first run that catches it. Golden runs
+each program once, unmutated, for the expectations, and the unmutated core must match it on a
+program before any mutant runs it; a mutant is caught when any tile's bytes or done clock, an
 invocation's status, cycles, outputs or variables differ on the RTL.
 
     python -m sim.verification.core_mutants [--simulator icarus|verilator|both] [--part P ...]
@@ -68,7 +69,8 @@ UNIT_RUNS = {
 # The regression networks every mutant runs after its part's own programs (on `tiny`, with the
 # inputs committed beside them); cheapest first.
 NETWORKS = ("mlp", "resnet_pool", "cnn32", "gru")
-RUNS = ("mac8", "mac16", "eltwise", "eltwise_corners", "pool", "pool_corners", "variables", "var_fault",
+RUNS = ("mac8", "mac16", "eltwise", "eltwise_corners", "pool", "pool_corners", "pool_strides", "variables",
+        "var_fault",
         "cp_edges") + tuple(f"net_{n}" for n in NETWORKS)
 
 # Mutants of checks the command processor makes before the unit sees the request, or of inputs
@@ -274,6 +276,37 @@ def _fault_programs(cfg) -> list:
     return programs
 
 
+def _strided_pool_tiles(rng, n: int):
+    """Random AVG POOL commands (the pooling unit's vectors, the default configuration) whose
+    vertical and horizontal strides differ and whose windows cross the right edge of the input:
+    where the window's column origin moves decides which taps are padding."""
+    from firmware_model.arch.isa import Opcode, PoolMode, Sram
+    from firmware_model.arch.registers import Registers
+    from firmware_model.golden.memories import Memories
+    from firmware_model.tosa_ops.dtypes import DType
+    from sim.vectors import pool as pv
+    from sim.vectors import random_programs as rp
+    from sim.vectors.output_stage import table_run
+
+    mem = Memories(pv.NPU)
+    table_run(rng, mem, "tables")
+    out = []
+    for k in range(2000):
+        c = pv.random_command(rng, mem, f"strided {k}", mode=int(PoolMode.AVG))
+        g = c.geo
+        if g.sh == g.sw or g.ow < 2 or (g.ow - 1) * g.sw + g.kw - g.pl <= g.iw:
+            continue
+        r = Registers(c.regs)
+        end = r.ofm_addr + (r.ofm_h - 1) * r.ofm_row_stride + (r.ofm_w - 1) * r.ofm_pix_stride \
+            + r.ofm_c * DType(r.ofm_dtype).size_bytes
+        out.append(rp.TileSpec(Opcode.POOL, int(c.mode), dict(c.regs),
+                               rp._whole(mem, (Sram.INPUT, Sram.PARAM, Sram.LUT)), (r.ofm_addr, end),
+                               fill=int(rng.integers(0, 256))))
+        if len(out) == n:
+            return pv.NPU, out
+    raise CampaignError(f"no {n} strided POOL commands in 2000 draws")
+
+
 @lru_cache(maxsize=None)
 def core_run(name: str) -> CoreRun:
     """Program `name`, prepared (golden's expectations) once per process."""
@@ -302,6 +335,9 @@ def core_run(name: str) -> CoreRun:
         program = rp.tile_program(cfg, tiles)
     elif name in ("pool", "pool_corners"):
         cfg, tiles = rp.pool_tiles(rng, 6, corners=name == "pool_corners")
+        program = rp.tile_program(cfg, tiles)
+    elif name == "pool_strides":
+        cfg, tiles = _strided_pool_tiles(rng, 6)
         program = rp.tile_program(cfg, tiles)
     elif name == "variables":
         cfg = load_config("tiny")
@@ -350,9 +386,10 @@ def control_differences(name: str, simulator: str) -> tuple[str, ...]:
 
 
 def run_mutant(unit: str, mutation: Mutation | None, simulator: str = "icarus",
-               runs: tuple[str, ...] | None = None) -> Verdict:
+               runs: tuple[str, ...] | None = None, check_control: bool = False) -> Verdict:
     """Run `runs` (default: the unit's or part's own programs) on the core with `mutation`
-    (None: unmutated) until one differs."""
+    (None: unmutated) until one differs. `check_control`: before a program's first use in this
+    process, the unmutated core must run it as golden does (CampaignError if not)."""
     from sim.rtl.core import cached_core
 
     t0 = time.monotonic()
@@ -363,6 +400,11 @@ def run_mutant(unit: str, mutation: Mutation | None, simulator: str = "icarus",
                 kind=kind)
     for name in runs:
         run = core_run(name)
+        if check_control:
+            wrong = control_differences(name, simulator)
+            if wrong:
+                raise CampaignError(f"the UNMUTATED core already differs from golden on {name} ({simulator}): "
+                                    f"{list(wrong[:3])}")
         built = cached_core(run.cfg, simulator, mutation=(unit, mutation) if mutation else None)
         v.runs.append(name)
         for case in range(len(run.cases)):
@@ -379,16 +421,11 @@ def run_mutant(unit: str, mutation: Mutation | None, simulator: str = "icarus",
 def campaign(mutants: list[Mutant], simulator: str, out=sys.stdout) -> dict:
     """Run every mutant on `simulator`; the table's rows and the score."""
     t0 = time.monotonic()
-    needed = sorted({r for m in mutants for r in m.runs}, key=RUNS.index)
-    for name in needed:
-        wrong = control_differences(name, simulator)
-        if wrong:
-            raise CampaignError(f"the UNMUTATED core already differs from golden on {name} ({simulator}): "
-                                f"{list(wrong[:3])}")
     rows = []
     for m in mutants:
         try:
-            v = run_mutant(m.scope, m.mutation, simulator, m.runs)
+            # each program is first run on the unmutated core, which must match golden
+            v = run_mutant(m.scope, m.mutation, simulator, m.runs, check_control=True)
         except MutationError as e:
             v = Verdict(m.scope, m.name, m.mutation.description, False, kind=m.kind, verdict="error", note=str(e))
         else:
