@@ -418,8 +418,16 @@ def run_mutant(unit: str, mutation: Mutation | None, simulator: str = "icarus",
     return v
 
 
-def campaign(mutants: list[Mutant], simulator: str, out=sys.stdout) -> dict:
-    """Run every mutant on `simulator`; the table's rows and the score."""
+def _result(simulator: str, rows: list[Verdict], seconds: float) -> dict:
+    counts = {k: sum(1 for v in rows if v.verdict == k) for k in ("caught", "equivalent", "missed", "error")}
+    scored = len(rows) - counts["equivalent"]
+    return {"simulator": simulator, "score": counts["caught"] / scored if scored else 1.0, "counts": counts,
+            "total": len(rows), "seconds": round(seconds, 1), "rows": [asdict(v) for v in rows]}
+
+
+def campaign(mutants: list[Mutant], simulator: str, out=sys.stdout, json_path: Path | None = None) -> dict:
+    """Run every mutant on `simulator`; the table's rows and the score (written to `json_path`
+    after each mutant, so an interrupted campaign keeps what it found)."""
     t0 = time.monotonic()
     rows = []
     for m in mutants:
@@ -444,15 +452,15 @@ def campaign(mutants: list[Mutant], simulator: str, out=sys.stdout) -> dict:
                 else f"ERROR: {v.note}" if v.verdict == "error" else f"NOT CAUGHT by {', '.join(v.runs)}")
         print(f"{simulator:9s} {m.scope:18s} {m.name:32s} {what}  ({v.seconds:.0f} s)", file=out, flush=True)
         rows.append(v)
-    counts = {k: sum(1 for v in rows if v.verdict == k) for k in ("caught", "equivalent", "missed", "error")}
-    scored = len(rows) - counts["equivalent"]
-    score = counts["caught"] / scored if scored else 1.0
-    seconds = time.monotonic() - t0
-    print(f"{simulator}: {len(rows)} mutants, {counts['caught']} caught, {counts['equivalent']} shown equivalent, "
-          f"{counts['missed']} missed, {counts['error']} errors: mutation score {counts['caught']}/{scored} = "
-          f"{100 * score:.1f}% ({seconds / 60:.1f} min)", file=out, flush=True)
-    return {"simulator": simulator, "score": score, "counts": counts, "total": len(rows), "seconds": round(seconds, 1),
-            "rows": [asdict(v) for v in rows]}
+        if json_path is not None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(_result(simulator, rows, time.monotonic() - t0), indent=1))
+    res = _result(simulator, rows, time.monotonic() - t0)
+    c = res["counts"]
+    print(f"{simulator}: {len(rows)} mutants, {c['caught']} caught, {c['equivalent']} shown equivalent, "
+          f"{c['missed']} missed, {c['error']} errors: mutation score {c['caught']}/{len(rows) - c['equivalent']} = "
+          f"{100 * res['score']:.1f}% ({res['seconds'] / 60:.1f} min)", file=out, flush=True)
+    return res
 
 
 def merge_results(results: list[dict]) -> list[dict]:
@@ -547,12 +555,10 @@ def main(argv: list[str] | None = None) -> int:
         sims = ("icarus", "verilator") if args.simulator == "both" else (args.simulator,)
         results = []
         for sim in sims:
-            res = campaign(mutants, sim)
-            results.append(res)
+            path = None
             if args.json:
                 path = args.json if len(sims) == 1 else args.json.with_name(f"{args.json.stem}-{sim}{args.json.suffix}")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(res, indent=1))
+            results.append(campaign(mutants, sim, json_path=path))
     except CampaignError as e:
         print(f"core_mutants: {e}", file=sys.stderr)
         return 2
