@@ -548,7 +548,14 @@ def main(argv: list[str] | None = None) -> int:
                          "mutants run again, merged per simulator) and exit")
     args = ap.parse_args(argv)
     if args.markdown:
-        print(markdown_table([json.loads(p.read_text()) for p in args.markdown]), end="")
+        results = []
+        for p in args.markdown:
+            try:
+                results.append(json.loads(p.read_text()))
+            except (OSError, ValueError) as e:
+                print(f"core_mutants: cannot read campaign results {p}: {e}", file=sys.stderr)
+                return 2
+        print(markdown_table(results), end="")
         return 0
     try:
         mutants = select(args.part, args.mutant)
