@@ -70,3 +70,21 @@ class RegisterFile(Registers):
         name = _NAMES.get(reg)
         if name is not None:
             self.__dict__[name] = reg_value(reg, value)
+
+
+class RecordingRegisters(Registers):
+    """A register view that notes every register read: which registers a plan or a rule depends
+    on (the tests of the plan memos check that a plan's key holds all of them)."""
+    __slots__ = ("seen",)
+
+    def __init__(self, raw):
+        super().__init__(raw)
+        self.seen = set()
+
+    def __getattr__(self, name: str) -> int:
+        self.seen.add(int(Reg[name.upper()]))
+        return super().__getattr__(name)
+
+    def __getitem__(self, reg) -> int:
+        self.seen.add(int(reg))
+        return super().__getitem__(reg)

@@ -17,7 +17,7 @@ import pytest
 from compiler.pipeline import compile_file
 from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import Opcode, Reg, Sram
-from firmware_model.arch.registers import Registers
+from firmware_model.arch.registers import RecordingRegisters
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.dma import DMA_REGS, dma_plan, fill_plan
 from firmware_model.golden.model import GoldenModel
@@ -32,23 +32,6 @@ CONFIGS = ("tiny", "default", "large")
 @functools.lru_cache(maxsize=None)
 def compiled(name: str, config: str):
     return compile_file(MODELS_DIR / name / "model.tosa", load_config(config), out=io.StringIO()).program
-
-
-class RecordingRegisters(Registers):
-    """A register view that notes every register read."""
-    __slots__ = ("seen",)
-
-    def __init__(self, raw):
-        super().__init__(raw)
-        self.seen = set()
-
-    def __getattr__(self, name: str) -> int:
-        self.seen.add(int(Reg[name.upper()]))
-        return super().__getattr__(name)
-
-    def __getitem__(self, reg) -> int:
-        self.seen.add(int(reg))
-        return super().__getitem__(reg)
 
 
 def same(a, b) -> bool:

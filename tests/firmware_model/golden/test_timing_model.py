@@ -17,7 +17,7 @@ from compiler.pipeline import compile_file
 from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import Command, DType, Opcode, Reg, Sram, Status, VarOp
 from firmware_model.arch.program import Program
-from firmware_model.arch.registers import Registers
+from firmware_model.arch.registers import RecordingRegisters
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden import timing_model
 from firmware_model.golden.model import GoldenModel
@@ -260,23 +260,6 @@ def test_a_program_changed_in_place_is_decoded_again():
 
 
 # --- what the timing model relies on -------------------------------------------------------------
-class RecordingRegisters(Registers):
-    """A register view that notes every register read."""
-    __slots__ = ("seen",)
-
-    def __init__(self, raw):
-        super().__init__(raw)
-        self.seen = set()
-
-    def __getattr__(self, name: str) -> int:
-        self.seen.add(int(Reg[name.upper()]))
-        return super().__getattr__(name)
-
-    def __getitem__(self, reg) -> int:
-        self.seen.add(int(reg))
-        return super().__getitem__(reg)
-
-
 def test_unit_plans_read_only_their_units_registers():
     """The timing model makes one plan per (opcode, sub, the unit's registers): a plan must read no
     register outside its unit's list (isa.MAC_REGS, ELT_REGS, POOL_REGS). Checked on every compute
