@@ -185,7 +185,7 @@ def bench_kernels(repeat: int, use_cli: bool) -> None:
 # ----------------------------------------------------------------------------------------------
 # 2. Conformance set
 
-def _conformance_root(arg: str | None) -> Path | None:
+def conformance_root(arg: str | None) -> Path | None:
     src = Path(arg) if arg else SHARED_DEV
     if not src.exists():
         return None
@@ -203,7 +203,7 @@ def _conformance_root(arg: str | None) -> Path | None:
 
 def bench_conformance(arg: str | None, use_cli: bool, cli_sample: int = 10) -> None:
     print("\n== 2. conformance set")
-    root = _conformance_root(arg)
+    root = conformance_root(arg)
     if root is None:
         print(f"   skipped: no conformance set (give --conformance DIR|TARBALL; default {SHARED_DEV})")
         return

@@ -134,25 +134,17 @@ def bench_networks(folders: list[Path], configs: list[str], repeat: int, golden:
 
 
 def bench_conformance(src: Path, repeat: int) -> dict | None:
-    import tarfile
     import tosa_reference_model as trm
     from compiler.interpreter import Interpreter
     from compiler.tosa_io import read_tosa_bytes
     from firmware_model.tosa_ops.dtypes import DType
     from sim.oracles.arm_oracle import quiet_fds
-    from sim.paths import BUILD_ROOT
+    from sim.benchmarks.interpreter import conformance_root
 
-    if not src.exists():
+    # the interpreter benchmark's copy of the set (a folder, or the tarball unpacked once)
+    root = conformance_root(str(src))
+    if root is None:
         return None
-    root = src
-    if not src.is_dir():
-        root = BUILD_ROOT / "bench" / "conformance"
-        marker = root / (src.name + ".unpacked")
-        if not marker.exists():
-            root.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(src) as tf:
-                tf.extractall(root, filter="data")
-            marker.touch()
     tests = []
     for desc_path in sorted(root.rglob("desc.json")):
         desc = json.loads(desc_path.read_text())
