@@ -18,7 +18,7 @@ WAVES  ?= 0
 MODEL  ?= models/demo_conv/model.tosa
 PYTEST_ARGS ?=
 
-.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants coverage fuzz sweep models lint clean
+.PHONY: help setup icarus lz4 sim test conformance conformance-dev bench core-mutants coverage fuzz sweep models vela lint clean
 
 help:
 	@echo "make sim        build the RTL, run the demo network on it, check every tile against golden"
@@ -38,6 +38,7 @@ help:
 	@echo "make sweep      every shipped network on 128 NPU configurations: tables and plots (not part of make test)"
 	@echo "                (SPEC=sweeps/mac_array.toml, SWEEP_ARGS='--engine golden -o DIR --workers N'; docs/architects.md)"
 	@echo "make models     regenerate the real networks in models/ (needs tensorflow; slow)"
+	@echo "make vela       Arm Vela 5.2.0's cycle estimates for models/ (models/*/vela_summary.json; own venv)"
 	@echo "make setup      only create .venv"
 
 setup: $(STAMP)
@@ -124,9 +125,16 @@ SWEEP_ARGS ?=
 sweep: setup
 	$(RUN) $(BIN)/npu sweep $(SPEC) $(SWEEP_ARGS)
 
+# make_models replaces each network's folder, so Vela's figures are made again from the new .tflite
 models: setup
 	$(RUN) $(BIN)/python -m sim.models.make_models
 	$(RUN) $(BIN)/python -m sim.models.demo_model
+	$(RUN) $(BIN)/python -m sim.benchmarks.vela_figures
+
+# Vela's Ethos-U estimates that `make bench` (throughput) compares against; Vela runs in its own
+# venv (build/vela-env: its flatbuffers pin conflicts with tosa-tools')
+vela: setup
+	$(RUN) $(BIN)/python -m sim.benchmarks.vela_figures
 
 clean:
 	rm -rf build out .pytest_cache

@@ -41,7 +41,8 @@ def test_files_present_and_listed(name):
     assert io["model"] == name
     folder = MODELS_DIR / name
     expected = set(_all_files(io))
-    assert {p.name for p in folder.iterdir()} == expected
+    # Vela's estimates (sim/benchmarks/vela_figures.py) sit beside the files `make models` makes
+    assert {p.name for p in folder.iterdir()} - {"vela_summary.json"} == expected
     assert all((folder / f).stat().st_size > 0 for f in expected)
 
 
