@@ -14,6 +14,7 @@ import time
 
 BENCHMARKS = {
     "oracles": ("sim.benchmarks.oracles", []),           # issue 16's table: interpreter and golden vs Arm in-process
+    "throughput": ("sim.benchmarks.throughput", []),     # issue 13's table: cycles vs Vela's U55-256, utilisation, area
     "interpreter": ("sim.benchmarks.interpreter", []),   # TOSA interpreter vs Arm's reference model
     "units": ("sim.benchmarks.units", []),               # datapath unit benches and Yosys cell counts
     "core_area": ("sim.benchmarks.core_area", []),       # Yosys cells of every unit inside the core
