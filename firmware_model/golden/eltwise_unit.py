@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import ELEMENT_BYTES, EltMode, EltOp, OutMode, Sram, Status
+from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, EltMode, EltOp, OutMode, Sram, Status
 from firmware_model.arch.checks import ELT_RULES, first_violation
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
@@ -216,3 +216,76 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
     out, _ = apply_output_stage(mem, regs, value, multiplier, shift, unit="ELTWISE", probe=probe, plan=plan.stage)
     store_run(mem, regions["output"], out, plan.ofm_dtype)
     return EltResult(plan.cycles, count, dict(regions), out, plan)
+
+
+def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
+    """execute_eltwise with its registers decoded once (the golden model's decoded program,
+    decoded.py): a function of (memories, probe) that computes and stores what execute_eltwise
+    does, the same pipeline with the register values, flags and types bound beforehand. Equal to
+    execute_eltwise (tests/firmware_model/golden/test_decoded.py)."""
+    r = Registers(regs)
+    op, mode, count, regions = plan.op, plan.mode, plan.count, plan.regions
+    binary = plan.b_dtype is not None
+
+    def operand(dt: DType, unsigned: bool, rng, zp, lshift, rescale, mult, shift, double_round, name):
+        """One operand's loading and input stage (load_elements, input_stage)."""
+        view = "<i8" if dt == DType.INT48 else f"<{'u' if unsigned else 'i'}{ELEMENT_BYTES[dt]}"
+        a, b = rng
+        zp = np.int64(zp)
+        plain = not rescale and lshift == 0
+        # wrap(x0, 48) changes nothing when x0 = an element of at most 32 bits - a 32-bit zp
+        needs_wrap48 = dt == DType.INT48
+        lsh = np.int64(lshift & 31)
+        m, s = mult & 0x7FFFFFFF, shift & 63
+
+        def stage(mem, probe):
+            x = mem.sram[Sram.INPUT if name == "A" else Sram.WEIGHT][a:b].view(view).astype(np.int64)
+            if needs_wrap48:
+                x = wrap(x, 48)                                 # load_elements' int48 reading
+            x0 = x - zp
+            if probe is not None:
+                probe(name + "0", x0)
+            if plain:
+                return wrap(x0, 48) if needs_wrap48 else x0
+            x1 = wrap(np.left_shift(wrap(x0, 32), lsh), 32)
+            if probe is not None:
+                probe(name + "1", x1)
+            if not rescale:
+                return x1
+            return numerics.apply_scale_32(x1, m, s, double_round, require=False).astype(np.int64)
+        return stage
+
+    stage_a = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, regions["input"], r.elt_a_zp, r.elt_a_lshift,
+                      EltMode.A_RESCALE in mode, r.elt_a_mult, r.elt_a_shift, EltMode.A_DOUBLE_ROUND in mode, "A")
+    stage_b = (operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, regions["weight"], r.elt_b_zp, r.elt_b_lshift,
+                       EltMode.B_RESCALE in mode, r.elt_b_mult, r.elt_b_shift, EltMode.B_DOUBLE_ROUND in mode, "B")
+               if binary else None)
+    width = plan.a_dtype.bits if op in SHIFT_OPS else 32
+    mul_shift, round_ = r.elt_shift & 63, EltMode.ROUND in mode
+    records = None
+    if "param" in regions:
+        records = (regions["param"], np.arange(count) % max(1, r.elt_channels))
+    stage_regs = {int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}
+    out_rng, ofm_dtype, stage_plan_ = regions["output"], plan.ofm_dtype, plan.stage
+    shape = (count,)
+
+    def run(mem: Memories, probe=None) -> None:
+        a = stage_a(mem, probe)
+        if a.shape != shape:
+            a = np.broadcast_to(a, shape)           # A_SCALAR: element 0 for every i
+        b = None
+        if binary:
+            b = stage_b(mem, probe)
+            if b.shape != shape:
+                b = np.broadcast_to(b, shape)
+            if probe is not None:
+                probe("op", a, b)
+        value = eltwise_op(op, a, b, width=width, mul_shift=mul_shift, round_=round_)
+        multiplier = shift = None
+        if records is not None:
+            m, s = load_records(mem, records[0])
+            multiplier, shift = m[records[1]], s[records[1]]
+        out, _ = apply_output_stage(mem, stage_regs, value, multiplier, shift, unit="ELTWISE", probe=probe,
+                                    plan=stage_plan_)
+        store_run(mem, out_rng, out, ofm_dtype)
+    return run

@@ -24,6 +24,8 @@ outside the REQUIREs on purpose).
 
 from __future__ import annotations
 
+import bisect
+import copy
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
@@ -91,6 +93,18 @@ class Counters:
         """Commands run, by opcode name."""
         return {Opcode(op).name: n for op, n in self.opcodes.items()}
 
+    def add(self, other: "Counters") -> None:
+        """Add another Counters' counts (an invocation's, counted apart) to these."""
+        self.cycles += other.cycles
+        self.host_cycles += other.host_cycles
+        self.macs += other.macs
+        self.tiles += other.tiles
+        for mine, theirs in ((self.unit_cycles, other.unit_cycles), (self.opcodes, other.opcodes),
+                             (self.bytes_read, other.bytes_read), (self.bytes_written, other.bytes_written),
+                             (self.var, other.var)):
+            mine.update(theirs)
+        self.invocation_cycles.extend(other.invocation_cycles)
+
     def as_dict(self) -> dict:
         return {"cycles": self.cycles, "host_cycles": self.host_cycles, "unit_cycles": dict(self.unit_cycles),
                 "commands": self.commands, "macs": self.macs, "bytes_read": dict(self.bytes_read),
@@ -99,6 +113,8 @@ class Counters:
 
 
 class GoldenModel:
+    fast = True         # run() executes the program decoded once (decoded.py); False: run_steps, command by command
+
     def __init__(self, program: Program, cfg: NpuConfig, host=None, *, requires: bool = True):
         """`requires`: run under the REQUIRE monitor (a compiled graph's REQUIREs; a program whose
         manifest lists none runs as it would without it)."""
@@ -122,7 +138,7 @@ class GoldenModel:
         # its opcode and sub and the registers it reads: made once per register values and kept
         # with the program's decodes (timing_model.program_plans), for every model of the program.
         from firmware_model.golden.timing_model import UNIT_PLANS, plan_memos
-        shared = plan_memos(program, cfg)
+        shared = self._plans = plan_memos(program, cfg)
         self._unit_plans, self._unit_memo, self._dma_memo = UNIT_PLANS, shared.unit_memo, shared.dma_memo
         self._power_on()
 
@@ -179,8 +195,139 @@ class GoldenModel:
 
     # --- the command processor ---------------------------------------------------------
     def run(self) -> None:
+        """One invocation from command 0 to END. Without an event hook, the program decoded once
+        (decoded.py: the same memories, counters, timeline, registers and errors as run_steps);
+        `fast = False` (or a hook) runs it command by command through run_steps."""
+        if self.fast and self.event_hook is None and self._decodable():
+            self._run_decoded()
+            return
         for _ in self.run_steps():
             pass
+
+    def _decodable(self) -> bool:
+        """The decoded form knows the host CPU's cycles only for the manifest's host ops run by
+        HostCpu (what the timing-only model counts)."""
+        if self.host is None:
+            return not self.program.manifest.get("host_ops")
+        from firmware_model.golden.host_cpu import HostCpu
+        return type(self.host) is HostCpu and bool(self.program.manifest.get("host_ops"))
+
+    def _run_decoded(self) -> None:
+        from firmware_model.golden import decoded as D
+        from firmware_model.golden.timing_model import _fresh, invocation_outcome, program_plans
+
+        plans = self._plans
+        if not plans.matches(self.program, self.cfg):
+            plans = self._plans = program_plans(self.program, self.cfg)
+        dec = plans.decode(self.regs)
+        monitor = self.monitor
+        prepared = D.golden_steps(plans, dec, monitor.watched if monitor is not None else ())
+        slots0 = self.mem.variable_slots.copy()
+        self.timeline = Timeline()
+        if monitor is not None:
+            monitor.begin()
+            probes = monitor.by_command
+        cfg, mem, names = self.cfg, self.mem, self._var_names
+        refused = []                    # HOST commands whose kernel refused its input (monitor)
+        pc = -1
+        through = False                 # the stopping command ran to its end
+        try:
+            for step in prepared.steps:
+                kind, pc = step[0], step[1]
+                if kind == D.S_DMA:
+                    dma_transfer(cfg, mem, None, step[3], step[4], step[5])
+                elif kind == D.S_UNIT:
+                    op = step[2]
+                    probe = probes.get(pc) if monitor is not None else None
+                    if step[6] is not None:
+                        step[6](mem, probe)
+                    elif op == Opcode.MAC:
+                        execute_mac(cfg, mem, step[4], step[3], probe, step[5])
+                    elif op == Opcode.ELTWISE:
+                        execute_eltwise(cfg, mem, step[4], step[3], probe, step[5])
+                    else:
+                        execute_pool(cfg, mem, step[4], step[3], probe, step[5])
+                elif kind == D.S_FILL:
+                    fill(cfg, mem, None, step[3], step[4], step[5])
+                elif kind == D.S_VAR:
+                    execute_var(cfg, mem, None, step[3], names, plan=step[4])
+                elif kind == D.S_HOST:
+                    try:
+                        self.host.run(self, step[3])
+                    except TosaUnpredictable as e:
+                        if monitor is None or not monitor.host_failure(step[3], e):
+                            raise
+                        refused.append(pc)
+                elif kind == D.S_END:
+                    if monitor is not None and monitor.failure is not None:
+                        through = True
+                        monitor.finish()
+                    break
+                elif kind == D.S_FAULT:
+                    raise D.Stored(step[3])
+                if monitor is not None and monitor.failure is not None:
+                    through = True
+                    monitor.check_after(pc)
+                    through = False
+        except D.Stored as s:
+            self._stopped(plans, dec, prepared, slots0, pc, False, refused)
+            e = s.error
+            if isinstance(e, NpuBenchError) and monitor is not None and monitor.failure is not None \
+                    and monitor.failure.error is not e:
+                raise monitor.failure.error from e
+            raise _fresh(e) from None
+        except GoldenModelError as e:
+            self._stopped(plans, dec, prepared, slots0, pc, through, refused)
+            if monitor is not None and monitor.failure is not None:
+                raise monitor.failure.error from e      # an earlier op's REQUIRE failed first
+            raise command_fault(pc, self.program.commands[pc], e) from None
+        except NpuBenchError as e:
+            self._stopped(plans, dec, prepared, slots0, pc, through, refused)
+            if monitor is not None and monitor.failure is not None and monitor.failure.error is not e:
+                raise monitor.failure.error from e
+            raise
+        except BaseException:
+            self._stopped(plans, dec, prepared, slots0, pc, through, refused)
+            raise
+        out = invocation_outcome(plans, dec, slots0)
+        self.counters.add(out.counters)
+        self.timeline = copy.deepcopy(out.timeline)
+        self.regs = dict(dec.end)
+        if prepared.marks:
+            self.mark = prepared.marks[-1][1]
+
+    def _stopped(self, plans, dec, prepared, slots0, pc: int, through: bool, refused: list) -> None:
+        """An invocation of the decoded program stopped at command `pc` (after running it to its
+        end when `through`, else as the command raised): the counters, timeline, registers and
+        MARK run_steps leaves there, replayed from the decode's events."""
+        from firmware_model.golden.host_cpu import host_cycles
+        from firmware_model.golden.timing_model import run_events
+
+        cmds = self.program.commands
+        counters, tl, regs = Counters(), Timeline(), dict(dec.start)
+        last = pc if through else pc - 1
+        if last >= 0:
+            try:
+                for done in run_events(plans.commands, dec, counters, tl, slots0.copy(), regs):
+                    if done >= last:
+                        break
+            except Exception:       # noqa: BLE001 - the command the decode stops at (reached only when it is `pc`)
+                pass
+        if not through and pc < len(cmds):
+            op = cmds[pc].opcode
+            count_command(counters, op)
+            if op == Opcode.HOST and self.host is not None:
+                tl.barrier()            # the host's kernel raised: the barrier before it ran
+        for host_pc in refused:     # a refused host op counts no host time
+            cycles = host_cycles(self.program.manifest["host_ops"], cmds[host_pc].value)
+            counters.unit_cycles["host"] -= cycles
+            counters.host_cycles -= cycles
+        self.counters.add(counters)
+        self.timeline = tl
+        self.regs = regs
+        k = bisect.bisect_right(prepared.marks, (pc if through else pc - 1, float("inf")))
+        if k:
+            self.mark = prepared.marks[k - 1][1]
 
     def run_steps(self):
         """Execute the program from command 0 to END, yielding the index of each command run.

@@ -207,6 +207,11 @@ class RequireMonitor:
     def active(self) -> bool:
         return bool(self.by_command) or bool(self.host_index)
 
+    @property
+    def watched(self) -> tuple[int, ...]:
+        """The commands that may report a failure (after which check_after may raise)."""
+        return tuple(self._pcs)
+
     def begin(self) -> None:
         self.failure = None
 

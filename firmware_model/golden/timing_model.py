@@ -115,6 +115,7 @@ class _Decoded:
         self.start = start
         self.end = end
         self.outcomes: dict[bytes, _Outcome] = {}
+        self.golden: dict = {}          # the golden model's data steps (decoded.golden_steps)
 
 
 def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -> _Decoded:
@@ -207,6 +208,8 @@ class _ProgramPlans:
         self.decoded: dict[tuple, _Decoded] = {}
         self.unit_memo: dict[tuple, object] = {}       # (opcode, sub, the unit's registers) -> its plan
         self.dma_memo: dict[tuple, object] = {}        # (opcode, SRAM, the DMA registers) -> the golden model's DmaPlan
+        self.unit_regs: dict[tuple, tuple] = {}        # the unit_memo's keys -> (the unit's registers, the
+                                                       # golden model's prepared data path: decoded.prepare)
         self._first_set: dict[int, int] | None = None  # register -> index of the program's first SET of it
 
     def matches(self, program: Program, cfg: NpuConfig) -> bool:
@@ -314,42 +317,14 @@ class TimingModel:
         """One invocation from command 0 to END, as run_steps() but at once: the outcome of this
         decode from these flags is computed once (runs of SET, NOP and MARK taken together), then
         added."""
-        dec = self._decoded()
-        key = self.variable_slots.tobytes()
-        out = dec.outcomes.get(key)
-        if out is None:
-            out = dec.outcomes[key] = self._outcome(dec)
-        c = self.counters
-        d = out.counters
-        c.cycles += d.cycles
-        c.host_cycles += d.host_cycles
-        c.macs += d.macs
-        c.tiles += d.tiles
-        for mine, theirs in ((c.unit_cycles, d.unit_cycles), (c.opcodes, d.opcodes), (c.bytes_read, d.bytes_read),
-                             (c.bytes_written, d.bytes_written), (c.var, d.var)):
-            mine.update(theirs)
-        c.invocation_cycles.extend(d.invocation_cycles)
+        dec = self._decoded()             # (may take up the program's new plans)
+        out = invocation_outcome(self._plans, dec, self.variable_slots)
+        self.counters.add(out.counters)
         self.timeline = copy.deepcopy(out.timeline)
         self.variable_slots[:] = out.slots
         self.regs = dict(out.regs)
         if out.error is not None:
             raise _fresh(out.error)
-
-    def _outcome(self, dec: _Decoded) -> _Outcome:
-        counters, tl = Counters(), Timeline()
-        slots, regs = self.variable_slots.copy(), dict(dec.end)
-        error = None
-        where = [0]
-        try:
-            for _ in self._events(dec, counters, tl, slots, None, where):
-                pass
-        except Exception as e:
-            error = _fresh(e)
-            regs = dict(dec.start)          # the registers as the faulting command found them
-            for cmd in self._plans.commands[:where[0]]:
-                if cmd.opcode == Opcode.SET:
-                    regs[cmd.sub] = cmd.value
-        return _Outcome(counters, tl, slots, regs, error)
 
     def run_steps(self):
         """Run one invocation from command 0 to END, yielding the index of each command run, with
@@ -360,68 +335,96 @@ class TimingModel:
         yield from self._events(dec, self.counters, self.timeline, self.variable_slots, self.regs)
 
     def _events(self, dec: _Decoded, counters: Counters, tl: Timeline, slots, regs: dict | None, where=None):
-        """Run the decoded events. With `regs` (the register file to update), command by command,
-        yielding each index; without, a run of SET, NOP and MARK at once, yielding nothing, and
-        where[0] the index of the command running."""
-        cmds = self._plans.commands
-        stepwise = regs is not None
-        for ev in dec.events:
-            kind = ev[0]
-            if kind == RUN:
-                _, first, n, ops = ev
-                if stepwise:
-                    for pc in range(first, first + n):
-                        cmd = cmds[pc]
-                        count_command(counters, cmd.opcode)
-                        if cmd.opcode == Opcode.SET:
-                            regs[cmd.sub] = cmd.value
-                        tl.simple()
-                        yield pc
-                else:
-                    for op, k in ops.items():
-                        count_command(counters, op, k)
-                    tl.simple_run(n)
-                continue
-            pc, op = ev[1], ev[2]
-            if not stepwise:
-                where[0] = pc
-            if kind == OVERRUN:
-                raise _fresh(ev[3])
-            count_command(counters, op)
-            if kind == DMA:
-                _, _, _, sram, cycles, nbytes = ev
-                tl.dma(cycles)
-                count_dma(counters, op, sram, cycles, nbytes)
-            elif kind == UNIT:
-                plan = ev[3]
-                tl.unit(plan.cycles)
-                count_compute(counters, op, plan)
-            elif kind == FILL:
-                _, _, _, sram, cycles, nbytes = ev
-                tl.dma(cycles)
-                count_fill(counters, sram, cycles, nbytes)
-            elif kind == BARRIER:
-                tl.barrier()
-            elif kind == VAR:
-                plan = ev[3]
-                try:
-                    moved = var_flags(plan, slots)
-                except GoldenModelError as e:
-                    raise command_fault(pc, cmds[pc], e) from None
-                time_var(tl, plan.cycles, moved)
-                count_var(counters, plan.op, plan.cycles, moved)
-            elif kind == HOST:
-                tl.barrier()
-                if ev[4] is not None:
-                    raise _fresh(ev[4])
-                count_host(counters, ev[3])
-            elif kind == END:
-                count_end(counters, tl.end())
-                if stepwise:
+        return run_events(self._plans.commands, dec, counters, tl, slots, regs, where)
+
+
+def invocation_outcome(plans: _ProgramPlans, dec: _Decoded, slots: np.ndarray) -> _Outcome:
+    """What one invocation of decode `dec` adds and leaves, from the slots' flags `slots`:
+    computed once per flag state and kept in dec.outcomes (runs of SET, NOP and MARK at once)."""
+    key = slots.tobytes()
+    out = dec.outcomes.get(key)
+    if out is not None:
+        return out
+    counters, tl = Counters(), Timeline()
+    slots, regs = slots.copy(), dict(dec.end)
+    error = None
+    where = [0]
+    try:
+        for _ in run_events(plans.commands, dec, counters, tl, slots, None, where):
+            pass
+    except Exception as e:
+        error = _fresh(e)
+        regs = dict(dec.start)          # the registers as the faulting command found them
+        for cmd in plans.commands[:where[0]]:
+            if cmd.opcode == Opcode.SET:
+                regs[cmd.sub] = cmd.value
+    out = dec.outcomes[key] = _Outcome(counters, tl, slots, regs, error)
+    return out
+
+
+def run_events(cmds: list, dec: _Decoded, counters: Counters, tl: Timeline, slots, regs: dict | None,
+               where=None):
+    """Run the decoded events. With `regs` (the register file to update), command by command,
+    yielding each index; without, a run of SET, NOP and MARK at once, yielding nothing, and
+    where[0] the index of the command running."""
+    stepwise = regs is not None
+    for ev in dec.events:
+        kind = ev[0]
+        if kind == RUN:
+            _, first, n, ops = ev
+            if stepwise:
+                for pc in range(first, first + n):
+                    cmd = cmds[pc]
+                    count_command(counters, cmd.opcode)
+                    if cmd.opcode == Opcode.SET:
+                        regs[cmd.sub] = cmd.value
+                    tl.simple()
                     yield pc
-                count_stall(counters, tl)
-                return
             else:
-                raise _fresh(ev[3])
+                for op, k in ops.items():
+                    count_command(counters, op, k)
+                tl.simple_run(n)
+            continue
+        pc, op = ev[1], ev[2]
+        if not stepwise:
+            where[0] = pc
+        if kind == OVERRUN:
+            raise _fresh(ev[3])
+        count_command(counters, op)
+        if kind == DMA:
+            _, _, _, sram, cycles, nbytes = ev
+            tl.dma(cycles)
+            count_dma(counters, op, sram, cycles, nbytes)
+        elif kind == UNIT:
+            plan = ev[3]
+            tl.unit(plan.cycles)
+            count_compute(counters, op, plan)
+        elif kind == FILL:
+            _, _, _, sram, cycles, nbytes = ev
+            tl.dma(cycles)
+            count_fill(counters, sram, cycles, nbytes)
+        elif kind == BARRIER:
+            tl.barrier()
+        elif kind == VAR:
+            plan = ev[3]
+            try:
+                moved = var_flags(plan, slots)
+            except GoldenModelError as e:
+                raise command_fault(pc, cmds[pc], e) from None
+            time_var(tl, plan.cycles, moved)
+            count_var(counters, plan.op, plan.cycles, moved)
+        elif kind == HOST:
+            tl.barrier()
+            if ev[4] is not None:
+                raise _fresh(ev[4])
+            count_host(counters, ev[3])
+        elif kind == END:
+            count_end(counters, tl.end())
             if stepwise:
                 yield pc
+            count_stall(counters, tl)
+            return
+        else:
+            raise _fresh(ev[3])
+        if stepwise:
+            yield pc

@@ -117,11 +117,12 @@ def var_flags(plan: VarPlan, slots) -> int:
 
 
 def execute_var(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int,
-                names: Mapping[int, str] | None = None) -> VarResult:
+                names: Mapping[int, str] | None = None, plan: VarPlan | None = None) -> VarResult:
     """Execute VAR `sub` with the registers as they are (var_plan, var_flags on the memories'
     slot flags); `names` (slot -> variable name, from the program's manifest) only makes messages
-    name the variable."""
-    plan = var_plan(cfg, regs, sub, names)
+    name the variable. `plan`: var_plan of these registers, made before."""
+    if plan is None:
+        plan = var_plan(cfg, regs, sub, names)
     moved = var_flags(plan, mem.variable_slots)
     if moved:
         addr, ext, n = plan.addr, plan.ext, plan.nbytes
