@@ -34,6 +34,7 @@ from firmware_model.arch.isa import Opcode
 from firmware_model.golden.dma import DMA_REGS, dma_plan, fill_plan
 from firmware_model.golden import timing_model as tm
 from firmware_model.golden.eltwise_unit import prepare_eltwise
+from firmware_model.golden.mac_unit import prepare_mac
 
 # What a step does (its tuple's first field; the second is the command's index, the third its opcode):
 #   S_DMA     (S_DMA, pc, op, sram, to_sram, DmaPlan)
@@ -69,6 +70,8 @@ def prepare(cfg, op: Opcode, regs: dict, sub: int, plan):
     None where the unit's execute_* runs as it is."""
     if op == Opcode.ELTWISE:
         return prepare_eltwise(cfg, regs, sub, plan)
+    if op == Opcode.MAC:
+        return prepare_mac(cfg, regs, sub, plan)
     return None
 
 

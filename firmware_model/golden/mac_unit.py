@@ -262,3 +262,58 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     dst[...] = raw.reshape(oh, ow, oc * esize)
     return MacResult(cycles=plan.cycles, macs=plan.macs, region=plan.region, out_shape=plan.out_shape,
                      out_bytes=plan.out_bytes, plan=plan)
+
+
+def prepare_mac(cfg: NpuConfig, regs: dict[int, int], mode: int, plan: MacPlan):
+    """execute_mac with its registers decoded once (the golden model's decoded program,
+    decoded.py): a function of (memories, probe) that computes and stores what execute_mac does,
+    the same arithmetic with the shapes, strides, zero points and ranges bound beforehand. Equal
+    to execute_mac (tests/firmware_model/golden/test_decoded.py)."""
+    from firmware_model.arch.isa import OUTPUT_STAGE_REGS
+
+    R, L = cfg.mac_rows, cfg.mac_cols
+    r = Registers(regs)
+    ifm_dtype = DType(r.ifm_dtype)
+    oh, ow, oc = plan.out_shape
+    kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
+    n_ocb = -(-oc // R)
+    esize = ELEMENT_BYTES[DType(r.ofm_dtype)]
+    row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
+    lanes = lanes_per_word(L, ifm_dtype)
+    esz = L // lanes
+    in_shape = (oh, ow, kh, kw, cb * lanes)
+    in_dtype = np.dtype(np.int8 if esz == 1 else "<i2")
+    in_offset = (r.ifm_addr // L) * L
+    in_strides = (r.stride_h * row_b, r.stride_w * pix_b, r.dilation_h * row_b, r.dilation_w * pix_b, esz)
+    x_shape, ifm_zp = (oh * ow, kh * kw * cb * lanes), r.ifm_zp
+    wa, wb = plan.region.weight
+    w_shape, w_out, wgt_zp = (n_ocb, kh * kw * cb, R, L), (kh * kw * cb * lanes, n_ocb * R), r.wgt_zp
+    pa, pb = plan.region.param
+    stage_regs = {int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}
+    out_dtype = f"<i{esize}"
+    dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
+    dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
+
+    def run(mem: Memories, probe=None) -> None:
+        vectors = np.ndarray(in_shape, dtype=in_dtype, buffer=mem.sram[Sram.INPUT], offset=in_offset,
+                             strides=in_strides)
+        x = vectors.astype(np.float64).reshape(x_shape)
+        x -= ifm_zp
+        w_rows = mem.sram[Sram.WEIGHT][wa:wb].reshape(w_shape)
+        w = w_rows[..., :lanes].view(np.int8).astype(np.float64)
+        w = w.transpose(1, 3, 0, 2).reshape(w_out)
+        w -= wgt_zp
+        acc = accumulate(0, exact_dot(x, w))[:, :oc]
+        bias, multiplier, shift = decode_param_records(mem.sram[Sram.PARAM][pa:pb])
+        value = finish_accumulator(acc, bias, ifm_dtype)
+        if plan.stage is None:
+            out = value
+        else:
+            from firmware_model.golden.output_stage import apply_output_stage
+
+            out, _ = apply_output_stage(mem, stage_regs, value, multiplier, shift, unit="MAC", probe=probe,
+                                        plan=plan.stage)
+        raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(out_dtype)).view(np.uint8)
+        dst = np.ndarray(dst_shape, np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=dst_offset, strides=dst_strides)
+        dst[...] = raw.reshape(dst_shape)
+    return run
