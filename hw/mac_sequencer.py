@@ -24,17 +24,20 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import OutMode, Status
+from firmware_model.arch.isa import LutMode, OutMode, Status
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.checks import MAC_RTL_GAPS, MAC_RULES
-from firmware_model.arch.cycle_model import MAC_OUTPUT_DRAIN
+from firmware_model.arch.cycle_model import MAC_OUTPUT_DRAIN, MAC_VECTOR_DRAIN
 from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.mac_array import MacArray
 from hw.register_file import REGISTER_FILE
 from hw.register_map import rules_pass
 from hw.output_stage import LATENCY as OUTPUT_STAGE_LATENCY
 from hw.output_stage import OutputStageIn
+from hw.vector_output_stage import LATENCY as VECTOR_STAGE_LATENCY
+from hw.vector_output_stage import vector_in_layout
+from hw.vector_writer import LATENCY as VECTOR_WRITER_LATENCY
 
 # Register-file fields the sequencer uses after SETUP (latched there).
 LATCHED = ('dilation_h', 'dilation_w', 'ifm_cblocks', 'ifm_zp', 'kernel_h', 'kernel_w', 'ofm_addr', 'ofm_c', 'ofm_h', 'ofm_pix_stride', 'ofm_row_stride', 'ofm_w', 'param_addr', 'stride_h', 'stride_w', 'wgt_addr', 'wgt_zp')
@@ -45,6 +48,10 @@ INT48_MIN, INT48_MAX = DType.INT48.min, DType.INT48.max
 # stage, the shared output stage, the write.
 OUTPUT_DRAIN = 1 + OUTPUT_STAGE_LATENCY + 1
 assert OUTPUT_DRAIN == MAC_OUTPUT_DRAIN
+# The vector path, after the last pixel's write clocks: its accumulator read, the bias stage, the
+# vector stage and the writer's register (the last word is written in the done clock's predecessor).
+VECTOR_DRAIN = 1 + 1 + VECTOR_STAGE_LATENCY + VECTOR_WRITER_LATENCY
+assert VECTOR_DRAIN == MAC_VECTOR_DRAIN
 
 
 def _bits(n: int) -> int:
@@ -73,6 +80,10 @@ class MacSequencer(wiring.Component):
             "prm_data": In(PARAM_RECORD_LAYOUT),
             # the output stage's input (the core's shared hw/output_stage.py, then the writer)
             "out": Out(stream.Signature(OutputStageIn)),
+            # the vector path: a pixel's lanes at once (hw/vector_output_stage.py, then the vector
+            # writer); no back-pressure, the sequencer spaces the vectors by their write clocks
+            "vout_valid": Out(1),
+            "vout": Out(vector_in_layout(R)),
         })
 
     def elaborate(self, platform):
@@ -122,6 +133,8 @@ class MacSequencer(wiring.Component):
         after_gap = Signal(2)
         status = Signal(8)
         mode = Signal(8)
+        vec_out = Signal()          # this command stores through the vector path
+        word_wait = Signal(16)      # vector path: write clocks still owed to the last pixel
 
         m.d.comb += [
             mac.w.payload.data.eq(self.wgt_data),
@@ -168,11 +181,58 @@ class MacSequencer(wiring.Component):
             self.out.payload.tag.eq(b_addr),
         ]
 
+        # ---- vector path: every lane's parameter record, read during the first weight-block load
+        # of each output-channel block (the parameter port is idle then), then per pixel the
+        # accumulator word -> bias add (all lanes) -> hw/vector_output_stage.py -> vector writer ----
+        lane_bias = [Signal(signed(48), name=f"lane_bias_{r}") for r in range(R)]
+        lane_mult = [Signal(signed(32), name=f"lane_mult_{r}") for r in range(R)]
+        lane_shift = [Signal(6, name=f"lane_shift_{r}") for r in range(R)]
+        in_wload = Signal()
+        with m.If(in_wload & first_step & (k != 0)):
+            for r in range(R):
+                with m.If(k == r + 1):
+                    m.d.sync += [lane_bias[r].eq(self.prm_data.bias), lane_mult[r].eq(self.prm_data.multiplier),
+                                 lane_shift[r].eq(self.prm_data.shift[:6])]
+        v_issue = Signal()                       # the clock a pixel's accumulator read is issued
+        v_addr = Signal(32)
+        v_words = Signal(16)
+        v1_valid = Signal()
+        v1_side = Signal.like(self.vout.side)
+        v2_valid = Signal()
+        v2_values = [Signal(signed(48), name=f"v_biased_{r}") for r in range(R)]
+        v2_side = Signal.like(self.vout.side)
+        m.d.sync += [v1_valid.eq(v_issue), v1_side.addr.eq(v_addr), v1_side.words.eq(v_words),
+                     v1_side.nbytes.eq(lanes * esize),
+                     v2_valid.eq(v1_valid), v2_side.eq(v1_side)]
+        # The lanes load only with a pixel: while the array accumulates, the vector stage's inputs
+        # hold still (an event-driven simulator then has nothing to do in its R rescale units).
+        for r in range(R):
+            acc = Signal(signed(48), name=f"v_acc_{r}")
+            wide_r = Signal(signed(49), name=f"v_wide_{r}")
+            m.d.comb += [acc.eq(mac.rd_data[r]), wide_r.eq(acc + lane_bias[r])]
+            with m.If(v1_valid & int16):
+                m.d.sync += v2_values[r].eq(Mux(wide_r > INT48_MAX, INT48_MAX, Mux(wide_r < INT48_MIN, INT48_MIN, wide_r)))
+            with m.Elif(v1_valid):
+                m.d.sync += v2_values[r].eq((acc[:32].as_signed() + lane_bias[r][:32].as_signed())[:32].as_signed())
+        m.d.comb += [self.vout_valid.eq(v2_valid), self.vout.side.eq(v2_side)]
+        m.d.comb += [self.vout.values[r].eq(v2_values[r]) for r in range(R)]
+        m.d.comb += [self.vout.multipliers[r].eq(lane_mult[r]) for r in range(R)]
+        m.d.comb += [self.vout.shifts[r].eq(lane_shift[r]) for r in range(R)]
+        # words the pixel's bytes touch in the output SRAM (cycle_model.vector_write_words)
+        lg_w = (cfg.word_bytes).bit_length() - 1
+        m.d.comb += v_addr.eq(out_pix + chan_addr)
+        m.d.comb += v_words.eq(((v_addr[:lg_w] if lg_w else 0) + lanes * esize + (cfg.word_bytes - 1)) >> lg_w)
+
+        # shared by the scalar and the vector output loops
+        next_out_row = Signal(32)
+        more_ocb = Signal()
+        m.d.comb += [next_out_row.eq(out_row + op.ofm_row_stride), more_ocb.eq(ocb + 1 < n_ocb)]
+
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
         m.d.comb += [self.ifm_addr.eq(pix_ptr), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(wblk + k)
-        m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + lane)
+        m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
         m.d.comb += [mac.w.valid.eq(0), mac.w.payload.row.eq(k - 1)]
 
         with m.FSM(name="seq"):
@@ -188,6 +248,8 @@ class MacSequencer(wiring.Component):
                     pix_words.eq(regs.ifm_pix_stride >> lg_l),
                     n_ocb.eq((regs.ofm_c + (R - 1)) >> lg_r),
                     rescale_on.eq((regs.out_mode & OutMode.RESCALE) != 0),
+                    # a table or an 8-byte element takes the shared scalar stage (vector_output_stage.py)
+                    vec_out.eq((regs.lut_mode == LutMode.OFF) & (regs.ofm_dtype != DType.INT48)),
                     esize.eq(Mux(regs.ofm_dtype == DType.INT8, 1, Mux(regs.ofm_dtype == DType.INT16, 2,
                                  Mux(regs.ofm_dtype == DType.INT48, 8, 4)))),
                     status.eq(Status.OK),
@@ -215,7 +277,7 @@ class MacSequencer(wiring.Component):
                     m.next = "W_LOAD"
             with m.State("W_LOAD"):
                 # clock k issues the read of row k; the row read at clock k-1 lands now
-                m.d.comb += self.busy.eq(1)
+                m.d.comb += [self.busy.eq(1), in_wload.eq(1)]
                 m.d.comb += mac.w.valid.eq(k != 0)
                 m.d.sync += k.eq(k + 1)
                 with m.If(k == R):
@@ -261,7 +323,42 @@ class MacSequencer(wiring.Component):
                         out_row.eq(op.ofm_addr), out_pix.eq(op.ofm_addr),
                         chan_addr.eq((ocb << lg_r) * esize),
                     ]
-                    m.next = "OUT_READ"
+                    with m.If(vec_out):
+                        m.next = "VOUT"
+                    with m.Else():
+                        m.next = "OUT_READ"
+            with m.State("VOUT"):
+                # one pixel's accumulator word per issue clock, then its write clocks less one
+                m.d.comb += self.busy.eq(1)
+                with m.If(word_wait != 0):
+                    m.d.sync += word_wait.eq(word_wait - 1)
+                with m.Else():
+                    m.d.comb += v_issue.eq(1)
+                    m.d.sync += [word_wait.eq(v_words - 1), p.eq(p + 1)]
+                    with m.If(ox + 1 == op.ofm_w):
+                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), out_row.eq(next_out_row), out_pix.eq(next_out_row)]
+                        with m.If(oy + 1 == op.ofm_h):
+                            m.next = "VOUT_LAST"
+                    with m.Else():
+                        m.d.sync += [ox.eq(ox + 1), out_pix.eq(out_pix + op.ofm_pix_stride)]
+            with m.State("VOUT_LAST"):
+                # the last pixel's remaining write clocks, then the drain
+                m.d.comb += self.busy.eq(1)
+                with m.If(word_wait != 0):
+                    m.d.sync += word_wait.eq(word_wait - 1)
+                with m.Else():
+                    m.d.sync += drain.eq(1)         # this clock is the drain's first
+                    m.next = "VOUT_DRAIN"
+            with m.State("VOUT_DRAIN"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += drain.eq(drain + 1)
+                with m.If(drain == VECTOR_DRAIN - 1):
+                    with m.If(more_ocb):
+                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0),
+                                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1)]
+                        m.next = "W_LOAD"
+                    with m.Else():
+                        m.next = "DONE"
             with m.State("OUT_READ"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += lane.eq(0)
@@ -278,8 +375,7 @@ class MacSequencer(wiring.Component):
                 with m.If(lane + 1 == lanes):
                     m.d.sync += p.eq(p + 1)
                     with m.If(ox + 1 == op.ofm_w):
-                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), out_row.eq(out_row + op.ofm_row_stride),
-                                     out_pix.eq(out_row + op.ofm_row_stride)]
+                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), out_row.eq(next_out_row), out_pix.eq(next_out_row)]
                         with m.If(oy + 1 == op.ofm_h):
                             m.d.sync += drain.eq(0)
                             m.d.comb += after.eq(2)
@@ -313,7 +409,7 @@ class MacSequencer(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += drain.eq(drain + 1)
                 with m.If(drain == OUTPUT_DRAIN - 1):
-                    with m.If(ocb + 1 < n_ocb):
+                    with m.If(more_ocb):
                         m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0),
                                      ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1)]
                         m.next = "W_LOAD"

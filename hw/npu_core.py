@@ -32,6 +32,8 @@ from hw.pool_sequencer import PoolSequencer
 from hw.output_stage import REGISTER_MAP as OUTPUT_STAGE_MAP
 from hw.output_stage import OutputStage
 from hw.output_writer import OutputWriter
+from hw.vector_output_stage import VectorOutputStage
+from hw.vector_writer import VectorWriter
 from hw.register_map import AmaranthOps, drive_map
 from hw.variable_sram import VariableSram
 
@@ -89,6 +91,11 @@ class NpuCore(wiring.Component):
         m.submodules.output_stage = ost = DomainRenamer({"sync": "out"})(OutputStage(
             cfg.lut_entries, fault=self.fault if self.fault == "rescale_rounding" else None))
         m.submodules.output_writer = writer = DomainRenamer({"sync": "out"})(OutputWriter(W, cfg.output_words))
+        # the MAC's vector output path: a pixel's lanes per clock (no table, no int48)
+        m.submodules.vector_output_stage = vst = DomainRenamer({"sync": "out"})(VectorOutputStage(
+            cfg.mac_rows, cfg.lut_entries, fault=self.fault if self.fault == "rescale_rounding" else None))
+        m.submodules.vector_writer = vwriter = DomainRenamer({"sync": "out"})(
+            VectorWriter(cfg.mac_rows, W, cfg.output_words))
 
         m.submodules.input_sram = input_sram = memory.Memory(shape=8 * W, depth=cfg.input_words, init=[])
         m.submodules.weight_sram = weight_sram = memory.Memory(shape=8 * W, depth=cfg.weight_words, init=[])
@@ -192,7 +199,15 @@ class NpuCore(wiring.Component):
                     else:
                         m.d.comb += [ost.cfg.eq(unit.out_cfg), writer.esize.eq(unit.esize)]
         wiring.connect(m, ost.o, writer.i)
-        m.d.comb += [o_wr.addr.eq(writer.sram.addr), o_wr.data.eq(writer.sram.data), o_wr.en.eq(writer.sram.en)]
+        m.d.comb += [
+            vst.i_valid.eq(mac.vout_valid), vst.i.eq(mac.vout), vst.cfg.eq(mac_cfg),
+            vwriter.i_valid.eq(vst.o_valid), vwriter.i.eq(vst.o), vwriter.esize.eq(AmaranthOps.size_of(regs.ofm_dtype)),
+        ]
+        # one command at a time: at most one writer stores in a clock
+        vector_writes = vwriter.sram.en.any()
+        m.d.comb += [o_wr.addr.eq(Mux(vector_writes, vwriter.sram.addr, writer.sram.addr)),
+                     o_wr.data.eq(Mux(vector_writes, vwriter.sram.data, writer.sram.data)),
+                     o_wr.en.eq(vwriter.sram.en | writer.sram.en)]
 
         # the LUT SRAM: DMA beats (2-byte entries) become the LUT engine's writes
         lp = dma.lut

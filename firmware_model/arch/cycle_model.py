@@ -16,7 +16,8 @@ from collections import deque
 import numpy as np
 
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import PARAM_RECORD_BYTES, Sram
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, LutMode, Sram
+from firmware_model.tosa_ops.dtypes import DType
 
 # Command processor: every command is fetched and decoded in two clocks before its unit runs.
 COMMAND_OVERHEAD = 2
@@ -174,6 +175,22 @@ class Timeline:
 # output channels.
 MAC_FIXED = 3
 MAC_OUTPUT_DRAIN = 9
+# The vector output path (hw/vector_output_stage.py, hw/vector_writer.py): a pixel's lanes leave
+# together; after the last pixel's write clocks, the accumulator read 1, the bias stage 1, the
+# vector stage 5 (rescale 4, clamp 1) and the writer's register 1.
+MAC_VECTOR_DRAIN = 8
+
+
+def vector_write_words(word_bytes: int, addr, nbytes: int):
+    """Output-SRAM words that `nbytes` contiguous bytes from byte address `addr` touch: the vector
+    writer's clocks for one pixel. `addr` may be an array."""
+    return (np.asarray(addr, dtype=np.int64) % word_bytes + nbytes + word_bytes - 1) // word_bytes
+
+
+def uses_vector_output(ofm_dtype: int, lut_mode: int) -> bool:
+    """Whether a MAC command stores through the vector path: not with a table (one LUT read port)
+    nor an 8-byte int48 element (hw/mac_sequencer.py decides the same at SETUP)."""
+    return lut_mode == LutMode.OFF and ofm_dtype != DType.INT48
 
 
 def element_write_clocks(cfg: NpuConfig, element_bytes: int) -> int:
@@ -183,22 +200,34 @@ def element_write_clocks(cfg: NpuConfig, element_bytes: int) -> int:
 
 
 def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
-                       kernel_w: int, ifm_cblocks: int, write_clocks: int = 1) -> int:
+                       kernel_w: int, ifm_cblocks: int, write_clocks: int = 1, vector: bool = False,
+                       ofm_addr: int = 0, ofm_row_stride: int = 0, ofm_pix_stride: int = 0,
+                       element_bytes: int = 1) -> int:
     """Clocks of a MAC command from its start to its done pulse.
 
     Per block of `rows` output channels: for each reduction step (kernel position x input-channel
     block) a weight-block load (rows + 1) and a pass over the P output pixels (P + 2: the
-    accumulate pipeline is three clocks deep) with one clock to advance; then the output stage:
-    per pixel one accumulator read and `write_clocks` per channel lane (element_write_clocks), and
-    the drain.
+    accumulate pipeline is three clocks deep) with one clock to advance; then the output:
+    - scalar path: per pixel one accumulator read and `write_clocks` per channel lane
+      (element_write_clocks), and the drain;
+    - `vector` path (uses_vector_output): per pixel the words its lanes' bytes touch in the output
+      SRAM (vector_write_words, from OFM_ADDR and the strides), and the drain.
     """
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
     steps = kernel_h * kernel_w * ifm_cblocks
     n_ocb = -(-ofm_c // rows)
-    return (MAC_FIXED
-            + n_ocb * (steps * (rows + pixels + 4) + pixels + MAC_OUTPUT_DRAIN)
-            + pixels * ofm_c * write_clocks)
+    accumulate = MAC_FIXED + n_ocb * steps * (rows + pixels + 4)
+    if not vector:
+        return accumulate + n_ocb * (pixels + MAC_OUTPUT_DRAIN) + pixels * ofm_c * write_clocks
+    pix = (ofm_addr + np.arange(ofm_h, dtype=np.int64)[:, None] * ofm_row_stride
+           + np.arange(ofm_w, dtype=np.int64)[None, :] * ofm_pix_stride)
+    words = 0
+    for ocb in range(n_ocb):
+        lanes = min(rows, ofm_c - ocb * rows)
+        words += int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
+                                        lanes * element_bytes).sum())
+    return accumulate + words + n_ocb * MAC_VECTOR_DRAIN
 
 
 # The host CPU is modelled, not simulated: an assumed cost of a fixed hand-over plus one NPU

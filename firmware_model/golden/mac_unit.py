@@ -38,7 +38,7 @@ import numpy as np
 
 from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.cycle_model import element_write_clocks, mac_command_cycles
+from firmware_model.arch.cycle_model import element_write_clocks, mac_command_cycles, uses_vector_output
 from firmware_model.arch.isa import ELEMENT_BYTES, PARAM_RECORD_BYTES, Sram, decode_param_records
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
@@ -197,7 +197,10 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     check_range(cfg, Sram.OUTPUT, first, last, "MAC output")
     return MacPlan(
         cycles=mac_command_cycles(cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,
-                                  write_clocks=element_write_clocks(cfg, esize)),
+                                  write_clocks=element_write_clocks(cfg, esize),
+                                  vector=uses_vector_output(ofm_dtype, r.lut_mode), ofm_addr=r.ofm_addr,
+                                  ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
+                                  element_bytes=esize),
         macs=n_ocb * kh * kw * cb * oh * ow * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),

@@ -48,7 +48,11 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         raw48 = int16 and rng.random() < 0.3          # the raw int48 result of an int16 tile
         out_dtype = DType.INT48 if raw48 else DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))
         esize = out_dtype.size_bytes
-        align = max(L, esize)                           # an element never straddles a word
+        # Half the tiles pack their pixels tight (elements aligned to their size only, so a pixel
+        # may start inside a word and span several: the vector writer's unaligned case), half
+        # start every pixel on a word. An element never straddles a word either way.
+        tight = not raw48 and rng.random() < 0.5
+        align = esize if tight else max(L, esize)
         opix = -(-(oc * esize) // align) * align
         out_bytes = oh * ow * opix
         if (in_bytes <= cfg.input_sram and w_bytes <= cfg.weight_sram and out_bytes <= cfg.output_sram

@@ -1,0 +1,65 @@
+"""Vector writer: stores a vector of results (hw/vector_output_stage.py) into the output SRAM.
+
+Lane i's result becomes the low `esize` bytes (1, 2 or 4), little-endian, at byte address
+`addr + i * esize`: `nbytes` = lanes x esize contiguous bytes from `addr`, which need not be
+word-aligned. They are written one SRAM word per clock with byte enables, `words` clocks in all
+(the words the byte range touches: `cycle_model.vector_write_words`), starting the clock after the
+vector arrives (LATENCY 1). The next vector must not arrive before the last word's clock: the MAC
+sequencer spaces its pixels by their word counts, so there is no back-pressure.
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.output_writer import write_port_signature
+from hw.vector_output_stage import vector_out_layout
+
+LATENCY = 1
+
+
+class VectorWriter(wiring.Component):
+    def __init__(self, lanes: int, word_bytes: int, depth: int):
+        self.lanes, self.word_bytes, self.depth = lanes, word_bytes, depth
+        super().__init__({
+            "i_valid": In(1),
+            "i": In(vector_out_layout(lanes)),
+            "esize": In(4),                      # element bytes: 1, 2 or 4
+            "busy": Out(1),                      # words of the last vector are still being written
+            "sram": Out(write_port_signature(word_bytes, depth)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W, R = self.word_bytes, self.lanes
+        lg_w = W.bit_length() - 1
+        span = -(-(4 * R + W) // W) * W         # bytes a shifted vector can reach, in whole words
+        results = self.i.results
+
+        packed = Signal(8 * 4 * R, name="packed")
+        by_size = {1: Cat(*(results[i][:8] for i in range(R))),
+                   2: Cat(*(results[i][:16] for i in range(R))),
+                   4: Cat(*(results[i][:32] for i in range(R)))}
+        m.d.comb += packed.eq(Mux(self.esize == 1, by_size[1], Mux(self.esize == 2, by_size[2], by_size[4])))
+        offset = Signal(range(W), name="offset")
+        m.d.comb += offset.eq(self.i.side.addr[:lg_w] if lg_w else 0)
+        mask = Signal(4 * R, name="mask")
+        m.d.comb += mask.eq(Cat(*(self.i.side.nbytes > b for b in range(4 * R))))
+
+        buf = Signal(8 * span, name="shifted_bytes")
+        buf_en = Signal(span, name="shifted_enables")
+        base = Signal(32, name="base_word")
+        left = Signal(16, name="words_left")
+        j = Signal(16, name="word_index")
+        with m.If(self.i_valid):
+            m.d.sync += [buf.eq(packed << (offset * 8)), buf_en.eq(mask << offset),
+                         base.eq(self.i.side.addr >> lg_w), left.eq(self.i.side.words), j.eq(0)]
+        with m.Elif(left != 0):
+            m.d.sync += [left.eq(left - 1), j.eq(j + 1)]
+        m.d.comb += [
+            self.busy.eq(left != 0),
+            self.sram.addr.eq(base + j),
+            self.sram.data.eq(buf.word_select(j, 8 * W)),
+            self.sram.en.eq(Mux(left != 0, buf_en.word_select(j, W), 0)),
+        ]
+        return m

@@ -1,0 +1,161 @@
+"""The MAC's vector output path: hw/vector_output_stage.py against the golden output stage, and
+hw/vector_writer.py against the byte layout and clock count the cycle model states.
+
+amaranth.sim, the Python designs driven directly. Their generated Verilog runs inside the core on
+both simulators (every MAC tile of the networks and random programs is compared with golden, bytes
+and done clock, by tests/sim/cosim), and the core-level mutants of the vector writer
+(sim/verification/core_level_mutants.py) must be caught there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.sim import Simulator
+
+from firmware_model.arch.config import load_config
+from firmware_model.arch.cycle_model import MAC_VECTOR_DRAIN, vector_write_words
+from firmware_model.arch.isa import LutMode, OutMode, Reg
+from firmware_model.golden.memories import Memories
+from firmware_model.golden.output_stage import apply_output_stage
+from firmware_model.tosa_ops.dtypes import DType
+from hw.vector_output_stage import LATENCY as STAGE_LATENCY
+from hw.vector_output_stage import VectorOutputStage
+from hw.vector_writer import LATENCY as WRITER_LATENCY
+from hw.vector_writer import VectorWriter
+
+
+def _run(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_drain_is_the_paths_latency():
+    """MAC_VECTOR_DRAIN: the accumulator read, the bias stage, the stage and the writer's register."""
+    assert MAC_VECTOR_DRAIN == 1 + 1 + STAGE_LATENCY + WRITER_LATENCY
+
+
+def test_vector_writer_bytes_and_clocks():
+    """Random pixels (1..R lanes, int8/int16/int32, any element-aligned address) land at their bytes
+    and nowhere else, one word per clock from the clock after they arrive, `vector_write_words`
+    clocks each."""
+    rng = np.random.default_rng(7)
+    R, W, depth = 4, 4, 64
+    dut = VectorWriter(R, W, depth)
+    sram = np.zeros(W * depth, np.uint8)
+    expect = sram.copy()
+    pixels = []
+    for _ in range(60):
+        esize = int(rng.choice([1, 2, 4]))
+        lanes = int(rng.integers(1, R + 1))
+        n = lanes * esize
+        addr = int(rng.integers(0, (W * depth - n) // esize + 1)) * esize
+        values = [int(v) for v in rng.integers(-(1 << 31), 1 << 31, R)]
+        pixels.append((addr, esize, lanes, values))
+        for i in range(lanes):
+            expect[addr + i * esize:addr + (i + 1) * esize] = \
+                np.frombuffer(int(values[i] & 0xFFFFFFFF).to_bytes(4, "little"), np.uint8)[:esize]
+    writes = []                         # (clock, word address) of every clock with a write
+
+    async def bench(ctx):
+        clock = 0
+
+        async def tick():
+            nonlocal clock
+            en = ctx.get(dut.sram.en)
+            if en:
+                a, d = ctx.get(dut.sram.addr), ctx.get(dut.sram.data)
+                for b in range(W):
+                    if en >> b & 1:
+                        sram[a * W + b] = (d >> (8 * b)) & 0xFF
+                writes.append((clock, a))
+            await ctx.tick()
+            clock += 1
+
+        for addr, esize, lanes, values in pixels:
+            words = int(vector_write_words(W, addr, lanes * esize))
+            ctx.set(dut.esize, esize)
+            ctx.set(dut.i_valid, 1)
+            ctx.set(dut.i.side.addr, addr)
+            ctx.set(dut.i.side.nbytes, lanes * esize)
+            ctx.set(dut.i.side.words, words)
+            for i, v in enumerate(values):
+                ctx.set(dut.i.results[i], v)
+            # this pixel's writes: the `words` clocks after its arrival, consecutive words
+            expected_writes.extend((clock + 1 + j, addr // W + j) for j in range(words))
+            await tick()
+            ctx.set(dut.i_valid, 0)
+            for _ in range(words - 1):
+                await tick()
+        for _ in range(2):
+            await tick()
+
+    expected_writes = []
+    _run(dut, bench)
+    assert writes == expected_writes
+    assert np.array_equal(sram, expect)
+
+
+def _stage_regs(rng, out_dtype: DType) -> dict[int, int]:
+    rescale = bool(rng.integers(0, 4))
+    scale32 = bool(rng.integers(0, 2))
+    mode = (OutMode.RESCALE if rescale else 0) | (OutMode.SCALE32 if scale32 else 0) \
+        | (OutMode.DOUBLE_ROUND if scale32 and rng.integers(0, 2) else 0)
+    lo, hi = (out_dtype.min, out_dtype.max) if rescale else (DType.INT32.min, DType.INT32.max)
+    cmin = int(rng.integers(lo, 1)) if rng.integers(0, 2) else lo
+    cmax = int(rng.integers(0, hi + 1)) if rng.integers(0, 2) else hi
+    return {int(Reg.OUT_MODE): int(mode), int(Reg.RESCALE_DTYPE): int(out_dtype),
+            int(Reg.OFM_ZP): int(rng.integers(-20, 20)) & 0xFFFFFFFF if rescale and out_dtype != DType.INT32 else 0,
+            int(Reg.CLAMP_MIN): cmin & 0xFFFFFFFF, int(Reg.CLAMP_MAX): cmax & 0xFFFFFFFF,
+            int(Reg.LUT_MODE): int(LutMode.OFF), int(Reg.LUT_ADDR): 0, int(Reg.OFM_DTYPE): int(out_dtype)}
+
+
+def test_vector_output_stage_equals_the_golden_stage():
+    """Every lane of every vector equals apply_output_stage (no table) on that lane's value,
+    multiplier and shift, LATENCY clocks after it entered; a new vector every clock."""
+    rng = np.random.default_rng(11)
+    cfg = load_config("tiny")
+    lanes = 4
+    dut = VectorOutputStage(lanes, cfg.lut_entries)
+    mem = Memories(cfg)
+    for case in range(12):
+        out_dtype = DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))
+        regs = _stage_regs(rng, out_dtype)
+        n = 24
+        values = rng.integers(-(1 << 40), 1 << 40, (n, lanes)) >> rng.integers(0, 40, (n, lanes))
+        mult = rng.integers(1 << 13, 1 << 31, (n, lanes))
+        shift = rng.integers(2, 63, (n, lanes))
+        scale32 = bool(regs[int(Reg.OUT_MODE)] & OutMode.SCALE32)
+        if not scale32:
+            mult &= 0x7FFF
+            shift = rng.integers(2, 48, (n, lanes))
+        expect, _ = apply_output_stage(mem, regs, values, mult, shift, unit="MAC")
+        got = []
+
+        async def bench(ctx):
+            c = ctx.get
+            ctx.set(dut.cfg.out_mode, regs[int(Reg.OUT_MODE)])
+            ctx.set(dut.cfg.rescale_dtype, regs[int(Reg.RESCALE_DTYPE)])
+            zp = regs[int(Reg.OFM_ZP)]
+            ctx.set(dut.cfg.output_zp, zp - (1 << 32) if zp >= 1 << 31 else zp)
+            for name, reg in (("clamp_min", Reg.CLAMP_MIN), ("clamp_max", Reg.CLAMP_MAX)):
+                v = regs[int(reg)]
+                ctx.set(getattr(dut.cfg, name), v - (1 << 32) if v >= 1 << 31 else v)
+            for t in range(n + STAGE_LATENCY + 1):
+                if t < n:
+                    ctx.set(dut.i_valid, 1)
+                    ctx.set(dut.i.side.addr, t)
+                    for ln in range(lanes):
+                        ctx.set(dut.i.values[ln], int(values[t, ln]))
+                        ctx.set(dut.i.multipliers[ln], int(mult[t, ln]))
+                        ctx.set(dut.i.shifts[ln], int(shift[t, ln]))
+                else:
+                    ctx.set(dut.i_valid, 0)
+                if c(dut.o_valid):
+                    assert c(dut.o.side.addr) == t - STAGE_LATENCY
+                    got.append([c(dut.o.results[ln]) for ln in range(lanes)])
+                await ctx.tick()
+
+        _run(dut, bench)
+        assert np.array_equal(np.array(got, dtype=np.int64), expect), f"case {case}: {regs}"
