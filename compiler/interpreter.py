@@ -97,12 +97,14 @@ class _VarState:
 
 class _OpPlan:
     """The invocation-independent part of running one op (Interpreter._plan)."""
-    __slots__ = ("op", "where", "kind", "in_specs", "out_specs", "kernel", "fault", "extra", "prepare",
-                 "static", "cacheable", "execute", "in_storage", "out_storage", "const_values")
+    __slots__ = ("op", "idx", "source", "_where", "kind", "in_specs", "out_specs", "kernel", "fault", "extra",
+                 "prepare", "static", "cacheable", "execute", "in_storage", "out_storage", "const_values")
 
-    def __init__(self, op: Operator, where: str, kind: str):
+    def __init__(self, op: Operator, idx: int, source: str, kind: str):
         self.op = op                        # the op it was made for
-        self.where = where
+        self.idx = idx                      # its index in the block, and the graph's source: the
+        self.source = source                # message prefix `where`, formatted when first asked for
+        self._where: str | None = None
         self.kind = kind                    # "kernel", "const", or the variable ops' "declare" / "read" / "write"
         self.in_specs: list = []            # TensorSpec, None for a name that is no tensor
         self.out_specs: list = []
@@ -120,8 +122,23 @@ class _OpPlan:
         self.out_storage: list = []
         self.const_values: list | None = None   # CONST / CONST_SHAPE: the checked data
 
+    @property
+    def where(self) -> str:
+        """"model.tosa op #12 -> conv_out": the prefix of the op's messages."""
+        if self._where is None:
+            self._where = _where_text(self.source, self.idx, self.op)
+        return self._where
+
 
 _STORAGE = {t: t.storage for t in DType if t.has_storage}
+# bytes per element of each type with storage (the size check takes 1 for the others: a lower bound)
+_ITEMSIZE = {t: t.storage.itemsize for t in DType if t.has_storage}
+
+
+def _where_text(source: str, idx: int, op: Operator) -> str:
+    """"model.tosa op #12 -> conv_out": where an op's messages say it is."""
+    outs = ", ".join(op.outputs) if op.outputs else "-"
+    return f"{source} op #{idx} -> {outs}"
 
 
 def _shape_matches(declared, actual) -> bool:
@@ -140,62 +157,80 @@ class Interpreter:
         self.block: Block = graph.main
         self.source = graph.source
         self.invocations = 0
-        self._check_storable()
-        self._check_sizes()
-        self._variables = self._collect_variables()
+        variable_tensors = self._check_tensors()
+        self._variables = self._collect_variables(variable_tensors)
         self._state: dict[str, _VarState] = {}
         # Variables with a VARIABLE op are declared there; the others at the start of a run.
         declared_by_op = set()
-        for op in self.block.operators:
-            if op.op == "VARIABLE":
-                declared_by_op.add(self._variable_of(op, len(declared_by_op)).uid)
+        if self._variables:
+            for op in self.block.operators:
+                if op.op == "VARIABLE":
+                    declared_by_op.add(self._variable_of(op, len(declared_by_op)).uid)
         self._implicit = [v for v in self._variables.values() if v.uid not in declared_by_op]
         self._specs = {name: TensorSpec(tuple(t.shape), t.dtype) for name, t in self.block.tensors.items()}
         # Ops whose value does not depend on the invocation: CONST/CONST_SHAPE and ops fed only by
         # them (e.g. a RESHAPE of weights). Kernels are pure, so their outputs from the first
         # successful invocation are reused by later ones (the first one checked their rules).
-        self._constant_ops = self._find_constant_ops()
+        self._constant_ops = self._find_constant_ops(variable_tensors)
         self._constant_values: dict[str, np.ndarray] | None = None
         self._plans: list[_OpPlan | None] = [None] * len(self.block.operators)
         # The ops a later invocation runs (the constant ones are reused), in graph order.
         self._varying_ops = [(idx, op) for idx, op in enumerate(self.block.operators)
                              if idx not in self._constant_ops]
 
-    def _check_sizes(self) -> None:
-        """Refuse, before any allocation, a declared tensor or a graph too large to hold."""
-        total = 0
+    def _check_tensors(self) -> list[tuple[Block, list]]:
+        """The graph's declared tensors, looked at once: the inputs, outputs and variables must
+        hold integer-profile values (said first, before a run tries to store one), and no tensor
+        nor all of them together may be too large to hold (refused before any allocation).
+        Returns each block's variable tensors, in the graph's order."""
         limit = limits.tensor_limit()
+        total = 0
+        too_large = None
+        variables = []
         for b in self.graph.blocks():
+            found = []
             for t in b.tensors.values():
-                itemsize = t.dtype.storage.itemsize if t.dtype.has_storage else 1   # a lower bound will do
-                total += limits.check_tensor(lambda: f"{self.source}: tensor '{t.name}'", t.shape, itemsize, limit)
-        limits.check_total(f"{self.source}: the graph's declared tensors", total)
+                itemsize = _ITEMSIZE.get(t.dtype, 1)
+                size = limits.tensor_bytes(t.shape, itemsize)
+                if size > limit and too_large is None:
+                    too_large = (t, itemsize)
+                total += size
+                if t.is_variable:
+                    found.append(t)
+            variables.append((b, found))
+        self._check_storable(variables)
+        if too_large is not None:
+            t, itemsize = too_large
+            limits.check_tensor(f"{self.source}: tensor '{t.name}'", t.shape, itemsize, limit)
+        if total > limits.GRAPH_FACTOR * limit:
+            limits.check_total(f"{self.source}: the graph's declared tensors", total)
+        return variables
 
-    def _check_storable(self) -> None:
+    def _check_storable(self, variables: list[tuple[Block, list]]) -> None:
         """Inputs, outputs and variables must hold integer-profile values: say which one does not
         before a run tries to store it."""
         block = self.block
         for kind, names in (("input", block.inputs), ("output", block.outputs)):
             for name in names:
                 t = block.tensors.get(name)
-                if t is not None and not t.dtype.has_storage:
+                if t is not None and t.dtype not in _STORAGE:
                     raise TosaUnsupported(f"{self.source}: graph {kind} '{name}' has element type {t.dtype.name}, outside "
                                           "npu-bench's integer profile")
-        for b in self.graph.blocks():
-            for t in b.variables():
+        for _, found in variables:
+            for t in found:
                 if not t.dtype.has_storage:
                     raise TosaUnsupported(f"{self.source}: variable '{t.variable_name or t.name}' has element type "
                                           f"{t.dtype.name}, outside npu-bench's integer profile")
 
     # ---- variables ----------------------------------------------------------------------
 
-    def _collect_variables(self) -> dict[str, _Variable]:
+    def _collect_variables(self, variable_tensors: list[tuple[Block, list]]) -> dict[str, _Variable]:
         found: dict[str, _Variable] = {}
         by_tensor: dict[str, str] = {}
         # Variables are visible across blocks; the main block's declaration wins.
-        blocks = [self.block] + [b for b in self.graph.blocks() if b is not self.block]
-        for b in blocks:
-            for t in b.variables():
+        main = self.block
+        for b, tensors in sorted(variable_tensors, key=lambda bv: bv[0] is not main):
+            for t in tensors:
                 uid = t.variable_name or t.name
                 if t.name in by_tensor:
                     continue
@@ -297,8 +332,7 @@ class Interpreter:
     # ---- running ------------------------------------------------------------------------
 
     def _where(self, idx: int, op: Operator) -> str:
-        outs = ", ".join(op.outputs) if op.outputs else "-"
-        return f"{self.source} op #{idx} -> {outs}"
+        return _where_text(self.source, idx, op)
 
     def _bind_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = {}
@@ -326,15 +360,16 @@ class Interpreter:
             env[name] = arr
         return env
 
-    def _find_constant_ops(self) -> set[int]:
+    def _find_constant_ops(self, variable_tensors: list[tuple[Block, list]]) -> set[int]:
         """Indices of the ops whose outputs are the same in every invocation."""
-        variable_tensors = {t.name for t in self.block.variables()}
+        main = self.block
+        variables = {t.name for b, tensors in variable_tensors if b is main for t in tensors}
         constant: set[str] = set()
         found: set[int] = set()
         for idx, op in enumerate(self.block.operators):
             if op.op in ("CONST", "CONST_SHAPE") or (
                     op.op not in NEVER_CACHED and op.inputs and op.attr_kind not in VARIABLE_KINDS
-                    and all(n in constant for n in op.inputs if n) and not variable_tensors & set(op.outputs)):
+                    and all(n in constant for n in op.inputs if n) and variables.isdisjoint(op.outputs)):
                 found.add(idx)
                 constant.update(op.outputs)
         self._constant_tensors = constant
@@ -386,15 +421,19 @@ class Interpreter:
         its message prefix, its kind, the operand specs, its kernel, and the first static fault of
         its operand lists (raised when the op runs, so faults surface in graph order)."""
         name, kind = op.op, op.attr_kind
-        where = self._where(idx, op)
+        source = self.source
         if name == "VARIABLE":
-            plan = _OpPlan(op, where, "declare")
+            plan = _OpPlan(op, idx, source, "declare")
         elif (name == "IDENTITY" and kind == VARIABLE_READ_KIND) or name == "VARIABLE_READ":
-            plan = _OpPlan(op, where, "read")
+            plan = _OpPlan(op, idx, source, "read")
         elif (name == "IDENTITY" and kind == VARIABLE_WRITE_KIND) or name == "VARIABLE_WRITE":
-            plan = _OpPlan(op, where, "write")
+            plan = _OpPlan(op, idx, source, "write")
+        elif name in ("CONST", "CONST_SHAPE") and self._usual_constant(op):
+            plan = _OpPlan(op, idx, source, "const")
+            plan.const_values = [self.block.tensors[op.outputs[0]].data]
         else:
-            plan = _OpPlan(op, where, "kernel")
+            plan = _OpPlan(op, idx, source, "kernel")
+            where = plan.where
             plan.in_specs = [self._specs.get(t) for t in op.inputs]
             plan.out_specs = [self._specs.get(t) for t in op.outputs]
             try:
@@ -435,18 +474,26 @@ class Interpreter:
         self._plans[idx] = plan
         return plan
 
+    def _usual_constant(self, op: Operator) -> bool:
+        """A CONST / CONST_SHAPE op as graphs have it: no inputs, one output (a tensor of the
+        graph, no variable) and data of the output's storage type and shape — what its kernel, the
+        operand-list checks and the output checks of _execute accept, seen at once."""
+        if op.inputs or len(op.outputs) != 1:
+            return False
+        tname = op.outputs[0]
+        spec = self._specs.get(tname)
+        if spec is None or tname in self._uid_of_tensor:
+            return False
+        value = self.block.tensors[tname].data
+        return (type(value) is np.ndarray and value.dtype == _STORAGE.get(spec.dtype) and value.shape == spec.shape
+                and value.ndim <= MAX_RANK and (op.op == "CONST" or spec.dtype == DType.SHAPE))
+
     def _plan_constant(self, plan: _OpPlan) -> None:
         """A CONST / CONST_SHAPE op's data checked once, by its kernel and the output checks of
-        _execute; a fault is kept and raised when the op runs."""
+        _execute (the usual case is seen at once by _usual_constant); a fault is kept and raised
+        when the op runs."""
         op = plan.op
         spec = plan.out_specs[0]
-        value = plan.extra.get("value")
-        if (type(value) is np.ndarray and value.dtype == _STORAGE.get(spec.dtype) and value.shape == spec.shape
-                and value.ndim <= MAX_RANK and (op.op == "CONST" or spec.dtype == DType.SHAPE)):
-            # what the kernel and the output checks below accept, seen at once (the usual case)
-            plan.kind = "const"
-            plan.const_values = [value]
-            return
         call = OpCall(op=op.op, attrs=op.attrs, inputs=[], input_specs=[], output_specs=plan.out_specs,
                       where=plan.where, attr_kind=op.attr_kind, extra=plan.extra)
         try:
