@@ -6,8 +6,9 @@ firmware_model.arch.cycle_model.Timeline is the same schedule):
 
     FETCH    the command word is read from external memory (the data arrives next clock)
     DECODE   SET, NOP, MARK act now; DMA_LOAD / DMA_STORE / FILL are checked and pushed into the
-             DMA engine's queue (DECODE holds while the queue is full); MAC, ELTWISE, POOL,
-             BARRIER, VAR, HOST and END first wait until the DMA engine is idle, then: a compute
+             DMA engine's queue (DECODE holds while the queue is full); MAC, ELTWISE and POOL wait
+             until at most value32 (the command's DMA slack) descriptors are outstanding, BARRIER,
+             VAR, HOST and END until the DMA engine is idle, then: a compute
              command starts its unit (WAIT_UNIT until it reports done), VAR is checked and its
              transfer runs on the DMA engine (WAIT_VAR), HOST hands over to the host (WAIT_HOST
              until `host_ack`; these clocks are not counted), END finishes.
@@ -23,6 +24,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.cycle_model import DMA_QUEUE_DEPTH
 from firmware_model.arch.isa import VAR_SLOTS, Opcode, Reg, Sram, Status, VarOp
 from hw.clock_gate import add_gated_domain
 from hw.dma_engine import DESCRIPTOR, SRAMS, DmaKind
@@ -60,6 +62,7 @@ class CommandProcessor(wiring.Component):
             "regs": Out(REGISTER_FILE),
             "dma": Out(stream.Signature(DESCRIPTOR)),
             "dma_idle": In(1),
+            "dma_outstanding": In(range(DMA_QUEUE_DEPTH + 2)),   # the DMA engine's queued + in-flight descriptors
             "unit_start": Out(1),          # one clock: start the compute unit of `unit_op`
             "unit_op": Out(8),
             "unit_sub": Out(8),
@@ -212,7 +215,8 @@ class CommandProcessor(wiring.Component):
                         with m.Else():
                             m.d.comb += [self.dma.valid.eq(1), advance.eq(self.dma.ready)]
                     with m.Case(*COMPUTE_OPCODES):
-                        with m.If(self.dma_idle):
+                        # value32 is the command's DMA slack: the latest transfers it may leave running
+                        with m.If(self.dma_outstanding <= value):
                             m.d.comb += self.unit_start.eq(1)
                             m.next = "WAIT_UNIT"
                     with m.Case(Opcode.BARRIER):

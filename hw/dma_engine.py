@@ -115,6 +115,9 @@ class DmaEngine(wiring.Component):
         members = {
             "push": In(stream.Signature(DESCRIPTOR)),
             "idle": Out(1),                 # the queue is empty and no transfer is in flight
+            # descriptors pushed and not finished: queued, plus the one in flight (a compute
+            # command's DMA slack is compared with it)
+            "outstanding": Out(range(queue_depth + 2)),
             "ext": Out(ext_port_signature(cfg.ext_bandwidth)),
         }
         for s in SRAMS:
@@ -184,7 +187,7 @@ class DmaEngine(wiring.Component):
         issue = Signal(name="beat_issue")          # stage 1 of a beat this clock
         m.d.comb += issue.eq(0)
 
-        with m.FSM(name="dma"):
+        with m.FSM(name="dma") as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.idle.eq(count == 0)
                 with m.If(count != 0):
@@ -266,4 +269,5 @@ class DmaEngine(wiring.Component):
                 with m.Case(s):
                     m.d.comb += store_word.eq(getattr(self, s.name.lower()).rdata)
         m.d.comb += self.ext.wdata.eq((store_word >> (s2_offset * 8))[:8 * B])
+        m.d.comb += self.outstanding.eq(count + ~fsm.ongoing("IDLE"))
         return m

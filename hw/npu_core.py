@@ -116,7 +116,7 @@ class NpuCore(wiring.Component):
 
         # ---- the DMA engine between the external memory port and every SRAM ----
         wiring.connect(m, cp.dma, dma.push)
-        m.d.comb += cp.dma_idle.eq(dma.idle)
+        m.d.comb += [cp.dma_idle.eq(dma.idle), cp.dma_outstanding.eq(dma.outstanding)]
         add_gated_domain(m, "dma", cp.dma.valid | ~dma.idle)
         wiring.connect(m, wiring.flipped(self.ext), dma.ext)
         for mem, port in ((input_sram, dma.input), (weight_sram, dma.weight), (param_sram, dma.param),

@@ -51,6 +51,7 @@ class CommandWriter:
     def __init__(self):
         self.commands: list[Command] = []
         self.regs: dict[Reg, int] = {}
+        self.dma_count = 0          # DMA_LOAD, DMA_STORE and FILL commands emitted (DMA slack counts them)
 
     def set(self, reg: Reg, value: int) -> None:
         value = int(value)
@@ -60,6 +61,8 @@ class CommandWriter:
 
     def emit(self, opcode: Opcode, sub: int = 0, value: int = 0) -> int:
         self.commands.append(Command(opcode, int(sub), 0, int(value) & 0xFFFFFFFF))
+        if opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
+            self.dma_count += 1
         return len(self.commands) - 1
 
     def dma(self, opcode: Opcode, sram: Sram, *, ext: int = 0, sram_addr: int, len0: int, len1: int = 1,

@@ -18,7 +18,9 @@ across spatial tiles).
 Emission per tile: MARK, the input box (FILL with the input zero point where the box leaves the
 image or the channels do not fill a word, DMA_LOAD of the rest) unless resident, the weights and
 parameter records of the tile's channel slice unless resident, the MAC registers, MAC, and the
-DMA_STORE of the output box.
+DMA_STORE of the output box. With two buffers per SRAM the tiles are software-pipelined: tile
+k+1's loads come before tile k's MAC, whose DMA slack (docs/isa.md) lets them and tile k-1's
+store run while it computes.
 """
 
 from __future__ import annotations
@@ -285,11 +287,11 @@ class NpuConv(NpuOperation):
         stage_regs = self.stage.regs(lut_addr=0)
         if self.stage.table is not None:
             load_table(w, ectx, self.stage, entry=0)
-        records = []
-        for k, t in enumerate(plan.tiles):
-            tile_id = ectx.first_tile_id + k
-            start = len(w.commands)
-            w.emit(Opcode.MARK, 0, tile_id)
+        def load(t) -> tuple[int, int, int]:
+            """The tile's input box, weights and records unless resident: (input slot, weight
+            slot, DMA commands emitted)."""
+            n0 = w.dma_count
+            nonlocal n_in, n_w
             g = self.geometry(cfg, t.th, t.tw, t.tc)
             iy0, ix0 = t.y0 * sh - pt, t.x0 * sw - pl
             key = (t.n, iy0, ix0, g.in_h, g.in_w)
@@ -313,7 +315,6 @@ class NpuConv(NpuOperation):
                           sram_addr=in_addr + ((ry0 * uy - iy0) * g.in_w + (rx0 * ux - ix0)) * pix,
                           len0=row_bytes, len1=rx1 - rx0, len2=ry1 - ry0,
                           ext_s1=row_bytes, ext_s2=W * row_bytes, sram_s1=ux * pix, sram_s2=uy * g.in_w * pix)
-            in_addr = bufs[Sram.INPUT][in_slot]
             w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
             if w_slot is None:
                 w_slot = n_w % plan.buffers
@@ -323,6 +324,25 @@ class NpuConv(NpuOperation):
                       sram_addr=bufs[Sram.WEIGHT][w_slot], len0=g.weight_bytes)
                 w.dma(Opcode.DMA_LOAD, Sram.PARAM, ext=ectx.constants[f"params@{t.c0}"],
                       sram_addr=bufs[Sram.PARAM][w_slot] * PARAM_RECORD_BYTES, len0=t.tc * PARAM_RECORD_BYTES)
+            return in_slot, w_slot, w.dma_count - n0
+
+        # Software pipeline (double buffering): tile k+1's loads are issued before tile k's MAC,
+        # and the MAC's DMA slack lets them and tile k-1's store run while it computes; they use
+        # the other buffer of each SRAM (the golden model refuses an overlap: DMA_HAZARD).
+        pipelined = plan.buffers >= 2
+        tiles = plan.tiles
+        slots = [None] * len(tiles)
+        records = []
+        stored = 0                  # DMA commands of the previous tile's store
+        for k, t in enumerate(tiles):
+            tile_id = ectx.first_tile_id + k
+            start = len(w.commands)
+            w.emit(Opcode.MARK, 0, tile_id)
+            g = self.geometry(cfg, t.th, t.tw, t.tc)
+            if slots[k] is None:
+                slots[k] = load(t)
+            in_slot, w_slot, _ = slots[k]
+            in_addr = bufs[Sram.INPUT][in_slot]
             out_addr = bufs[Sram.OUTPUT][k % plan.buffers]
             # Depthwise: the MAC reads only the word holding the tile's channels.
             word = (t.c0 // lanes) * L if self.depthwise else 0
@@ -339,12 +359,21 @@ class NpuConv(NpuOperation):
             }
             for reg, value in regs.items():
                 w.set(reg, value)
-            mac_index = w.emit(Opcode.MAC, MacMode.CONV2D)
+            slack = 0
+            if pipelined:
+                ahead = 0
+                if k + 1 < len(tiles):
+                    slots[k + 1] = load(tiles[k + 1])
+                    ahead = slots[k + 1][2]
+                slack = stored + ahead
+            mac_index = w.emit(Opcode.MAC, MacMode.CONV2D, slack)
+            before = w.dma_count
             w.dma(Opcode.DMA_STORE, Sram.OUTPUT,
                   ext=ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize,
                   sram_addr=out_addr, len0=t.tc * esize, len1=t.tw, len2=t.th,
                   ext_s1=OC * esize, ext_s2=OW * OC * esize, sram_s1=g.out_pix_bytes,
                   sram_s2=t.tw * g.out_pix_bytes)
+            stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "MAC", "commands": [start, len(w.commands)],
                             "unit_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,
                             "tw": t.tw, "c0": t.c0, "tc": t.tc, "output": self.ofm})

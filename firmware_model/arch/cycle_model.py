@@ -92,9 +92,10 @@ class Timeline:
       clock a slot is free (the queue holds DMA_QUEUE_DEPTH descriptors: a slot frees the clock
       after a pop); the next fetch follows the push. The engine pops a descriptor the clock after
       its push, when it is idle, and is idle again `busy` clocks later (dma_busy_cycles);
-    - MAC, ELTWISE, POOL: at the decode clock, or when the DMA engine is idle with an empty queue
-      if that is later, the unit starts; it reports done `unit` clocks later (its own formula
-      below), and the next fetch follows;
+    - MAC, ELTWISE, POOL: at the decode clock, or when at most `slack` transfers (the command's
+      value32: the latest ones pushed) are still outstanding if that is later — slack 0: the DMA
+      engine idle with an empty queue — the unit starts; it reports done `unit` clocks later (its
+      own formula below), and the next fetch follows;
     - BARRIER, HOST, END: wait for the DMA engine likewise; END's clock + 1 is the invocation's
       cycle count; HOST hands over to the host at that clock (host time is not NPU time);
     - VAR: waits for the DMA engine, then a transfer (if any) runs on it: pushed at the clock it
@@ -106,6 +107,8 @@ class Timeline:
         self.fetch = 0                 # clock of the next fetch
         self.dma_idle = 0              # clock from which the engine is idle with an empty queue
         self.pops: deque = deque(maxlen=queue_depth)   # pop clocks of the latest transfers
+        # completion clocks of the latest transfers (at most queue_depth + 1 are ever outstanding)
+        self.done_at: deque = deque(maxlen=queue_depth + 2)
         self.stall = 0                 # clocks the command processor waited (queue full, DMA busy)
 
     def _decode(self) -> int:
@@ -136,12 +139,21 @@ class Timeline:
         pop = max(push + 1, self.dma_idle)
         self.dma_idle = pop + busy
         self.pops.append(pop)
+        self.done_at.append(self.dma_idle)
         self.fetch = push + 1
         return pop, self.dma_idle
 
-    def unit(self, cycles: int) -> tuple[int, int]:
-        """A compute command of `cycles` clocks: (start clock, done clock)."""
-        start = self._wait_dma(self._decode())
+    def unit(self, cycles: int, slack: int = 0) -> tuple[int, int]:
+        """A compute command of `cycles` clocks that may leave the latest `slack` transfers running:
+        (start clock, done clock)."""
+        d = self._decode()
+        if slack == 0:
+            start = self._wait_dma(d)
+        else:
+            # the (slack+1)-th latest transfer must have finished; transfers finish in order
+            ready = self.done_at[-slack - 1] if slack < len(self.done_at) else 0
+            start = max(d, ready)
+            self.stall += start - d
         done = start + cycles
         self.fetch = done + 1
         return start, done
@@ -166,6 +178,7 @@ class Timeline:
         pop = w + 1
         self.dma_idle = pop + busy
         self.pops.append(pop)
+        self.done_at.append(self.dma_idle)
         self.fetch = self.dma_idle + 1
         return w, self.dma_idle
 

@@ -275,6 +275,7 @@ class Status(enum.IntEnum):
     BAD_MODE = 4
     VAR_READ_BEFORE_WRITE = 5
     COMMAND_OVERRUN = 6   # the program ran past its end without END
+    DMA_HAZARD = 7        # a compute command's DMA slack leaves a transfer running over its bytes (golden only)
 
 
 @dataclass(frozen=True)

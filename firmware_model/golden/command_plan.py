@@ -18,7 +18,9 @@ A command's work splits in three, each with one home:
 
 from __future__ import annotations
 
-from firmware_model.arch.cycle_model import COMMAND_OVERHEAD, Timeline
+from collections import deque
+
+from firmware_model.arch.cycle_model import COMMAND_OVERHEAD, DMA_QUEUE_DEPTH, Timeline
 from firmware_model.arch.isa import Command, Opcode, Reg, Sram, Status, VarOp
 from firmware_model.errors import GoldenModelError
 
@@ -63,6 +65,68 @@ def overrun(pc: int) -> GoldenModelError:
 def command_fault(pc: int, cmd: Command, e: GoldenModelError) -> GoldenModelError:
     """A unit's refusal as the program reports it: the command's index and disassembly first."""
     return GoldenModelError(f"command {pc} ({cmd.disassemble()}): {e}", e.status)
+
+
+# --- DMA slack: what a compute command may leave running ------------------------------------------
+def unit_ranges(op: Opcode, plan) -> tuple[dict, dict]:
+    """({memory: [start, stop)} a compute command reads, {memory: range} it writes), from its plan."""
+    if op == Opcode.MAC:
+        reg = plan.region
+        reads = {"input": reg.input, "weight": reg.weight, "param": reg.param}
+        if reg.lut is not None:
+            reads["lut"] = reg.lut
+        return reads, {"output": reg.output}
+    regions = plan.regions
+    return {k: v for k, v in regions.items() if k != "output"}, {"output": regions["output"]}
+
+
+class DmaWindow:
+    """The transfers a compute command may leave running: the latest DMA_LOAD, DMA_STORE and FILL
+    descriptors pushed (at most DMA_QUEUE_DEPTH + 1 are ever outstanding), each with its SRAM and
+    byte span. A compute command with slack s (its value32) starts while the latest s may still
+    run, so none of them may write a byte it reads or writes, nor read a byte it writes (docs/isa.md,
+    "DMA slack"); the RTL does not check this, the golden model refuses such a program
+    (DMA_HAZARD). Which transfers are still running depends on timing; the rule does not: it
+    looks at the latest s pushed, since the last point where every transfer had finished
+    (BARRIER, VAR, HOST, END, a compute command with slack 0)."""
+
+    __slots__ = ("recent",)
+
+    def __init__(self):
+        self.recent: deque = deque(maxlen=DMA_QUEUE_DEPTH + 1)
+
+    def push(self, sram: Sram, writes_sram: bool, span: tuple[int, int]) -> None:
+        if span[1] > span[0]:
+            self.recent.append((_MEMORY_NAMES[sram], writes_sram, span))
+        else:
+            self.recent.append(None)            # an empty transfer touches nothing but counts
+
+    def settle(self) -> None:
+        self.recent.clear()
+
+    def check(self, op: Opcode, plan, slack: int) -> None:
+        """Before a compute command with `slack`: its refusal (GoldenModelError DMA_HAZARD) if one
+        of the transfers it may leave running touches its bytes."""
+        if slack == 0:
+            self.recent.clear()
+            return
+        if not self.recent:
+            return
+        reads, writes = unit_ranges(op, plan)
+        for entry in list(self.recent)[-slack:]:
+            if entry is None:
+                continue
+            mem, writes_sram, (a, b) = entry
+            for what, ranges in (("writes", writes), ("reads", reads)):
+                if not writes_sram and what == "reads":
+                    continue                     # two readers of the same bytes do not conflict
+                r = ranges.get(mem)
+                if r is not None and r[0] < b and a < r[1]:
+                    kind = "a FILL or DMA_LOAD into" if writes_sram else "a DMA_STORE from"
+                    raise GoldenModelError(
+                        f"{UNIT_NAMES[op].upper()} with DMA slack {slack} starts while {kind} {mem} bytes "
+                        f"[{a}, {b}) may still run, over the {mem} bytes [{r[0]}, {r[1]}) it {what}",
+                        Status.DMA_HAZARD)
 
 
 # --- the counters --------------------------------------------------------------------------------

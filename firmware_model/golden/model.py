@@ -35,7 +35,7 @@ import numpy as np
 from firmware_model.golden.dma import DMA_REGS, dma_plan, dma_transfer, fill, fill_plan
 from firmware_model.errors import GoldenModelError, NpuBenchError, TosaUnpredictable
 from firmware_model.arch.isa import Command, Opcode, Sram
-from firmware_model.golden.command_plan import (check_set, command_fault, count_command, count_compute, count_dma,
+from firmware_model.golden.command_plan import (DmaWindow, check_set, command_fault, count_command, count_compute, count_dma,
                                                 count_end, count_fill, count_host, count_stall, count_var, dma_sram,
                                                 no_host, not_implemented, overrun, time_var)
 from firmware_model.golden.eltwise_unit import EltResult, execute_eltwise
@@ -224,6 +224,7 @@ class GoldenModel:
         prepared = D.golden_steps(plans, dec, monitor.watched if monitor is not None else ())
         slots0 = self.mem.variable_slots.copy()
         self.timeline = Timeline()
+        self._dma_window = DmaWindow()
         if monitor is not None:
             monitor.begin()
             probes = monitor.by_command
@@ -334,13 +335,15 @@ class GoldenModel:
 
         A caller that must act between commands iterates this instead of calling run(). The
         timeline (firmware_model.arch.cycle_model.Timeline) gives each command its clocks; the
-        effects happen in program order, which the NPU's waits make equivalent: a compute, VAR,
-        HOST or END command runs only once every DMA transfer before it has finished, and the DMA
-        engine runs its queue in order.
+        effects happen in program order, which the NPU's waits make equivalent: a VAR, HOST or
+        END command runs only once every DMA transfer before it has finished, a compute command
+        once all but the latest `slack` have (and those touch none of its bytes: DmaWindow), and
+        the DMA engine runs its queue in order.
         """
         cmds = self.program.commands
         counters = self.counters
         self.timeline = Timeline()
+        self._dma_window = DmaWindow()
         monitor = self.monitor
         if monitor is not None:
             monitor.begin()
@@ -384,11 +387,13 @@ class GoldenModel:
             tl.simple()
         elif op == Opcode.BARRIER:
             tl.barrier()
+            self._dma_window.settle()
         elif op == Opcode.MARK:
             self.mark = cmd.value
             tl.simple()
         elif op == Opcode.END:
             count_end(counters, tl.end())
+            self._dma_window.settle()
             return True
         elif op in (Opcode.DMA_LOAD, Opcode.DMA_STORE):
             sram = dma_sram(cmd)
@@ -399,6 +404,7 @@ class GoldenModel:
             if plan is None:
                 plan = self._dma_memo[key] = dma_plan(self.cfg, regs, sram, to_sram)
             r = dma_transfer(self.cfg, self.mem, regs, sram, to_sram, plan)
+            self._dma_window.push(sram, to_sram, plan.sram_range)
             tl.dma(r.cycles)
             count_dma(counters, op, sram, r.cycles, r.bytes)
         elif op == Opcode.FILL:
@@ -409,11 +415,13 @@ class GoldenModel:
             if plan is None:
                 plan = self._dma_memo[key] = fill_plan(self.cfg, regs, sram)
             r = fill(self.cfg, self.mem, regs, sram, cmd.value, plan)
+            self._dma_window.push(sram, True, plan.sram_range)
             tl.dma(r.cycles)
             count_fill(counters, r.sram, r.cycles, r.bytes)
         elif op in (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL):
-            self._compute_command(pc, op, cmd.sub)
+            self._compute_command(pc, op, cmd.sub, cmd.value)
         elif op == Opcode.VAR:
+            self._dma_window.settle()
             r = execute_var(self.cfg, self.mem, self.regs, cmd.sub, self._var_names)
             time_var(tl, r.cycles, r.bytes)
             count_var(counters, r.op, r.cycles, r.bytes)
@@ -421,6 +429,7 @@ class GoldenModel:
             if self.host is None:
                 raise no_host(cmd)
             tl.barrier()
+            self._dma_window.settle()
             try:
                 cycles = self.host.run(self, cmd.value)
             except TosaUnpredictable as e:
@@ -434,7 +443,7 @@ class GoldenModel:
             raise not_implemented(op)
         return False
 
-    def _compute_command(self, pc: int, op: Opcode, sub: int) -> None:
+    def _compute_command(self, pc: int, op: Opcode, sub: int, slack: int = 0) -> None:
         """MAC (firmware_model/golden/mac_unit.py), ELTWISE (eltwise_unit.py) or POOL (pool_unit.py):
         one tile on SRAM data."""
         before = self.mem.sram[Sram.OUTPUT].copy() if self.event_hook else None
@@ -445,6 +454,7 @@ class GoldenModel:
         plan = self._unit_memo.get(key)
         if plan is None:
             plan = self._unit_memo[key] = make_plan(self.cfg, regs, sub)
+        self._dma_window.check(op, plan, slack)
         if op == Opcode.MAC:
             result = execute_mac(self.cfg, self.mem, regs, sub, probe, plan)
             written = result.region.output
@@ -452,7 +462,7 @@ class GoldenModel:
             result = (execute_eltwise if op == Opcode.ELTWISE else execute_pool)(self.cfg, self.mem, regs, sub, probe,
                                                                                   plan)
             written = result.regions["output"]
-        start, end = self.timeline.unit(result.cycles)
+        start, end = self.timeline.unit(result.cycles, slack)
         count_compute(self.counters, op, result.plan)
         if self.event_hook is not None:
             event = CommandEvent(self.mark, pc, op, sub, dict(self.regs), start, end, result, self.mem, before)

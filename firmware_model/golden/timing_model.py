@@ -53,7 +53,7 @@ from firmware_model.arch.isa import ELT_REGS, MAC_REGS, POOL_REGS, VAR_SLOTS, Op
 from firmware_model.arch.program import Program
 from firmware_model.arch.registers import RegisterFile
 from firmware_model.errors import GoldenModelError
-from firmware_model.golden.command_plan import (check_set, command_fault, count_command, count_compute, count_dma,
+from firmware_model.golden.command_plan import (DmaWindow, check_set, command_fault, count_command, count_compute, count_dma,
                                                 count_end, count_fill, count_host, count_stall, count_var, dma_sram,
                                                 no_host, not_implemented, overrun, time_var)
 from firmware_model.golden.dma import dma_plan, fill_plan
@@ -69,7 +69,7 @@ RUN, BARRIER, END, DMA, FILL, UNIT, VAR, HOST, FAULT, OVERRUN = range(10)
 #   RUN       [RUN, first index, n, {opcode: count}]: n SET, NOP or MARK in a row (2 clocks each)
 #   BARRIER, END                    (kind, pc, op)
 #   DMA, FILL                       (kind, pc, op, sram, busy clocks, bytes)
-#   UNIT                            (kind, pc, op, the unit's plan)
+#   UNIT                            (kind, pc, op, the unit's plan, its DMA slack)
 #   VAR                             (kind, pc, op, var_plan; var_flags decides when it runs)
 #   HOST                            (kind, pc, op, host cycles, None or the exception its op raises)
 #   FAULT                           (kind, pc, op, the exception the command raises)
@@ -128,11 +128,16 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
     events: list = []
     append = events.append
     run = None
+    window = DmaWindow()
     resume, tail = plans.shared_tail(start, base)
     for pc, cmd in enumerate(cmds):
         if pc == resume:
-            events.extend(tail)
-            return _Decoded(events, start, base.end)
+            if not window.recent:
+                events.extend(tail)
+                return _Decoded(events, start, base.end)
+            # transfers pushed before the registers agreed may still be in the slack window: the
+            # two decodes agree from the tail's next point where every transfer has finished
+            resume, tail = _after_settle(tail)
         op = cmd.opcode
         ev = None
         try:
@@ -150,10 +155,12 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
             if op == _DMA_LOAD or op == _DMA_STORE:
                 sram = dma_sram(cmd)
                 p = dma_plan(cfg, regs, sram, op == _DMA_LOAD)
+                window.push(sram, op == _DMA_LOAD, p.sram_range)
                 ev = (DMA, pc, op, sram, p.cycles, p.bytes)
             elif op == _FILL:
                 sram = dma_sram(cmd)
                 p = fill_plan(cfg, regs, sram)
+                window.push(sram, True, p.sram_range)
                 ev = (FILL, pc, op, sram, p.cycles, p.bytes)
             elif op in UNIT_PLANS:
                 fn, reads = UNIT_PLANS[op]
@@ -161,15 +168,19 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
                 plan = memo.get(key)
                 if plan is None:
                     plan = memo[key] = fn(cfg, regs, cmd.sub)
-                ev = (UNIT, pc, op, plan)
+                window.check(op, plan, cmd.value)
+                ev = (UNIT, pc, op, plan, cmd.value)
             elif op == Opcode.VAR:
+                window.settle()
                 ev = (VAR, pc, op, var_plan(cfg, regs, cmd.sub, names))
             elif op == Opcode.BARRIER:
+                window.settle()
                 ev = (BARRIER, pc, op)
             elif op == Opcode.END:
                 append((END, pc, op))
                 return _Decoded(events, start, dict(regs.raw))
             elif op == Opcode.HOST:
+                window.settle()
                 if host_ops is None:
                     raise no_host(cmd)
                 try:
@@ -192,6 +203,18 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
         append(ev)
     append((OVERRUN, len(cmds), None, overrun(len(cmds))))
     return _Decoded(events, start, dict(regs.raw))
+
+
+def _after_settle(tail: list) -> tuple[int, list]:
+    """(index, events) of `tail` from its first command after a point where every DMA transfer has
+    finished (BARRIER, VAR, HOST, a compute command with slack 0); (-1, []) when there is none."""
+    settled = False
+    for k, ev in enumerate(tail):
+        if settled and ev[0] != RUN:
+            return ev[1], tail[k:]
+        if ev[0] in (BARRIER, VAR, HOST) or (ev[0] == UNIT and ev[4] == 0):
+            settled = True
+    return -1, []
 
 
 class _ProgramPlans:
@@ -397,7 +420,7 @@ def run_events(cmds: list, dec: _Decoded, counters: Counters, tl: Timeline, slot
             count_dma(counters, op, sram, cycles, nbytes)
         elif kind == UNIT:
             plan = ev[3]
-            tl.unit(plan.cycles)
+            tl.unit(plan.cycles, ev[4])
             count_compute(counters, op, plan)
         elif kind == FILL:
             _, _, _, sram, cycles, nbytes = ev

@@ -83,7 +83,10 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     # ---- command processor ----
     _m("command_processor", "compute_ignores_dma_queue",
        "a compute command starts while DMA loads are still in flight (no stall on the DMA queue)",
-       r"(8'h20, 8'h30, 8'h31:\n\s+)if \(dma_idle\) begin", r"\1if (1'h1) begin", count=2),
+       rf"(assign {_N}  = )dma_outstanding <= cmd_data\[31:0\];", r"\g<1>1'h1;", count=2),
+    _m("command_processor", "slack_one_more",
+       "a compute command leaves one DMA transfer more running than its slack allows",
+       r"(= dma_outstanding <= )cmd_data\[31:0\];", r"\1(cmd_data[31:0] + 1'h1);", count=2),
     _m("command_processor", "end_ignores_dma_queue",
        "END finishes the invocation before the last DMA_STORE has drained",
        rf"(assign {_N}  = )dma_idle;", r"\g<1>1'h1;"),
