@@ -29,6 +29,7 @@ invocation leaves the session (and a state file saved from it) as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Mapping
 
 import numpy as np
@@ -96,31 +97,30 @@ class _VarState:
 
 
 class _OpPlan:
-    """The invocation-independent part of running one op (Interpreter._plan)."""
-    __slots__ = ("op", "idx", "source", "_where", "kind", "in_specs", "out_specs", "kernel", "fault", "extra",
-                 "prepare", "static", "cacheable", "execute", "in_storage", "out_storage", "const_values")
+    """The invocation-independent part of running one op (Interpreter._plan). The class holds
+    each field's default; a plan sets only what its op has (a CONST op's plan: four fields)."""
+    _where: str | None = None
+    in_specs: list = []                     # TensorSpec, None for a name that is no tensor
+    out_specs: list = []
+    kernel = None
+    fault: Exception | None = None          # an arity fault, an op without a kernel, a bad constant
+    extra: Mapping = MappingProxyType({})   # CONST / CONST_SHAPE: the tensor's data
+    # Prepare once, execute many (registry.register_plan): the kernel's prepare half and the
+    # inputs whose values it reads; `cacheable` when those are constant tensors and every other
+    # input's declared shape is fully known, so one prepared `execute` holds for every invocation.
+    prepare = None
+    static: frozenset = frozenset()
+    cacheable = False
+    execute = None                          # set once the op has run with every check
+    in_storage: list = []                   # numpy dtype of each input's declared type
+    out_storage: list = []
+    const_values: list | None = None        # CONST / CONST_SHAPE: the checked data
 
     def __init__(self, op: Operator, idx: int, source: str, kind: str):
         self.op = op                        # the op it was made for
         self.idx = idx                      # its index in the block, and the graph's source: the
         self.source = source                # message prefix `where`, formatted when first asked for
-        self._where: str | None = None
         self.kind = kind                    # "kernel", "const", or the variable ops' "declare" / "read" / "write"
-        self.in_specs: list = []            # TensorSpec, None for a name that is no tensor
-        self.out_specs: list = []
-        self.kernel = None
-        self.fault: Exception | None = None     # an arity fault, an op without a kernel, a bad constant
-        self.extra: dict = {}               # CONST / CONST_SHAPE: the tensor's data
-        # Prepare once, execute many (registry.register_plan): the kernel's prepare half and the
-        # inputs whose values it reads; `cacheable` when those are constant tensors and every other
-        # input's declared shape is fully known, so one prepared `execute` holds for every invocation.
-        self.prepare = None
-        self.static: frozenset = frozenset()
-        self.cacheable = False
-        self.execute = None                 # set once the op has run with every check
-        self.in_storage: list = []          # numpy dtype of each input's declared type
-        self.out_storage: list = []
-        self.const_values: list | None = None   # CONST / CONST_SHAPE: the checked data
 
     @property
     def where(self) -> str:
@@ -133,6 +133,18 @@ class _OpPlan:
 _STORAGE = {t: t.storage for t in DType if t.has_storage}
 # bytes per element of each type with storage (the size check takes 1 for the others: a lower bound)
 _ITEMSIZE = {t: t.storage.itemsize for t in DType if t.has_storage}
+
+
+_KERNEL_INFO: dict[str, tuple] = {}
+
+
+def _kernel_info(name: str) -> tuple:
+    """(kernel, (prepare, static) or None) of an op: the registry's answers, asked once per op
+    name (an op without a kernel raises TosaUnsupported each time)."""
+    info = _KERNEL_INFO.get(name)
+    if info is None:
+        info = _KERNEL_INFO[name] = (kernel_for(name), prepare_for(name))
+    return info
 
 
 def _where_text(source: str, idx: int, op: Operator) -> str:
@@ -434,8 +446,9 @@ class Interpreter:
         else:
             plan = _OpPlan(op, idx, source, "kernel")
             where = plan.where
-            plan.in_specs = [self._specs.get(t) for t in op.inputs]
-            plan.out_specs = [self._specs.get(t) for t in op.outputs]
+            specs = self._specs
+            plan.in_specs = in_specs = [specs.get(t) for t in op.inputs]
+            plan.out_specs = out_specs = [specs.get(t) for t in op.outputs]
             try:
                 arity = OP_ARITY.get(name)
                 if arity is not None:
@@ -447,30 +460,38 @@ class Interpreter:
                         raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", where)
                     if len(op.outputs) != n_out:
                         raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", where)
-                plan.kernel = kernel_for(name)
-                split = prepare_for(name)
+                plan.kernel, split = _kernel_info(name)
                 if split is not None:
                     plan.prepare, plan.static = split
                     constant, static = self._constant_tensors, plan.static
-                    plan.cacheable = all(
-                        (tname in constant) if i in static else (spec is not None and min(spec.shape, default=0) >= 0)
-                        for i, (tname, spec) in enumerate(zip(op.inputs, plan.in_specs)))
+                    cacheable = True
+                    for i, tname in enumerate(op.inputs):
+                        if i in static:
+                            cacheable = tname in constant
+                        else:
+                            spec = in_specs[i]
+                            cacheable = spec is not None and min(spec.shape, default=0) >= 0
+                        if not cacheable:
+                            break
+                    plan.cacheable = cacheable
                 # A variable changes only through a variable write, which the state machinery sees;
                 # any other op writing its tensor would be a second, unchecked way in.
-                for tname in op.outputs:
-                    if tname in self._uid_of_tensor:
-                        raise TosaError(name, f"output '{tname}' is variable '{self._uid_of_tensor[tname]}': "
-                                        "only a variable write may change a variable", where)
+                uid_of = self._uid_of_tensor
+                if uid_of:
+                    for tname in op.outputs:
+                        if tname in uid_of:
+                            raise TosaError(name, f"output '{tname}' is variable '{uid_of[tname]}': "
+                                            "only a variable write may change a variable", where)
             except (TosaError, TosaUnsupported) as e:
                 plan.fault = e
             if name in ("CONST", "CONST_SHAPE"):
                 plan.extra = {"value": self.block.tensors[op.outputs[0]].data}
-                if plan.fault is None and plan.out_specs[0] is not None:
+                if plan.fault is None and out_specs[0] is not None:
                     self._plan_constant(plan)
             # numpy dtype of each operand's type (None: no tensor, or a type without storage,
             # which the checks in _execute then name)
-            plan.in_storage = [_STORAGE.get(s.dtype) if s is not None else None for s in plan.in_specs]
-            plan.out_storage = [_STORAGE.get(s.dtype) if s is not None else None for s in plan.out_specs]
+            plan.in_storage = [_STORAGE.get(s.dtype) if s is not None else None for s in in_specs]
+            plan.out_storage = [_STORAGE.get(s.dtype) if s is not None else None for s in out_specs]
         self._plans[idx] = plan
         return plan
 

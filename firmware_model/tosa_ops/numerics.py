@@ -87,6 +87,14 @@ def reciprocal_scale(value) -> tuple[np.ndarray, np.ndarray]:
     return multiplier.astype(np.int32), shift.astype(np.int8)
 
 
+def reciprocal_scale_int(value: int) -> tuple[int, int]:
+    """reciprocal_scale of one count as Python integers (what AVG_POOL2D prepares per count):
+    k = 32 - count_leading_zeros(value - 1) is the bit length of value - 1."""
+    _require(value > 0, "reciprocal_scale", "value > 0")
+    k = (value - 1).bit_length()
+    return (((1 << 30) + 1) << k) // value, 30 + k
+
+
 def count_leading_zeros(a) -> np.ndarray:
     """int32 count_leading_zeros(int32 a): leading zero bits of the 32-bit pattern of a (32 for 0)."""
     u = _i64(a) & 0xFFFFFFFF

@@ -31,9 +31,9 @@ def shape_of(call: OpCall, i: int) -> tuple[int, ...]:
 def check_types(call: OpCall, allowed: Iterable[tuple[DType, ...]], in_idx: Sequence[int] = (0,),
                 out_idx: Sequence[int] = (0,)) -> tuple[DType, ...]:
     """ERROR_IF the (input..., output...) element types are not one of the op's supported rows."""
-    combo = tuple(call.input_specs[i].dtype for i in in_idx) + \
-        tuple(call.output_specs[i].dtype for i in out_idx)
-    if combo in set(allowed):
+    ins, outs = call.input_specs, call.output_specs
+    combo = tuple([ins[i].dtype for i in in_idx] + [outs[i].dtype for i in out_idx])
+    if combo in allowed:
         return combo
     names = "x".join(d.name for d in combo)
     if any(d in _OUT_OF_SCOPE for d in combo):
@@ -84,6 +84,8 @@ def attr_int_list(call: OpCall, name: str) -> list[int]:
     v = call.attrs.get(name)
     if v is None:
         raise TosaError(call.op, f"attribute '{name}' is missing", call.where)
+    if type(v) is list and all(type(x) is int for x in v):
+        return list(v)                  # what the reader gives: the same values, flat already
     return [int(x) for x in np.asarray(v).reshape(-1)]
 
 
@@ -104,6 +106,9 @@ def scalar_operand(call: OpCall, i: int, what: str, dtype: DType | None = None) 
     if dtype is not None:
         call.error_if(call.input_specs[i].dtype != dtype,
                       lambda: f"{what} must be {dtype.name}, not {call.input_specs[i].dtype.name}")
+    if type(x) is np.ndarray:           # the usual operand: the same checks without conversions
+        call.error_if(x.shape != (1,), lambda: f"{what} must have shape [1]")
+        return int(x[0])
     call.error_if(x is None or tuple(np.shape(x)) != (1,), lambda: f"{what} must have shape [1]")
     return int(np.asarray(x).reshape(-1)[0])
 

@@ -34,6 +34,9 @@ FLOAT32_EXACT = 1 << 24
 FLOAT64_EXACT = 1 << 53
 # im2col blocks are cut so that one block holds at most this many elements.
 IM2COL_BLOCK_ELEMENTS = 1 << 23
+# DEPTHWISE_CONV2D with 4 or more taps and at most this many im2col elements (N*OH*OW*KH*KW*C)
+# runs as one batched product over its channels; larger ones loop over the taps (fewer passes).
+DEPTHWISE_GEMM_ELEMENTS = 1 << 16
 # AVG_POOL2D rescales its sums in blocks of about this many elements (int64 temporaries in cache).
 POOL_SCALE_BLOCK = 1 << 15
 # AVG_POOL2D sums in int32 when kernel area x max|input - zp| stays below this, else in int64.
@@ -165,7 +168,7 @@ def _conv_common(call: OpCall, rank: int = 4):
     """Arity, ranks, types, acc_type, zero points and bias shape of the convolutions (input and
     weight of `rank`: 4 for the 2-D ones, 5 for CONV3D)."""
     _check_arity(call, 5)
-    combo = check_types(call, [(*k,) for k in CONV_TYPES], in_idx=(0, 1), out_idx=(0,))
+    combo = check_types(call, CONV_TYPES, in_idx=(0, 1), out_idx=(0,))
     in_t, w_t, out_t = combo
     acc_t = CONV_TYPES[combo]
     call.error_if(call.in_dtype(2) != out_t,
@@ -284,26 +287,43 @@ def depthwise_conv2d(call: OpCall):
     check_output_shape(call, (n, oh, ow, c * m))
     bias = _bias_vector(call, bc, c * m)
 
+    w = np.asarray(call.inputs[1])
+    k = kh * kw
+    if k >= 4 and n * oh * ow * k * c <= DEPTHWISE_GEMM_ELEMENTS:
+        # A small one with several taps: per channel, its windows (OH*OW x KH*KW) times its taps
+        # (KH*KW x M), one batched product over the channels, in the cheapest type in which
+        # every sum is exact (|x - input_zp| bounded by the input type's range), as CONV2D does.
+        bound = max(abs(in_t.min - izp), abs(in_t.max - izp))
+        ct = _compute_dtype(k * bound * _absmax(w, wzp))
+        wmat = np.ascontiguousarray(_shifted(w, wzp, ct).reshape(k, c, m).transpose(1, 0, 2))   # (C, KH*KW, M)
+
+        def execute_gemm(ins):
+            xp = _pad_zero(_shifted(np.asarray(ins[0]), izp, ct), pt, pb, pl, pr)
+            view = _windows(xp, (oh, ow), (kh, kw), (sy, sx), (dy, dx))       # (N, OH, OW, KH, KW, C)
+            cols = np.ascontiguousarray(view.transpose(5, 0, 1, 2, 3, 4)).reshape(c, n * oh * ow, k)
+            acc = _matmul(cols, wmat).transpose(1, 0, 2).reshape(n, oh, ow, c * m)   # channel c*M + j
+            return [out(call, _finish(acc, bias, out_t))]
+        return execute_gemm
+
     # int8: int32 arithmetic wraps exactly like the reference model's int32 accumulator;
     # int16: int64 holds the exact sum (|sum| < KH*KW * 2^15 * 2^8), saturated to int48 at the end.
     dt = np.int32 if out_t == DType.INT32 else np.int64
-    ws = _shifted(np.asarray(call.inputs[1]), wzp, dt)
-    if m == 1:
-        ws = ws[..., 0]                                        # (KH, KW, C)
+    ws = _shifted(w, wzp, dt).reshape(kh, kw, c * m)           # output channel c*M + j: input channel c
     taps = [(ky * dy, kx * dx, ws[ky, kx]) for ky in range(kh) for kx in range(kw)]
-    acc_shape = (n, oh, ow, c) if m == 1 else (n, oh, ow, c, m)
+    acc_shape = (n, oh, ow, c * m)
 
     def execute(ins):
-        xp = _pad_zero(_shifted(np.asarray(ins[0]), izp, dt), pt, pb, pl, pr)
+        x = _shifted(np.asarray(ins[0]), izp, dt)
         if m != 1:
-            xp = xp[..., None]                                 # (N, H, W, C, 1) x (C, M)
+            x = np.repeat(x, m, axis=3)                        # input channel c, once per output c*M + j
+        xp = _pad_zero(x, pt, pb, pl, pr)
         acc = np.zeros(acc_shape, dt)
         tmp = np.empty_like(acc)
         for y0, x0, w_tap in taps:
             tap = xp[:, y0:y0 + (oh - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
             np.multiply(tap, w_tap, out=tmp)
             acc += tmp
-        return [out(call, _finish(acc.reshape(n, oh, ow, c * m), bias, out_t))]
+        return [out(call, _finish(acc, bias, out_t))]
     return execute
 
 
@@ -402,10 +422,9 @@ def _window_reduce(xp: np.ndarray, k: tuple[int, int], s: tuple[int, int], o: tu
     return acc
 
 
-def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> np.ndarray:
+def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> list[int]:
     """For each output position, how many of its k window taps fall inside [0, size)."""
-    start = np.arange(o, dtype=np.int64) * s - p0
-    return np.minimum(start + k, size) - np.maximum(start, 0)
+    return [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(o)]
 
 
 @register_plan("AVG_POOL2D", static=(1, 2))
@@ -419,12 +438,21 @@ def avg_pool2d(call: OpCall):
     ozp = _zero_point(call, 2, "output_zp", io_t, is_i8)
 
     # Only positions inside the input count; padding adds nothing to the sum (nor to count).
+    # count[y, x] = rows[y] * cols[x]; reciprocal_scale is taken once per count that occurs.
     (ky, kx), (oh, ow) = k, o
-    count = _valid_count(ih, ky, s[0], pt, oh)[:, None] * _valid_count(iw, kx, s[1], pl, ow)[None, :]
+    row_counts, col_counts = _valid_count(ih, ky, s[0], pt, oh), _valid_count(iw, kx, s[1], pl, ow)
+    scales = {}                                     # count -> (multiplier, shift)
     try:
-        multiplier, shift = numerics.reciprocal_scale(count)
+        for cnt in sorted({r * q for r in set(row_counts) for q in set(col_counts)}):
+            scales[cnt] = numerics.reciprocal_scale_int(cnt)
     except TosaUnpredictable as e:
         raise _unpredictable_from(call, e) from e
+    # (multiplier, shift, apply_scale_32's round 1 << (shift - 1)) of each output position's count
+    table = np.zeros((max(scales) + 1, 3), np.int64)
+    for cnt, (m, sh) in scales.items():
+        table[cnt] = (m, sh, 1 << (sh - 1))
+    params = table[np.multiply.outer(np.array(row_counts, np.int64), np.array(col_counts, np.int64))]
+    m3, sh3, rnd3 = params[:, :, 0:1], params[:, :, 1:2], params[:, :, 2:3]        # (OH, OW, 1) each
     rows = max(1, POOL_SCALE_BLOCK // max(1, ow * c))   # output rows scaled per block
     # |x - input_zp| over the type's values bounds the sums: apply_scale_32's REQUIREs and
     # apply_add_s's then hold for every input when the bounds below say so (they do for int8 and
@@ -433,13 +461,11 @@ def avg_pool2d(call: OpCall):
     bound = max(abs(io_t.min - izp), abs(io_t.max - izp))
     dt = np.int32 if ky * kx * bound < AVG_INT32_SUM_BOUND else np.int64
     proven = True
-    for cnt, m, sh in set(zip(count.reshape(-1).tolist(), multiplier.reshape(-1).tolist(), shift.reshape(-1).tolist())):
+    for cnt, (m, sh) in scales.items():
         half = 1 << (sh - 1)                       # apply_scale_32's round, and its value bound
         scaled = (cnt * bound * m + half) >> sh
         proven &= m >= 0 and 2 <= sh <= 62 and cnt * bound < half and \
             numerics.INT32_MIN <= -scaled + ozp and scaled + ozp <= numerics.INT32_MAX
-    m3, sh3 = multiplier.astype(np.int64)[:, :, None], shift.astype(np.int64)[:, :, None]
-    rnd3 = np.left_shift(np.int64(1), sh3 - 1)
 
     def execute(ins):
         acc = _window_reduce(_pad_zero(_shifted(np.asarray(ins[0]), izp, dt), pt, pb, pl, pr), k, s, o, np.add)

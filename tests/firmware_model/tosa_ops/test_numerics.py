@@ -210,11 +210,16 @@ def test_reciprocal_scale():
     want = [py_reciprocal_scale(v) for v in vals]
     assert list(zip(mult.tolist(), shift.tolist())) == want
     assert all((1 << 30) <= m < (1 << 31) for m, _ in want)
+    # the one-count form AVG_POOL2D prepares with gives the same pairs
+    assert [nm.reciprocal_scale_int(v) for v in vals] == want
 
 
 def test_reciprocal_scale_require():
     with pytest.raises(TosaUnpredictable):
         nm.reciprocal_scale(np.array([3, 0, 5]))
+    for v in (0, -1):
+        with pytest.raises(TosaUnpredictable, match="value > 0"):
+            nm.reciprocal_scale_int(v)
 
 
 def test_avg_pool_divisor_is_a_rounded_division():

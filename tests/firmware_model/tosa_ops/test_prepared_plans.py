@@ -255,9 +255,10 @@ def test_table_int16_large_input_by_lookup(steep):
 
 # ---- tensor ops against the spec's loops -------------------------------------------------------
 
-def conv_reference(x, w, bias, izp, wzp, pad, stride, dilation, depthwise):
+def conv_reference(x, w, bias, izp, wzp, pad, stride, dilation, depthwise, wrap=True):
     """The spec's CONV2D / DEPTHWISE_CONV2D pseudocode, one output position per loop turn over the
-    kernel taps (int64; the int32 accumulator and bias add wrap as in Arm's model)."""
+    kernel taps (int64; the int32 accumulator and bias add wrap as in Arm's model; wrap=False: the
+    exact int64 sum)."""
     n, ih, iw, c = x.shape
     pt, pb, pl, pr = pad
     sy, sx = stride
@@ -282,6 +283,8 @@ def conv_reference(x, w, bias, izp, wzp, pad, stride, dilation, depthwise):
                         else:
                             acc[:, oy, ox] += xv[:, y, xx] @ wv[:, ky, kx].T
     total = acc + bias.astype(np.int64)
+    if not wrap:
+        return total
     return ((total + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
 
 
@@ -379,3 +382,42 @@ def test_avg_pool2d_equals_the_spec(io_t, kernel, stride, pad):
     for _ in range(3):
         x = edges(io_t, (n, ih, iw, c))
         same(execute([x])[0], avg_pool_reference(x, izp, ozp, kernel, stride, pad, io_t))
+
+
+@pytest.mark.parametrize("gemm", [False, True])
+@pytest.mark.parametrize("in_t", [I8, I16])
+@pytest.mark.parametrize("kernel,m,pad,stride,dilation", [
+    ((3, 3), 1, (1, 1, 1, 1), (1, 1), (1, 1)), ((2, 3), 3, (0, 1, 1, 0), (2, 1), (1, 2)),
+    ((5, 5), 2, (1, 0, 0, 1), (1, 2), (1, 1)), ((1, 4), 4, (0, 0, 0, 0), (1, 1), (1, 1)),
+    ((1, 1), 2, (0, 0, 0, 0), (1, 1), (1, 1))])
+def test_depthwise_paths_equal_the_spec(monkeypatch, gemm, in_t, kernel, m, pad, stride, dilation):
+    """DEPTHWISE_CONV2D's two executes (a small one with 4+ taps: one batched product over the
+    channels in an exact float type; otherwise the loop over the taps) against the spec's loops,
+    int8 (int32 accumulator and bias wrapping) and int16 (int48, saturated), values at the extremes."""
+    from firmware_model.tosa_ops import tensor_ops
+    monkeypatch.setattr(tensor_ops, "DEPTHWISE_GEMM_ELEMENTS", 1 << 30 if gemm else -1)
+    kh, kw = kernel
+    n, ih, iw, c = 2, 9, 8, 3
+    out_t = I32 if in_t == I8 else I48
+    w = edges(I8, (kh, kw, c, m))
+    bias = edges(out_t, (c * m,)) if out_t == I32 else rand(I48, (c * m,), -(1 << 40), 1 << 40)
+    izp, wzp = (int(RNG.integers(-128, 128)), int(RNG.integers(-128, 128))) if in_t == I8 else (0, 0)
+    oh = (ih - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0]) // stride[0] + 1
+    ow = (iw - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1]) // stride[1] + 1
+    if (ih - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0]) % stride[0] or \
+            (iw - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1]) % stride[1]:
+        pytest.skip("not a whole number of strides")
+    specs = [TensorSpec((n, ih, iw, c), in_t), TensorSpec(w.shape, I8), TensorSpec(bias.shape, out_t),
+             TensorSpec((1,), in_t), TensorSpec((1,), I8)]
+    attrs = dict(pad=list(pad), stride=list(stride), dilation=list(dilation), acc_type=int(out_t), local_bound=False)
+    execute = plan("DEPTHWISE_CONV2D", specs, TensorSpec((n, oh, ow, c * m), out_t), attrs,
+                   {1: w, 2: bias, 3: np.array([izp], in_t.storage), 4: np.array([wzp], np.int8)})
+    for _ in range(3):
+        x = edges(in_t, (n, ih, iw, c))
+        got = execute([x])[0]
+        if out_t == I32:
+            same(got, conv_reference(x, w, bias, izp, wzp, pad, stride, dilation, True))
+        else:   # the exact sum, saturated once after the bias add
+            wide = conv_reference(x, w, np.zeros_like(bias, np.int32), izp, wzp, pad, stride, dilation, True,
+                                  wrap=False)
+            same(got, np.clip(wide + bias.astype(np.int64), I48.min, I48.max))
