@@ -202,8 +202,14 @@ class Interpreter:
         for b in self.graph.blocks():
             found = []
             for t in b.tensors.values():
-                itemsize = _ITEMSIZE.get(t.dtype, 1)
-                size = limits.tensor_bytes(t.shape, itemsize)
+                itemsize = size = _ITEMSIZE.get(t.dtype, 1)
+                for d in t.shape:               # limits.tensor_bytes, inline: 0 for an unknown dim
+                    if d < 0:
+                        size = 0
+                        break
+                    size *= d
+                if type(size) is not int:       # numpy dimensions: in Python integers (no overflow)
+                    size = limits.tensor_bytes(t.shape, itemsize)
                 if size > limit and too_large is None:
                     too_large = (t, itemsize)
                 total += size
@@ -239,6 +245,9 @@ class Interpreter:
     def _collect_variables(self, variable_tensors: list[tuple[Block, list]]) -> dict[str, _Variable]:
         found: dict[str, _Variable] = {}
         by_tensor: dict[str, str] = {}
+        self._uid_of_tensor = by_tensor
+        if not any(tensors for _, tensors in variable_tensors):
+            return found
         # Variables are visible across blocks; the main block's declaration wins.
         main = self.block
         for b, tensors in sorted(variable_tensors, key=lambda bv: bv[0] is not main):
@@ -259,7 +268,6 @@ class Interpreter:
                                         f"{list(initial.shape)}, the variable is {t.describe()}", self.source)
                 found[uid] = _Variable(uid, t.name, t.dtype, tuple(t.shape), initial)
                 by_tensor[t.name] = uid
-        self._uid_of_tensor = by_tensor
         return found
 
     def _variable_of(self, op: Operator, idx: int) -> _Variable:
@@ -568,7 +576,8 @@ class Interpreter:
             raise plan.fault.with_traceback(None)
         name, where = op.op, plan.where
 
-        in_arrays, in_specs = [], plan.in_specs
+        in_arrays, in_specs, in_storage = [], plan.in_specs, plan.in_storage
+        mistyped = False                    # an input whose data is not of its declared type, said below
         for i, tname in enumerate(op.inputs):
             spec = in_specs[i]
             if spec is None:
@@ -578,6 +587,8 @@ class Interpreter:
                 if tname in self._uid_of_tensor:
                     raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", where)
                 raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", where)
+            if arr.dtype != in_storage[i]:
+                mistyped = True
             in_arrays.append(arr)
         out_specs = plan.out_specs
         for i, tname in enumerate(op.outputs):
@@ -585,9 +596,10 @@ class Interpreter:
                 raise TosaError(name, f"output {i} '{tname}' is not a tensor of the graph", where)
             if tname in env:
                 raise TosaError(name, f"output '{tname}' is written twice", where)
-        for storage, arr, tname, spec in zip(plan.in_storage, in_arrays, op.inputs, in_specs):
-            if arr.dtype != (storage or spec.dtype.storage):
-                raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", where)
+        if mistyped:
+            for storage, arr, tname, spec in zip(in_storage, in_arrays, op.inputs, in_specs):
+                if arr.dtype != (storage or spec.dtype.storage):
+                    raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", where)
         prepared = None
         if plan.prepare is not None:
             static = plan.static

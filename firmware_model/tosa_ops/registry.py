@@ -51,7 +51,10 @@ class OpCall:
     def error_if(self, condition, rule: "str | Callable[[], str]") -> None:
         """Raise TosaError when the spec's ERROR_IF(condition) holds. `rule` may be a function
         making the message, for messages costly to format on every call (they are rarely shown)."""
-        # Plain bools skip numpy's reduction machinery (kernels check dozens per call).
+        # Plain bools skip numpy's reduction machinery (kernels check dozens per call; False,
+        # the usual answer, first).
+        if condition is False:
+            return
         if condition if isinstance(condition, (bool, np.bool_)) else bool(np.any(condition)):
             raise TosaError(self.op, rule if isinstance(rule, str) else rule(), self.where)
 

