@@ -131,6 +131,7 @@ class _OpPlan:
 
 
 _STORAGE = {t: t.storage for t in DType if t.has_storage}
+_INT48 = DType.INT48
 # bytes per element of each type with storage (the size check takes 1 for the others: a lower bound)
 _ITEMSIZE = {t: t.storage.itemsize for t in DType if t.has_storage}
 
@@ -367,32 +368,42 @@ class Interpreter:
             t = self.block.tensors.get(name)
             if t is None:
                 raise TosaError("GRAPH", f"graph input '{name}' is not a tensor of the block", self.source)
-            arr = np.asarray(inputs[name])
-            storage = t.dtype.storage
+            arr = inputs[name]
+            if type(arr) is not np.ndarray:
+                arr = np.asarray(arr)
+            storage = _STORAGE.get(t.dtype) or t.dtype.storage     # (the latter names a type without one)
             if arr.dtype != storage:
                 raise InterpreterError(f"{self.source}: input '{name}' is {arr.dtype}, the graph wants "
                                        f"{t.dtype.name} ({storage})")
             if not _shape_matches(t.shape, arr.shape):
                 raise InterpreterError(f"{self.source}: input '{name}' has shape {list(arr.shape)}, the graph "
                                        f"wants {_fmt(t.shape)}")
-            if t.dtype == DType.INT48 and arr.size and (int(arr.min()) < t.dtype.min or int(arr.max()) > t.dtype.max):
+            if t.dtype is _INT48 and arr.size and (int(arr.min()) < t.dtype.min or int(arr.max()) > t.dtype.max):
                 raise InterpreterError(f"{self.source}: input '{name}' has values outside the INT48 range")
             env[name] = arr
         return env
 
     def _find_constant_ops(self, variable_tensors: list[tuple[Block, list]]) -> set[int]:
-        """Indices of the ops whose outputs are the same in every invocation."""
+        """Indices of the ops whose outputs are the same in every invocation. The CONST /
+        CONST_SHAPE ops among them with the usual operands and data (_usual_constant) are noted
+        too, with their data: the first invocation stores those without planning them."""
         main = self.block
         variables = {t.name for b, tensors in variable_tensors if b is main for t in tensors}
         constant: set[str] = set()
         found: set[int] = set()
+        usual: dict[int, np.ndarray] = {}
         for idx, op in enumerate(self.block.operators):
-            if op.op in ("CONST", "CONST_SHAPE") or (
-                    op.op not in NEVER_CACHED and op.inputs and op.attr_kind not in VARIABLE_KINDS
-                    and all(n in constant for n in op.inputs if n) and variables.isdisjoint(op.outputs)):
-                found.add(idx)
-                constant.update(op.outputs)
+            name = op.op
+            if name == "CONST" or name == "CONST_SHAPE":
+                if self._usual_constant(op):
+                    usual[idx] = self.block.tensors[op.outputs[0]].data
+            elif not (name not in NEVER_CACHED and op.inputs and op.attr_kind not in VARIABLE_KINDS
+                      and all(n in constant for n in op.inputs if n) and variables.isdisjoint(op.outputs)):
+                continue
+            found.add(idx)
+            constant.update(op.outputs)
         self._constant_tensors = constant
+        self._usual_constants = usual
         return found
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -408,8 +419,22 @@ class Interpreter:
         for v in self._implicit:
             self._declare(v, work, seen, None, -1)
         execute = self._execute
-        for idx, op in (self._varying_ops if cached is not None else enumerate(self.block.operators)):
-            execute(idx, op, env, work, seen)
+        if cached is not None:
+            for idx, op in self._varying_ops:
+                execute(idx, op, env, work, seen)
+        else:
+            # The first invocation runs every op; a usual CONST / CONST_SHAPE only stores its
+            # data, as its planned execution would.
+            usual = self._usual_constants
+            for idx, op in enumerate(self.block.operators):
+                value = usual.get(idx)
+                if value is None:
+                    execute(idx, op, env, work, seen)
+                    continue
+                tname = op.outputs[0]
+                if tname in env:
+                    raise TosaError(op.op, f"output '{tname}' is written twice", self._where(idx, op))
+                env[tname] = value
         outputs = self.graph_outputs(env)
         self._state = work
         self.invocations += 1
