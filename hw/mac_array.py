@@ -74,21 +74,29 @@ def vector_layout(cols: int, depth: int) -> data.StructLayout:
 class MacArray(wiring.Component):
     """rows x cols MACs and `depth` accumulator words of rows int48 lanes."""
 
-    def __init__(self, rows: int, cols: int, depth: int):
+    def __init__(self, rows: int, cols: int, depth: int, output_port: bool = False):
         if cols < 2 or cols & (cols - 1):
             raise ValueError(f"cols = {cols}: the MAC array needs a power of two >= 2 (int16 lane pairs)")
         if not 1 <= rows <= 64 or cols > 64:
             raise ValueError(f"{rows} x {cols}: rows and cols must lie in 1 .. 64")
         self.rows, self.cols, self.depth = rows, cols, depth
+        self.output_port = output_port
         # The accumulator SRAM (a bench may load or read it by backdoor).
         self.acc_mem = memory.Memory(shape=unsigned(ACC_BITS * rows), depth=depth, init=[])
-        super().__init__({
+        members = {
             "w": In(stream.Signature(weight_row_layout(rows, cols))),
             "x": In(stream.Signature(vector_layout(cols, depth))),
             "rd_addr": In(unsigned(_bits(depth))),
             "rd_data": Out(data.ArrayLayout(signed(ACC_BITS), rows)),
             "busy": Out(1),     # a vector's accumulator write is still pending
-        })
+        }
+        if output_port:
+            # A second read port for an output stage that drains one half of the accumulators
+            # while the array accumulates into the other (hw/mac_sequencer.py); data one clock
+            # after the address, not transparent (the halves never meet).
+            members["out_addr"] = In(unsigned(_bits(depth)))
+            members["out_data"] = Out(data.ArrayLayout(signed(ACC_BITS), rows))
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -147,6 +155,9 @@ class MacArray(wiring.Component):
             old = acc_rd.data[ACC_BITS * r:ACC_BITS * (r + 1)].as_signed()
             e, o = even_sums[r], odd_sums[r]
             lanes.append((Mux(s1_first, 0, old) + Mux(s1_int16, e + (o << 8), e + o))[:ACC_BITS])
+        if self.output_port:
+            out_rd = acc_mem.read_port()
+            m.d.comb += [out_rd.addr.eq(self.out_addr), self.out_data.eq(out_rd.data)]
         m.d.comb += [
             acc_wr.addr.eq(s1_acc),
             acc_wr.data.eq(Cat(*lanes)),

@@ -94,7 +94,8 @@ class MacSequencer(wiring.Component):
         op = SimpleNamespace(**{name: Signal(32, name=f"op_{name}") for name in LATCHED})
 
         # The MAC array holds the accumulator SRAM (acc_depth words of R int48 lanes).
-        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth)
+        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth, output_port=True)
+        half = cfg.acc_depth // 2
 
         # ---- operation parameters, latched at SETUP/CHECK ----
         ifm_word0 = Signal(32)
@@ -134,7 +135,8 @@ class MacSequencer(wiring.Component):
         status = Signal(8)
         mode = Signal(8)
         vec_out = Signal()          # this command stores through the vector path
-        word_wait = Signal(16)      # vector path: write clocks still owed to the last pixel
+        overlap = Signal()          # ... and its tile fits half the accumulators: blocks alternate halves
+        acc_half = Signal()         # the half the array accumulates into (0 unless overlapping)
 
         m.d.comb += [
             mac.w.payload.data.eq(self.wgt_data),
@@ -182,8 +184,15 @@ class MacSequencer(wiring.Component):
         ]
 
         # ---- vector path: every lane's parameter record, read during the first weight-block load
-        # of each output-channel block (the parameter port is idle then), then per pixel the
-        # accumulator word -> bias add (all lanes) -> hw/vector_output_stage.py -> vector writer ----
+        # of each output-channel block (the parameter port is idle then) into `next` registers,
+        # taken over by the output engine when the block's accumulation ends; the engine then
+        # drains the block's accumulators (the array's second read port) pixel by pixel:
+        # accumulator word -> bias add (all lanes) -> hw/vector_output_stage.py -> vector writer,
+        # while the array goes on with the next block in the other half of the accumulators
+        # (when the tile fits half of them; else the next block waits for the engine) ----
+        nxt_bias = [Signal(signed(48), name=f"next_bias_{r}") for r in range(R)]
+        nxt_mult = [Signal(signed(32), name=f"next_mult_{r}") for r in range(R)]
+        nxt_shift = [Signal(6, name=f"next_shift_{r}") for r in range(R)]
         lane_bias = [Signal(signed(48), name=f"lane_bias_{r}") for r in range(R)]
         lane_mult = [Signal(signed(32), name=f"lane_mult_{r}") for r in range(R)]
         lane_shift = [Signal(6, name=f"lane_shift_{r}") for r in range(R)]
@@ -191,8 +200,21 @@ class MacSequencer(wiring.Component):
         with m.If(in_wload & first_step & (k != 0)):
             for r in range(R):
                 with m.If(k == r + 1):
-                    m.d.sync += [lane_bias[r].eq(self.prm_data.bias), lane_mult[r].eq(self.prm_data.multiplier),
-                                 lane_shift[r].eq(self.prm_data.shift[:6])]
+                    m.d.sync += [nxt_bias[r].eq(self.prm_data.bias), nxt_mult[r].eq(self.prm_data.multiplier),
+                                 nxt_shift[r].eq(self.prm_data.shift[:6])]
+        # the output engine's own loop state (it runs beside the sequencer's next block)
+        oe_start = Signal()
+        oe_busy = Signal()
+        oe_half = Signal()
+        oe_p = Signal(32)
+        oe_ox = Signal(32)
+        oe_oy = Signal(32)
+        oe_row = Signal(32)
+        oe_pix = Signal(32)
+        oe_lanes = Signal(range(R + 1))
+        oe_chan = Signal(32)
+        oe_wait = Signal(16)        # write clocks still owed to the last pixel
+        oe_drain = Signal(range(VECTOR_DRAIN + 1))
         v_issue = Signal()                       # the clock a pixel's accumulator read is issued
         v_addr = Signal(32)
         v_words = Signal(16)
@@ -202,14 +224,15 @@ class MacSequencer(wiring.Component):
         v2_values = [Signal(signed(48), name=f"v_biased_{r}") for r in range(R)]
         v2_side = Signal.like(self.vout.side)
         m.d.sync += [v1_valid.eq(v_issue), v1_side.addr.eq(v_addr), v1_side.words.eq(v_words),
-                     v1_side.nbytes.eq(lanes * esize),
+                     v1_side.nbytes.eq(oe_lanes * esize),
                      v2_valid.eq(v1_valid), v2_side.eq(v1_side)]
+        m.d.comb += mac.out_addr.eq(oe_p + Mux(oe_half, half, 0))
         # The lanes load only with a pixel: while the array accumulates, the vector stage's inputs
         # hold still (an event-driven simulator then has nothing to do in its R rescale units).
         for r in range(R):
             acc = Signal(signed(48), name=f"v_acc_{r}")
             wide_r = Signal(signed(49), name=f"v_wide_{r}")
-            m.d.comb += [acc.eq(mac.rd_data[r]), wide_r.eq(acc + lane_bias[r])]
+            m.d.comb += [acc.eq(mac.out_data[r]), wide_r.eq(acc + lane_bias[r])]
             with m.If(v1_valid & int16):
                 m.d.sync += v2_values[r].eq(Mux(wide_r > INT48_MAX, INT48_MAX, Mux(wide_r < INT48_MIN, INT48_MIN, wide_r)))
             with m.Elif(v1_valid):
@@ -220,8 +243,47 @@ class MacSequencer(wiring.Component):
         m.d.comb += [self.vout.shifts[r].eq(lane_shift[r]) for r in range(R)]
         # words the pixel's bytes touch in the output SRAM (cycle_model.vector_write_words)
         lg_w = (cfg.word_bytes).bit_length() - 1
-        m.d.comb += v_addr.eq(out_pix + chan_addr)
-        m.d.comb += v_words.eq(((v_addr[:lg_w] if lg_w else 0) + lanes * esize + (cfg.word_bytes - 1)) >> lg_w)
+        m.d.comb += v_addr.eq(oe_pix + oe_chan)
+        m.d.comb += v_words.eq(((v_addr[:lg_w] if lg_w else 0) + oe_lanes * esize + (cfg.word_bytes - 1)) >> lg_w)
+
+        with m.FSM(name="output_engine"):
+            with m.State("IDLE"):
+                with m.If(oe_start):
+                    m.d.sync += [oe_p.eq(0), oe_ox.eq(0), oe_oy.eq(0), oe_row.eq(op.ofm_addr),
+                                 oe_pix.eq(op.ofm_addr), oe_wait.eq(0), oe_half.eq(acc_half),
+                                 oe_lanes.eq(lanes), oe_chan.eq(chan_addr)]
+                    m.d.sync += [lane_bias[r].eq(nxt_bias[r]) for r in range(R)]
+                    m.d.sync += [lane_mult[r].eq(nxt_mult[r]) for r in range(R)]
+                    m.d.sync += [lane_shift[r].eq(nxt_shift[r]) for r in range(R)]
+                    m.next = "RUN"
+            with m.State("RUN"):
+                # one pixel's accumulator word per issue clock, then its write clocks less one
+                m.d.comb += oe_busy.eq(1)
+                with m.If(oe_wait != 0):
+                    m.d.sync += oe_wait.eq(oe_wait - 1)
+                with m.Else():
+                    m.d.comb += v_issue.eq(1)
+                    m.d.sync += [oe_wait.eq(v_words - 1), oe_p.eq(oe_p + 1)]
+                    with m.If(oe_ox + 1 == op.ofm_w):
+                        m.d.sync += [oe_ox.eq(0), oe_oy.eq(oe_oy + 1), oe_row.eq(oe_row + op.ofm_row_stride),
+                                     oe_pix.eq(oe_row + op.ofm_row_stride)]
+                        with m.If(oe_oy + 1 == op.ofm_h):
+                            m.next = "LAST"
+                    with m.Else():
+                        m.d.sync += [oe_ox.eq(oe_ox + 1), oe_pix.eq(oe_pix + op.ofm_pix_stride)]
+            with m.State("LAST"):
+                # the last pixel's remaining write clocks, then the drain
+                m.d.comb += oe_busy.eq(1)
+                with m.If(oe_wait != 0):
+                    m.d.sync += oe_wait.eq(oe_wait - 1)
+                with m.Else():
+                    m.d.sync += oe_drain.eq(1)         # this clock is the drain's first
+                    m.next = "DRAIN"
+            with m.State("DRAIN"):
+                m.d.comb += oe_busy.eq(1)
+                m.d.sync += oe_drain.eq(oe_drain + 1)
+                with m.If(oe_drain == VECTOR_DRAIN - 1):
+                    m.next = "IDLE"
 
         # shared by the scalar and the vector output loops
         next_out_row = Signal(32)
@@ -270,6 +332,8 @@ class MacSequencer(wiring.Component):
                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0),
                     wblk.eq(op.wgt_addr >> lg_l),
                     first_step.eq(1),
+                    overlap.eq(vec_out & (op.ofm_h * op.ofm_w <= half)),
+                    acc_half.eq(0),
                 ]
                 # The ISA's MAC rules and this RTL's gaps (firmware_model/arch/checks.py): the first
                 # rule broken decides the status, as in the golden model.
@@ -286,7 +350,8 @@ class MacSequencer(wiring.Component):
                     m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += self.busy.eq(1)
-                m.d.sync += [s1_valid.eq(1), s1_p.eq(p), s1_first.eq(first_step), p.eq(p + 1)]
+                m.d.sync += [s1_valid.eq(1), s1_p.eq(p + Mux(acc_half, half, 0)), s1_first.eq(first_step),
+                             p.eq(p + 1)]
                 last_x = ox + 1 == op.ofm_w
                 with m.If(last_x):
                     m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
@@ -324,41 +389,33 @@ class MacSequencer(wiring.Component):
                         chan_addr.eq((ocb << lg_r) * esize),
                     ]
                     with m.If(vec_out):
-                        m.next = "VOUT"
+                        m.next = "HANDOFF"
                     with m.Else():
                         m.next = "OUT_READ"
-            with m.State("VOUT"):
-                # one pixel's accumulator word per issue clock, then its write clocks less one
+            with m.State("HANDOFF"):
+                # the block's accumulators go to the output engine once it has finished the last
                 m.d.comb += self.busy.eq(1)
-                with m.If(word_wait != 0):
-                    m.d.sync += word_wait.eq(word_wait - 1)
-                with m.Else():
-                    m.d.comb += v_issue.eq(1)
-                    m.d.sync += [word_wait.eq(v_words - 1), p.eq(p + 1)]
-                    with m.If(ox + 1 == op.ofm_w):
-                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), out_row.eq(next_out_row), out_pix.eq(next_out_row)]
-                        with m.If(oy + 1 == op.ofm_h):
-                            m.next = "VOUT_LAST"
-                    with m.Else():
-                        m.d.sync += [ox.eq(ox + 1), out_pix.eq(out_pix + op.ofm_pix_stride)]
-            with m.State("VOUT_LAST"):
-                # the last pixel's remaining write clocks, then the drain
-                m.d.comb += self.busy.eq(1)
-                with m.If(word_wait != 0):
-                    m.d.sync += word_wait.eq(word_wait - 1)
-                with m.Else():
-                    m.d.sync += drain.eq(1)         # this clock is the drain's first
-                    m.next = "VOUT_DRAIN"
-            with m.State("VOUT_DRAIN"):
-                m.d.comb += self.busy.eq(1)
-                m.d.sync += drain.eq(drain + 1)
-                with m.If(drain == VECTOR_DRAIN - 1):
+                with m.If(~oe_busy):
+                    m.d.comb += oe_start.eq(1)
                     with m.If(more_ocb):
                         m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0),
-                                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1)]
-                        m.next = "W_LOAD"
+                                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1),
+                                     acc_half.eq(acc_half ^ overlap)]
+                        with m.If(overlap):
+                            m.next = "W_LOAD"
+                        with m.Else():
+                            m.next = "OE_WAIT"
                     with m.Else():
-                        m.next = "DONE"
+                        m.next = "FINISH"
+            with m.State("OE_WAIT"):
+                # the tile fills more than half the accumulators: the next block waits for the engine
+                m.d.comb += self.busy.eq(1)
+                with m.If(~oe_busy):
+                    m.next = "W_LOAD"
+            with m.State("FINISH"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(~oe_busy):
+                    m.next = "DONE"
             with m.State("OUT_READ"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += lane.eq(0)

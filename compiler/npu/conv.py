@@ -38,7 +38,7 @@ from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
 from firmware_model.golden.mac_unit import lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import dma_busy_cycles
+from firmware_model.arch.cycle_model import dma_busy_cycles, mac_vector_cycles
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -209,8 +209,12 @@ class NpuConv(NpuOperation):
         n_ocb = ceil_div(tc, R)
         steps = kh * kw * (1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)))
         pixels = th * tw
-        words = sum(ceil_div(min(R, tc - b * R) * esize, W) for b in range(n_ocb))
-        mac = 5 + n_ocb * steps * (R + pixels + 4) + pixels * words + n_ocb * 8
+        if self.stage.table is None and self.out_dtype != DType.INT48:
+            # pixels start on words (the output pixel stride is a whole number of words)
+            mac = mac_vector_cycles(cfg, pixels, steps,
+                                    [pixels * ceil_div(min(R, tc - b * R) * esize, W) for b in range(n_ocb)])
+        else:
+            mac = 3 + n_ocb * (steps * (R + pixels + 4) + pixels + 9) + pixels * tc * ceil_div(esize, W)
 
         pix = g.in_bytes // (g.in_h * g.in_w)
         row_bytes = self.in_shape[3] * self.ifm_dtype.size_bytes

@@ -223,8 +223,12 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     accumulate pipeline is three clocks deep) with one clock to advance; then the output:
     - scalar path: per pixel one accumulator read and `write_clocks` per channel lane
       (element_write_clocks), and the drain;
-    - `vector` path (uses_vector_output): per pixel the words its lanes' bytes touch in the output
-      SRAM (vector_write_words, from OFM_ADDR and the strides), and the drain.
+    - `vector` path (uses_vector_output): an output engine drains each block's accumulators, per
+      pixel the words its lanes' bytes touch in the output SRAM (vector_write_words, from
+      OFM_ADDR and the strides), plus the drain: O_b clocks for block b. It runs beside the next
+      block's accumulation when the tile fits half the accumulators (the blocks alternate
+      halves), else the next block waits for it; each hand-over takes a clock, and the command
+      ends when the engine has finished the last block.
     """
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
@@ -235,12 +239,21 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
         return accumulate + n_ocb * (pixels + MAC_OUTPUT_DRAIN) + pixels * ofm_c * write_clocks
     pix = (ofm_addr + np.arange(ofm_h, dtype=np.int64)[:, None] * ofm_row_stride
            + np.arange(ofm_w, dtype=np.int64)[None, :] * ofm_pix_stride)
-    words = 0
-    for ocb in range(n_ocb):
-        lanes = min(rows, ofm_c - ocb * rows)
-        words += int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
-                                        lanes * element_bytes).sum())
-    return accumulate + words + n_ocb * MAC_VECTOR_DRAIN
+    words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
+                                    min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]
+    return mac_vector_cycles(cfg, pixels, steps, words)
+
+
+def mac_vector_cycles(cfg: NpuConfig, pixels: int, steps: int, words: list[int]) -> int:
+    """A vector-path MAC command's clocks from its blocks' write words (`words[b]`: the output-SRAM
+    words block b's pixels touch): each block's accumulation, and the output engine's O_b =
+    words + the drain, beside the next block's accumulation when `pixels` fit half the
+    accumulators."""
+    block = steps * (cfg.mac_rows + pixels + 4)     # one block's accumulation
+    drains = [w + MAC_VECTOR_DRAIN for w in words]
+    overlap = pixels <= cfg.acc_depth // 2
+    between = sum((1 + max(block, o)) if overlap else (2 + o + block) for o in drains[:-1])
+    return MAC_FIXED + 2 + block + between + drains[-1]
 
 
 # The host CPU is modelled, not simulated: an assumed cost of a fixed hand-over plus one NPU
