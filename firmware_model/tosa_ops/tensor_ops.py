@@ -297,17 +297,20 @@ def depthwise_conv2d(call: OpCall):
     if k >= 4 and n * oh * ow * k * c <= DEPTHWISE_GEMM_ELEMENTS:
         # A small one with several taps: per channel, its windows (OH*OW x KH*KW) times its taps
         # (KH*KW x M), one batched product over the channels, in the cheapest type in which
-        # every sum is exact (|x - input_zp| bounded by the input type's range), as CONV2D does.
-        bound = max(abs(in_t.min - izp), abs(in_t.max - izp))
-        ct = _compute_dtype(k * bound * _absmax(w, wzp))
+        # every sum is exact (|x - input_zp| and |w - weight_zp| bounded by their types' ranges),
+        # as CONV2D does.
+        ct = _compute_dtype(k * max(abs(in_t.min - izp), abs(in_t.max - izp))
+                            * max(abs(w_t.min - wzp), abs(w_t.max - wzp)))
         wmat = np.ascontiguousarray(_shifted(w, wzp, ct).reshape(k, c, m).transpose(1, 0, 2))   # (C, KH*KW, M)
+        bias_cm = bias.reshape(c, m) if bias.size == c * m else bias
 
         def execute_gemm(ins):
             xp = _pad_zero(_shifted(np.asarray(ins[0]), izp, ct), pt, pb, pl, pr)
             view = _windows(xp, (oh, ow), (kh, kw), (sy, sx), (dy, dx))       # (N, OH, OW, KH, KW, C)
             cols = np.ascontiguousarray(view.transpose(5, 0, 1, 2, 3, 4)).reshape(c, n * oh * ow, k)
-            acc = _matmul(cols, wmat).transpose(1, 0, 2).reshape(n, oh, ow, c * m)   # channel c*M + j
-            return [out(call, _finish(acc, bias, out_t))]
+            acc = _matmul(cols, wmat).transpose(1, 0, 2)                      # (N*OH*OW, C, M)
+            # _finish's copy into the output type lays it out as (N, OH, OW, C*M): channel c*M + j
+            return [out(call, _finish(acc, bias_cm, out_t).reshape(n, oh, ow, c * m))]
         return execute_gemm
 
     # int8: int32 arithmetic wraps exactly like the reference model's int32 accumulator;
