@@ -107,10 +107,15 @@ class _OpPlan:
     extra: Mapping = MappingProxyType({})   # CONST / CONST_SHAPE: the tensor's data
     # Prepare once, execute many (registry.register_plan): the kernel's prepare half and the
     # inputs whose values it reads; `cacheable` when those are constant tensors and every other
-    # input's declared shape is fully known, so one prepared `execute` holds for every invocation.
+    # input's declared shape is fully known (`shapes_known`), so one prepared `execute` holds for
+    # every invocation. Which tensors are constant is worked out when a session's second
+    # invocation starts (Interpreter._find_constants): until then `cacheable` is None and a plan
+    # made from the static inputs alone waits in `candidate`.
     prepare = None
     static: frozenset = frozenset()
-    cacheable = False
+    shapes_known = False
+    cacheable: bool | None = False
+    candidate = None
     execute = None                          # set once the op has run with every check
     in_storage: list = []                   # numpy dtype of each input's declared type
     out_storage: list = []
@@ -182,14 +187,16 @@ class Interpreter:
         self._implicit = [v for v in self._variables.values() if v.uid not in declared_by_op]
         self._specs = {name: TensorSpec(tuple(t.shape), t.dtype) for name, t in self.block.tensors.items()}
         # Ops whose value does not depend on the invocation: CONST/CONST_SHAPE and ops fed only by
-        # them (e.g. a RESHAPE of weights). Kernels are pure, so their outputs from the first
-        # successful invocation are reused by later ones (the first one checked their rules).
-        self._constant_ops = self._find_constant_ops(variable_tensors)
+        # them (e.g. a RESHAPE of weights). Kernels are pure, so their outputs from a successful
+        # invocation are reused by later ones (that one checked their rules). Found when a
+        # second invocation starts (_find_constants): a one-shot session never needs them.
+        self._variable_tensors = variable_tensors
+        self._constant_ops: set[int] | None = None
+        self._constant_tensors: set[str] | None = None
         self._constant_values: dict[str, np.ndarray] | None = None
         self._plans: list[_OpPlan | None] = [None] * len(self.block.operators)
         # The ops a later invocation runs (the constant ones are reused), in graph order.
-        self._varying_ops = [(idx, op) for idx, op in enumerate(self.block.operators)
-                             if idx not in self._constant_ops]
+        self._varying_ops: list | None = None
 
     def _check_tensors(self) -> list[tuple[Block, list]]:
         """The graph's declared tensors, looked at once: the inputs, outputs and variables must
@@ -384,27 +391,38 @@ class Interpreter:
         return env
 
     def _find_constant_ops(self, variable_tensors: list[tuple[Block, list]]) -> set[int]:
-        """Indices of the ops whose outputs are the same in every invocation. The CONST /
-        CONST_SHAPE ops among them with the usual operands and data (_usual_constant) are noted
-        too, with their data: the first invocation stores those without planning them."""
+        """Indices of the ops whose outputs are the same in every invocation."""
         main = self.block
         variables = {t.name for b, tensors in variable_tensors if b is main for t in tensors}
         constant: set[str] = set()
         found: set[int] = set()
-        usual: dict[int, np.ndarray] = {}
         for idx, op in enumerate(self.block.operators):
-            name = op.op
-            if name == "CONST" or name == "CONST_SHAPE":
-                if self._usual_constant(op):
-                    usual[idx] = self.block.tensors[op.outputs[0]].data
-            elif not (name not in NEVER_CACHED and op.inputs and op.attr_kind not in VARIABLE_KINDS
-                      and all(n in constant for n in op.inputs if n) and variables.isdisjoint(op.outputs)):
-                continue
-            found.add(idx)
-            constant.update(op.outputs)
+            if op.op in ("CONST", "CONST_SHAPE") or (
+                    op.op not in NEVER_CACHED and op.inputs and op.attr_kind not in VARIABLE_KINDS
+                    and all(n in constant for n in op.inputs if n) and variables.isdisjoint(op.outputs)):
+                found.add(idx)
+                constant.update(op.outputs)
         self._constant_tensors = constant
-        self._usual_constants = usual
         return found
+
+    def _find_constants(self) -> None:
+        """The constant ops and tensors, the ops a later invocation runs, and which planned ops'
+        prepared executes hold for every invocation (their candidates kept, the others dropped)."""
+        self._constant_ops = self._find_constant_ops(self._variable_tensors)
+        self._varying_ops = [(idx, op) for idx, op in enumerate(self.block.operators)
+                             if idx not in self._constant_ops]
+        for plan in self._plans:
+            if plan is not None and plan.cacheable is None:
+                plan.cacheable = self._cacheable(plan)
+                if plan.cacheable and plan.candidate is not None:
+                    plan.execute = plan.candidate
+                plan.candidate = None
+
+    def _cacheable(self, plan: "_OpPlan") -> bool:
+        """Whether one prepared execute of a split kernel holds for every invocation: its static
+        inputs are constant tensors (and the others' declared shapes are known)."""
+        constant, static = self._constant_tensors, plan.static
+        return plan.shapes_known and all(tname in constant for i, tname in enumerate(plan.op.inputs) if i in static)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One invocation: the graph's outputs by name. Raises TosaError (ERROR_IF),
@@ -413,6 +431,8 @@ class Interpreter:
         cached = self._constant_values
         if cached is not None:
             env.update(cached)
+        elif self.invocations and self._constant_ops is None:
+            self._find_constants()          # a second invocation: reuse is worth knowing now
         # Working copy of the variable state: committed only when the invocation succeeds.
         work: dict[str, _VarState] = dict(self._state)
         seen: set[str] = set()
@@ -423,22 +443,22 @@ class Interpreter:
             for idx, op in self._varying_ops:
                 execute(idx, op, env, work, seen)
         else:
-            # The first invocation runs every op; a usual CONST / CONST_SHAPE only stores its
-            # data, as its planned execution would.
-            usual = self._usual_constants
+            # Every op runs; a CONST / CONST_SHAPE with the usual operands and data only stores
+            # its data, as its planned execution would (_usual_constant).
+            tensors = self.block.tensors
             for idx, op in enumerate(self.block.operators):
-                value = usual.get(idx)
-                if value is None:
+                name = op.op
+                if (name != "CONST" and name != "CONST_SHAPE") or not self._usual_constant(op):
                     execute(idx, op, env, work, seen)
                     continue
                 tname = op.outputs[0]
                 if tname in env:
-                    raise TosaError(op.op, f"output '{tname}' is written twice", self._where(idx, op))
-                env[tname] = value
+                    raise TosaError(name, f"output '{tname}' is written twice", self._where(idx, op))
+                env[tname] = tensors[tname].data
         outputs = self.graph_outputs(env)
         self._state = work
         self.invocations += 1
-        if cached is None:
+        if cached is None and self._constant_ops is not None:
             self._constant_values = {name: env[name] for idx in self._constant_ops
                                      for name in self.block.operators[idx].outputs if name in env}
         return outputs
@@ -496,17 +516,10 @@ class Interpreter:
                 plan.kernel, split = _kernel_info(name)
                 if split is not None:
                     plan.prepare, plan.static = split
-                    constant, static = self._constant_tensors, plan.static
-                    cacheable = True
-                    for i, tname in enumerate(op.inputs):
-                        if i in static:
-                            cacheable = tname in constant
-                        else:
-                            spec = in_specs[i]
-                            cacheable = spec is not None and min(spec.shape, default=0) >= 0
-                        if not cacheable:
-                            break
-                    plan.cacheable = cacheable
+                    static = plan.static
+                    plan.shapes_known = all(spec is not None and min(spec.shape, default=0) >= 0
+                                            for i, spec in enumerate(in_specs) if i not in static)
+                    plan.cacheable = None if self._constant_tensors is None else self._cacheable(plan)
                 # A variable changes only through a variable write, which the state machinery sees;
                 # any other op writing its tensor would be a second, unchecked way in.
                 uid_of = self._uid_of_tensor
@@ -629,8 +642,11 @@ class Interpreter:
         if plan.prepare is not None:
             static = plan.static
             # A cacheable plan is made from the static inputs alone (the others' shapes are the
-            # declared ones), so it holds for every invocation; else it is made for this one.
-            pre_inputs = [a if i in static else None for i, a in enumerate(in_arrays)] if plan.cacheable else in_arrays
+            # declared ones), so it holds for every invocation; else it is made for this one. Before
+            # the constants are known, a plan the declared shapes allow is made the same way (with
+            # this invocation's static values it is this invocation's plan) and kept as candidate.
+            reusable = plan.cacheable if plan.cacheable is not None else plan.shapes_known
+            pre_inputs = [a if i in static else None for i, a in enumerate(in_arrays)] if reusable else in_arrays
             call = OpCall(name, op.attrs, pre_inputs, in_specs, out_specs, where, op.attr_kind, plan.extra)
             prepared = self._call_kernel(plan, plan.prepare, call)
             results = self._call_kernel(plan, prepared, in_arrays)
@@ -649,8 +665,11 @@ class Interpreter:
                 raise TosaError(name, f"output '{tname}' is declared {_fmt(spec.shape)} but the result is "
                                 f"{list(arr.shape)}", where)
             env[tname] = arr
-        if prepared is not None and plan.cacheable:
-            plan.execute = prepared
+        if prepared is not None:
+            if plan.cacheable:
+                plan.execute = prepared
+            elif plan.cacheable is None and plan.shapes_known:
+                plan.candidate = prepared
 
     def _call_kernel(self, plan: _OpPlan, fn, arg):
         """fn(arg) (a kernel on its call, a prepare on its call, an execute on its inputs), with

@@ -50,6 +50,46 @@ def test_ops_run_in_order_with_constants_and_shape_operands():
     assert np.array_equal(out["c"], np.full((3, 2), 5, np.int8))
 
 
+def test_a_session_reuses_constants_and_plans_from_its_second_invocation(monkeypatch):
+    """Which ops are constant is worked out when a second invocation starts (a one-shot session
+    never needs it); from then on the constant ops' values are reused and a split kernel whose
+    static inputs are constant runs only its prepared execute. Every invocation gives what a
+    fresh session gives."""
+    from compiler import interpreter
+    from firmware_model.tosa_ops import registry
+    registry.supported_ops()                    # the kernel modules loaded
+    monkeypatch.setattr(interpreter, "_KERNEL_INFO", {})
+    ts = [Tensor("x", [2, 3], I32), Tensor("c", [2, 3], I32, data=np.arange(6, dtype=np.int32).reshape(2, 3)),
+          Tensor("shape", [2], SHAPE, data=np.array([3, 2], np.int64)), Tensor("cr", [3, 2], I32),
+          Tensor("xr", [3, 2], I32), Tensor("y", [3, 2], I32), Tensor("z", [2, 3], I32)]
+    ops = [Operator("CONST", [], ["c"]), Operator("CONST_SHAPE", [], ["shape"]),
+           Operator("RESHAPE", ["c", "shape"], ["cr"]),           # fed by constants only
+           Operator("RESHAPE", ["x", "shape"], ["xr"]),
+           Operator("ADD", ["xr", "cr"], ["y"]),
+           Operator("SUB", ["x", "c"], ["z"])]
+    g = graph(ts, ops, ["x"], ["y", "z"])
+    prepares = []
+    for op in ("RESHAPE", "ADD", "SUB"):
+        prepare, static = registry._PREPARES[op]
+        counted = (lambda p, o: lambda call: (prepares.append(o), p(call))[1])(prepare, op)
+        monkeypatch.setitem(registry._PREPARES, op, (counted, static))
+    session = Interpreter(g)
+    for k in range(4):
+        x = np.full((2, 3), 10 * k, np.int32)
+        prepares.clear()
+        got = session.run({"x": x})
+        prepared = sorted(prepares)
+        assert (session._constant_ops is None) == (k == 0)
+        want = run_graph(g, {"x": x})
+        for name in ("y", "z"):
+            assert got[name].dtype == want[name].dtype and np.array_equal(got[name], want[name])
+        assert np.array_equal(got["y"], x.reshape(3, 2) + np.arange(6, dtype=np.int32).reshape(3, 2))
+        # 1st: every split op prepared; 2nd on: none (RESHAPE of x and SUB keep their prepared
+        # executes, ADD too: its static inputs are none; the constant RESHAPE is not run from the 3rd)
+        assert prepared == (["ADD", "RESHAPE", "RESHAPE", "SUB"] if k == 0 else [])
+    assert session._constant_ops == {0, 1, 2} and [i for i, _ in session._varying_ops] == [3, 4, 5]
+
+
 def test_unknown_dims_are_fixed_by_the_inputs():
     ts = [Tensor("a", [-1, 4], I32), Tensor("b", [1, 4], I32), Tensor("s", [-1, 4], I32),
           Tensor("m", [1, 4], I32)]
