@@ -382,7 +382,7 @@ class Interpreter:
             if arr.dtype != storage:
                 raise InterpreterError(f"{self.source}: input '{name}' is {arr.dtype}, the graph wants "
                                        f"{t.dtype.name} ({storage})")
-            if not _shape_matches(t.shape, arr.shape):
+            if arr.shape != tuple(t.shape) and not _shape_matches(t.shape, arr.shape):
                 raise InterpreterError(f"{self.source}: input '{name}' has shape {list(arr.shape)}, the graph "
                                        f"wants {_fmt(t.shape)}")
             if t.dtype is _INT48 and arr.size and (int(arr.min()) < t.dtype.min or int(arr.max()) > t.dtype.max):
