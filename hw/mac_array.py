@@ -74,13 +74,14 @@ def vector_layout(cols: int, depth: int) -> data.StructLayout:
 class MacArray(wiring.Component):
     """rows x cols MACs and `depth` accumulator words of rows int48 lanes."""
 
-    def __init__(self, rows: int, cols: int, depth: int, output_port: bool = False):
+    def __init__(self, rows: int, cols: int, depth: int, output_port: bool = False, prefetch: bool = False):
         if cols < 2 or cols & (cols - 1):
             raise ValueError(f"cols = {cols}: the MAC array needs a power of two >= 2 (int16 lane pairs)")
         if not 1 <= rows <= 64 or cols > 64:
             raise ValueError(f"{rows} x {cols}: rows and cols must lie in 1 .. 64")
         self.rows, self.cols, self.depth = rows, cols, depth
         self.output_port = output_port
+        self.prefetch = prefetch
         # The accumulator SRAM (a bench may load or read it by backdoor).
         self.acc_mem = memory.Memory(shape=unsigned(ACC_BITS * rows), depth=depth, init=[])
         members = {
@@ -96,6 +97,11 @@ class MacArray(wiring.Component):
             # after the address, not transparent (the halves never meet).
             members["out_addr"] = In(unsigned(_bits(depth)))
             members["out_data"] = Out(data.ArrayLayout(signed(ACC_BITS), rows))
+        if prefetch:
+            # A second (shadow) weight block: `w_shadow` steers the weight rows into it while the
+            # vectors stream past the active one; `swap` makes it the active block (next clock).
+            members["w_shadow"] = In(1)
+            members["swap"] = In(1)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -112,9 +118,21 @@ class MacArray(wiring.Component):
             b = Signal(signed(8), name=f"wbyte_{c}")
             m.d.comb += b.eq(Mux(w.int16, w.data[c // 2], w.data[c]))
             wbytes.append(b)
-        for r in range(rows):
-            with m.If(self.w.valid & (w.row == r)):
-                m.d.sync += [weights[r][c].eq(wbytes[c] - w.zp) for c in range(cols)]
+        if self.prefetch:
+            shadow = [[Signal(signed(10), name=f"ws_{r}_{c}") for c in range(cols)] for r in range(rows)]
+            for r in range(rows):
+                row_values = [Signal(signed(10), name=f"wv_{r}_{c}") for c in range(cols)]
+                m.d.comb += [row_values[c].eq(wbytes[c] - w.zp) for c in range(cols)]
+                with m.If(self.w.valid & (w.row == r) & self.w_shadow):
+                    m.d.sync += [shadow[r][c].eq(row_values[c]) for c in range(cols)]
+                with m.Elif(self.w.valid & (w.row == r)):
+                    m.d.sync += [weights[r][c].eq(row_values[c]) for c in range(cols)]
+                with m.Elif(self.swap):
+                    m.d.sync += [weights[r][c].eq(shadow[r][c]) for c in range(cols)]
+        else:
+            for r in range(rows):
+                with m.If(self.w.valid & (w.row == r)):
+                    m.d.sync += [weights[r][c].eq(wbytes[c] - w.zp) for c in range(cols)]
 
         # ---- input factors: int8 lane minus the input zero point, or an int16 element's bytes ----
         xs = []

@@ -3,7 +3,9 @@
 Loop order (weight-stationary, accumulators in SRAM), for each block of `rows` output channels:
 
     for ky, kx, icb:                       one reduction step per kernel position and channel block
-        load the rows x cols weight block  (rows + 1 clocks)
+        load the rows x cols weight block  (rows + 1 clocks; after a block's first step it was
+                                            prefetched into the shadow block during the previous
+                                            step's pass: one SWAP clock, or the loader's rest)
         for each output pixel p of the tile: acc[p] (+)= MAC(input vector at p, block)   (P + 1 clocks)
     for each output pixel p, for each channel lane r:   (P x (1 + lanes x write clocks) clocks)
         bias -> `out`: the core's output stage (rescale, clamp, table) -> the output writer
@@ -94,7 +96,7 @@ class MacSequencer(wiring.Component):
         op = SimpleNamespace(**{name: Signal(32, name=f"op_{name}") for name in LATCHED})
 
         # The MAC array holds the accumulator SRAM (acc_depth words of R int48 lanes).
-        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth, output_port=True)
+        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth, output_port=True, prefetch=True)
         half = cfg.acc_depth // 2
 
         # ---- operation parameters, latched at SETUP/CHECK ----
@@ -246,7 +248,9 @@ class MacSequencer(wiring.Component):
         m.d.comb += v_addr.eq(oe_pix + oe_chan)
         m.d.comb += v_words.eq(((v_addr[:lg_w] if lg_w else 0) + oe_lanes * esize + (cfg.word_bytes - 1)) >> lg_w)
 
-        with m.FSM(name="output_engine"):
+        # busy as a function of the state (a continuous assignment: an `always @*` driven only by
+        # a state that never changed would stay X in an event-driven simulator such as Icarus)
+        with m.FSM(name="output_engine") as oe_fsm:
             with m.State("IDLE"):
                 with m.If(oe_start):
                     m.d.sync += [oe_p.eq(0), oe_ox.eq(0), oe_oy.eq(0), oe_row.eq(op.ofm_addr),
@@ -258,7 +262,6 @@ class MacSequencer(wiring.Component):
                     m.next = "RUN"
             with m.State("RUN"):
                 # one pixel's accumulator word per issue clock, then its write clocks less one
-                m.d.comb += oe_busy.eq(1)
                 with m.If(oe_wait != 0):
                     m.d.sync += oe_wait.eq(oe_wait - 1)
                 with m.Else():
@@ -273,17 +276,33 @@ class MacSequencer(wiring.Component):
                         m.d.sync += [oe_ox.eq(oe_ox + 1), oe_pix.eq(oe_pix + op.ofm_pix_stride)]
             with m.State("LAST"):
                 # the last pixel's remaining write clocks, then the drain
-                m.d.comb += oe_busy.eq(1)
                 with m.If(oe_wait != 0):
                     m.d.sync += oe_wait.eq(oe_wait - 1)
                 with m.Else():
                     m.d.sync += oe_drain.eq(1)         # this clock is the drain's first
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                m.d.comb += oe_busy.eq(1)
                 m.d.sync += oe_drain.eq(oe_drain + 1)
                 with m.If(oe_drain == VECTOR_DRAIN - 1):
                     m.next = "IDLE"
+        m.d.comb += oe_busy.eq(~oe_fsm.ongoing("IDLE"))
+
+        # ---- weight prefetch: while a step's pixels stream, the loader reads the next step's weight
+        # block (the weight port is idle then) into the array's shadow block, swapped in at SWAP;
+        # only a block's first step waits for its weights (W_LOAD) ----
+        kl = Signal(range(R + 2))
+        kl_base = Signal(32)       # the next block's first weight word (NEXT_STEP moves wblk on)
+        loading = Signal()
+        loaded = Signal()
+        has_next = Signal()        # the step about to stream is not its block's last
+        start_loader = Signal()
+        m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= op.kernel_w) & (ky + 1 >= op.kernel_h)))
+        with m.If(start_loader):
+            m.d.sync += [kl.eq(0), kl_base.eq(wblk + R), loading.eq(has_next)]
+        with m.Elif(loading):
+            m.d.sync += kl.eq(kl + 1)
+            with m.If(kl == R):
+                m.d.sync += [loading.eq(0), loaded.eq(1)]
 
         # shared by the scalar and the vector output loops
         next_out_row = Signal(32)
@@ -293,9 +312,10 @@ class MacSequencer(wiring.Component):
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
         m.d.comb += [self.ifm_addr.eq(pix_ptr), mac.rd_addr.eq(p)]
-        m.d.comb += self.wgt_addr.eq(wblk + k)
+        m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
-        m.d.comb += [mac.w.valid.eq(0), mac.w.payload.row.eq(k - 1)]
+        m.d.comb += [mac.w.valid.eq(loading & (kl != 0)), mac.w.payload.row.eq(Mux(loading, kl - 1, k - 1)),
+                     mac.w_shadow.eq(loading), mac.swap.eq(0)]
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
@@ -347,6 +367,15 @@ class MacSequencer(wiring.Component):
                 with m.If(k == R):
                     m.d.sync += [k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
                                  row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb)]
+                    m.d.comb += start_loader.eq(1)
+                    m.next = "STREAM"
+            with m.State("SWAP"):
+                # the next step's weights are in the shadow block once the loader is done
+                m.d.comb += self.busy.eq(1)
+                with m.If(loaded):
+                    m.d.comb += [mac.swap.eq(1), start_loader.eq(1)]
+                    m.d.sync += [loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
+                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb)]
                     m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += self.busy.eq(1)
@@ -372,14 +401,14 @@ class MacSequencer(wiring.Component):
                 m.d.sync += [first_step.eq(0), wblk.eq(wblk + R)]
                 with m.If(icb + 1 < op.ifm_cblocks):
                     m.d.sync += icb.eq(icb + 1)
-                    m.next = "W_LOAD"
+                    m.next = "SWAP"
                 with m.Elif(kx + 1 < op.kernel_w):
                     m.d.sync += [icb.eq(0), kx.eq(kx + 1), kx_base.eq(kx_base + kx_step)]
-                    m.next = "W_LOAD"
+                    m.next = "SWAP"
                 with m.Elif(ky + 1 < op.kernel_h):
                     m.d.sync += [icb.eq(0), kx.eq(0), ky.eq(ky + 1),
                                  ky_base.eq(ky_base + ky_step), kx_base.eq(ky_base + ky_step)]
-                    m.next = "W_LOAD"
+                    m.next = "SWAP"
                 with m.Else():
                     remaining = op.ofm_c - (ocb << lg_r)
                     m.d.sync += [

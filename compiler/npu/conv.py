@@ -38,7 +38,7 @@ from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
 from firmware_model.golden.mac_unit import lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import dma_busy_cycles, mac_vector_cycles
+from firmware_model.arch.cycle_model import dma_busy_cycles, mac_block_cycles, mac_vector_cycles
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -214,7 +214,7 @@ class NpuConv(NpuOperation):
             mac = mac_vector_cycles(cfg, pixels, steps,
                                     [pixels * ceil_div(min(R, tc - b * R) * esize, W) for b in range(n_ocb)])
         else:
-            mac = 3 + n_ocb * (steps * (R + pixels + 4) + pixels + 9) + pixels * tc * ceil_div(esize, W)
+            mac = 3 + n_ocb * (mac_block_cycles(cfg, pixels, steps) + pixels + 9) + pixels * tc * ceil_div(esize, W)
 
         pix = g.in_bytes // (g.in_h * g.in_w)
         row_bytes = self.in_shape[3] * self.ifm_dtype.size_bytes

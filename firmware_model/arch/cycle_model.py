@@ -218,9 +218,9 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
                        element_bytes: int = 1) -> int:
     """Clocks of a MAC command from its start to its done pulse.
 
-    Per block of `rows` output channels: for each reduction step (kernel position x input-channel
-    block) a weight-block load (rows + 1) and a pass over the P output pixels (P + 2: the
-    accumulate pipeline is three clocks deep) with one clock to advance; then the output:
+    Per block of `rows` output channels: the reduction steps (kernel position x input-channel
+    block), each a pass over the P output pixels with the weights prefetched
+    (mac_block_cycles); then the output:
     - scalar path: per pixel one accumulator read and `write_clocks` per channel lane
       (element_write_clocks), and the drain;
     - `vector` path (uses_vector_output): an output engine drains each block's accumulators, per
@@ -234,9 +234,9 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     pixels = ofm_h * ofm_w
     steps = kernel_h * kernel_w * ifm_cblocks
     n_ocb = -(-ofm_c // rows)
-    accumulate = MAC_FIXED + n_ocb * steps * (rows + pixels + 4)
     if not vector:
-        return accumulate + n_ocb * (pixels + MAC_OUTPUT_DRAIN) + pixels * ofm_c * write_clocks
+        return (MAC_FIXED + n_ocb * (mac_block_cycles(cfg, pixels, steps) + pixels + MAC_OUTPUT_DRAIN)
+                + pixels * ofm_c * write_clocks)
     pix = (ofm_addr + np.arange(ofm_h, dtype=np.int64)[:, None] * ofm_row_stride
            + np.arange(ofm_w, dtype=np.int64)[None, :] * ofm_pix_stride)
     words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
@@ -244,12 +244,21 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     return mac_vector_cycles(cfg, pixels, steps, words)
 
 
+def mac_block_cycles(cfg: NpuConfig, pixels: int, steps: int) -> int:
+    """One block of output channels' accumulation: the first step's weight load (rows + 1), each
+    step's pass over the pixels (P + 2, the accumulate pipeline) and its advance (1), and between
+    steps the swap to the prefetched weights (1), or the rest of the next block's load (rows + 1
+    clocks from the pass's start) when the pass is shorter."""
+    rows = cfg.mac_rows
+    return (rows + 1) + (steps - 1) * max(pixels + 4, rows + 2) + (pixels + 3)
+
+
 def mac_vector_cycles(cfg: NpuConfig, pixels: int, steps: int, words: list[int]) -> int:
     """A vector-path MAC command's clocks from its blocks' write words (`words[b]`: the output-SRAM
     words block b's pixels touch): each block's accumulation, and the output engine's O_b =
     words + the drain, beside the next block's accumulation when `pixels` fit half the
     accumulators."""
-    block = steps * (cfg.mac_rows + pixels + 4)     # one block's accumulation
+    block = mac_block_cycles(cfg, pixels, steps)
     drains = [w + MAC_VECTOR_DRAIN for w in words]
     overlap = pixels <= cfg.acc_depth // 2
     between = sum((1 + max(block, o)) if overlap else (2 + o + block) for o in drains[:-1])

@@ -155,6 +155,12 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "kernel_row_uses_column_step",
        "the next kernel row's input address steps by the column dilation step",
        r"(= ky_base \+ )ky_step;", r"\1kx_step;", count=2),
+    _m("mac_sequencer", "halves_not_alternated",
+       "with overlapping blocks, the next block accumulates into the half the output engine is still draining",
+       rf"(assign {_N}  = )acc_half \^ overlap;", r"\g<1>acc_half;"),
+    _m("mac_sequencer", "prefetch_row_skewed",
+       "the weight prefetch reads each row one word late (the shadow block's row r holds row r+1)",
+       rf"(assign {_N}  = )kl_base \+ kl;", r"\g<1>kl_base + kl + 1'h1;"),
     # ---- elementwise sequencer ----
     _m("eltwise_sequencer", "b_pointer_uses_a_step",
        "operand B's address advances by A's step (wrong for a scalar B or different element sizes)",
