@@ -81,11 +81,13 @@ def check_same(program: Program, cfg, invocations: list[dict], **kw) -> list:
 
 
 # --- the networks ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("config", CONFIGS)
-@pytest.mark.parametrize("name", NETWORKS)
+# blazeface on tiny is left out (1.08 M commands: about 8 s a stepwise invocation); it runs on
+# default and large, and its tiny program's commands are all of kinds the other networks cover.
+NETWORK_CONFIGS = [(n, c) for n in NETWORKS for c in CONFIGS if (n, c) != ("blazeface", "tiny")]
+
+
+@pytest.mark.parametrize("name,config", NETWORK_CONFIGS)
 def test_networks(name, config):
-    if (name, config) == ("blazeface", "tiny"):
-        pytest.skip("1.08 M commands: about 8 s a stepwise invocation; blazeface runs on default and large")
     feeds = ModelData.of(MODELS_DIR / name / "model.tosa").all_inputs()
     assert check_same(compiled(name, config), load_config(config), feeds) == [None] * len(feeds)
 
