@@ -91,6 +91,9 @@ def replay_program(program: Program, cfg: NpuConfig, invocations: list[dict], ti
                            (Reg.DMA_SRAM_STRIDE1, 0), (Reg.DMA_SRAM_STRIDE2, 0)):
             commands.append(set_reg(reg, value))
         commands.append(Command(Opcode.DMA_LOAD, int(sram)))
+    # Every restoring transfer finishes before the tile's commands: a compute command's DMA slack
+    # (docs/isa.md) counts only the transfers of the tile's own commands, as in the whole program.
+    commands.append(Command(Opcode.BARRIER))
     commands += [Command(Opcode.SET, int(r), 0, int(v) & 0xFFFFFFFF) for r, v in sorted(before.regs.items())]
     offset = len(commands) - first
     commands += list(program.commands[first:last]) + [Command(Opcode.END)]
