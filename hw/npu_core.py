@@ -187,6 +187,8 @@ class NpuCore(wiring.Component):
 
         # ---- the output stage and the writer, to the running unit ----
         mac_cfg = Signal.like(ost.cfg)
+        mac_esize = Signal(4)          # a MAC result's element bytes, for both writers
+        m.d.comb += mac_esize.eq(AmaranthOps.size_of(regs.ofm_dtype))
         drive_map(m, OUTPUT_STAGE_MAP, mac_cfg, regs, cp.unit_sub)
         m.d.comb += mac_cfg.raw.eq((regs.ofm_dtype == DType.INT48) & ((regs.out_mode & OutMode.RESCALE) == 0))
         with m.Switch(active):
@@ -195,13 +197,13 @@ class NpuCore(wiring.Component):
                     m.d.comb += [ost.i.valid.eq(unit.out.valid), ost.i.payload.eq(unit.out.payload),
                                  unit.out.ready.eq(ost.i.ready)]
                     if op == Opcode.MAC:
-                        m.d.comb += [ost.cfg.eq(mac_cfg), writer.esize.eq(AmaranthOps.size_of(regs.ofm_dtype))]
+                        m.d.comb += [ost.cfg.eq(mac_cfg), writer.esize.eq(mac_esize)]
                     else:
                         m.d.comb += [ost.cfg.eq(unit.out_cfg), writer.esize.eq(unit.esize)]
         wiring.connect(m, ost.o, writer.i)
         m.d.comb += [
             vst.i_valid.eq(mac.vout_valid), vst.i.eq(mac.vout), vst.cfg.eq(mac_cfg),
-            vwriter.i_valid.eq(vst.o_valid), vwriter.i.eq(vst.o), vwriter.esize.eq(AmaranthOps.size_of(regs.ofm_dtype)),
+            vwriter.i_valid.eq(vst.o_valid), vwriter.i.eq(vst.o), vwriter.esize.eq(mac_esize),
         ]
         # one command at a time: at most one writer stores in a clock
         vector_writes = vwriter.sram.en.any()

@@ -40,7 +40,10 @@ class VectorWriter(wiring.Component):
         by_size = {1: Cat(*(results[i][:8] for i in range(R))),
                    2: Cat(*(results[i][:16] for i in range(R))),
                    4: Cat(*(results[i][:32] for i in range(R)))}
-        m.d.comb += packed.eq(Mux(self.esize == 1, by_size[1], Mux(self.esize == 2, by_size[2], by_size[4])))
+        # any other element size stores zeros: nothing legal reaches here with one, and a wrong
+        # size decode upstream must show in the bytes
+        m.d.comb += packed.eq(Mux(self.esize == 1, by_size[1], Mux(self.esize == 2, by_size[2],
+                                                                   Mux(self.esize == 4, by_size[4], 0))))
         offset = Signal(range(W), name="offset")
         m.d.comb += offset.eq(self.i.side.addr[:lg_w] if lg_w else 0)
         mask = Signal(4 * R, name="mask")

@@ -203,7 +203,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        r"\? 8'h03 :", r"? 8'h01 :"),
     _m("output_control", "mac_int32_written_as_int48",
        "the writer stores a MAC's int32 results as 8-byte elements (overwriting the next one)",
-       rf"(assign {_N}  = {_N}  \? )4'h4( : {_N} ;\n  assign {_N}  = {_N}  \? 4'h8 : )", r"\g<1>4'h8\g<2>"),
+       rf"(assign {_N}  = {_N}  \? )4'h4( : {_N} ;\n  assign mac_esize = {_N}  \? 4'h8 : )", r"\g<1>4'h8\g<2>"),
     # ---- the MAC's vector writer (a pixel's lanes per clock) ----
     _m("vector_writer", "int8_packed_as_int16",
        "int8 results are packed two bytes apart, as int16 ones (the element-size decode is wrong)",
