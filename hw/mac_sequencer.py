@@ -26,11 +26,11 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import LutMode, OutMode, Status
+from firmware_model.arch.isa import OutMode, Status
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.checks import MAC_RTL_GAPS, MAC_RULES
-from firmware_model.arch.cycle_model import MAC_OUTPUT_DRAIN, MAC_VECTOR_DRAIN
+from firmware_model.arch.cycle_model import MAC_OUTPUT_DRAIN, MAC_VECTOR_DRAIN, uses_vector_output
 from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.mac_array import MacArray
 from hw.register_file import REGISTER_FILE
@@ -331,7 +331,7 @@ class MacSequencer(wiring.Component):
                     n_ocb.eq((regs.ofm_c + (R - 1)) >> lg_r),
                     rescale_on.eq((regs.out_mode & OutMode.RESCALE) != 0),
                     # a table or an 8-byte element takes the shared scalar stage (vector_output_stage.py)
-                    vec_out.eq((regs.lut_mode == LutMode.OFF) & (regs.ofm_dtype != DType.INT48)),
+                    vec_out.eq(uses_vector_output(regs.ofm_dtype, regs.lut_mode)),
                     esize.eq(Mux(regs.ofm_dtype == DType.INT8, 1, Mux(regs.ofm_dtype == DType.INT16, 2,
                                  Mux(regs.ofm_dtype == DType.INT48, 8, 4)))),
                     status.eq(Status.OK),

@@ -38,7 +38,8 @@ from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
 from firmware_model.golden.mac_unit import lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import dma_busy_cycles, mac_block_cycles, mac_vector_cycles
+from firmware_model.arch.cycle_model import (dma_busy_cycles, element_write_clocks, mac_command_cycles,
+                                             mac_vector_cycles, uses_vector_output)
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -209,12 +210,14 @@ class NpuConv(NpuOperation):
         n_ocb = ceil_div(tc, R)
         steps = kh * kw * (1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)))
         pixels = th * tw
-        if self.stage.table is None and self.out_dtype != DType.INT48:
-            # pixels start on words (the output pixel stride is a whole number of words)
+        if uses_vector_output(self.out_dtype, self.stage.lut_mode):
+            # pixels start on words (the output pixel stride is a whole number of words): the
+            # formula's word count without mac_command_cycles' per-pixel addresses
             mac = mac_vector_cycles(cfg, pixels, steps,
                                     [pixels * ceil_div(min(R, tc - b * R) * esize, W) for b in range(n_ocb)])
         else:
-            mac = 3 + n_ocb * (mac_block_cycles(cfg, pixels, steps) + pixels + 9) + pixels * tc * ceil_div(esize, W)
+            mac = mac_command_cycles(cfg, ofm_h=th, ofm_w=tw, ofm_c=tc, kernel_h=kh, kernel_w=kw,
+                                     ifm_cblocks=steps // (kh * kw), write_clocks=element_write_clocks(cfg, esize))
 
         pix = g.in_bytes // (g.in_h * g.in_w)
         row_bytes = self.in_shape[3] * self.ifm_dtype.size_bytes

@@ -200,10 +200,11 @@ def vector_write_words(word_bytes: int, addr, nbytes: int):
     return (np.asarray(addr, dtype=np.int64) % word_bytes + nbytes + word_bytes - 1) // word_bytes
 
 
-def uses_vector_output(ofm_dtype: int, lut_mode: int) -> bool:
+def uses_vector_output(ofm_dtype, lut_mode):
     """Whether a MAC command stores through the vector path: not with a table (one LUT read port)
-    nor an 8-byte int48 element (hw/mac_sequencer.py decides the same at SETUP)."""
-    return lut_mode == LutMode.OFF and ofm_dtype != DType.INT48
+    nor an 8-byte int48 element. Written with `&` so that it holds for register values (a bool)
+    and for Amaranth values alike: hw/mac_sequencer.py elaborates this same function at SETUP."""
+    return (lut_mode == LutMode.OFF) & (ofm_dtype != DType.INT48)
 
 
 def element_write_clocks(cfg: NpuConfig, element_bytes: int) -> int:
