@@ -17,8 +17,7 @@ so a run costs, per SRAM word it touches, ceil(bytes in that word / bandwidth) b
 (firmware_model.arch.cycle_model.dma_beats). The external-memory side is byte-addressed: the
 port reads or writes `bandwidth` bytes at any byte address (the simulated external memory in
 sim/rtl/sim_top.py serves unaligned windows). SRAM words are `mac.cols` bytes (input, weight,
-output, variable), 11 bytes (a parameter record) or 2 bytes (a LUT entry); writes carry byte
-enables.
+output, variable, LUT) or 11 bytes (a parameter record); writes carry byte enables.
 
 Schedule of one transfer (cycle_model.dma_busy_cycles): popped from the queue in a clock the
 engine is IDLE; `ext.latency` clocks of LATENCY (none for FILL); one clock per beat (BEATS: the
@@ -68,7 +67,8 @@ SRAMS = (Sram.INPUT, Sram.WEIGHT, Sram.PARAM, Sram.OUTPUT, Sram.VARIABLE, Sram.L
 
 def sram_depth(cfg: NpuConfig, sram: Sram) -> int:
     return {Sram.INPUT: cfg.input_words, Sram.WEIGHT: cfg.weight_words, Sram.PARAM: cfg.param_records,
-            Sram.OUTPUT: cfg.output_words, Sram.VARIABLE: cfg.variable_words, Sram.LUT: cfg.lut_entries}[sram]
+            Sram.OUTPUT: cfg.output_words, Sram.VARIABLE: cfg.variable_words,
+            Sram.LUT: cfg.lut_sram // sram_word_bytes(cfg, Sram.LUT)}[sram]
 
 
 def bits_for(n: int) -> int:

@@ -26,6 +26,7 @@ from hw.clock_gate import add_gated_domain
 from hw.command_processor import CommandProcessor
 from hw.dma_engine import DmaEngine, ext_port_signature
 from hw.layouts import COMMAND_WORD_LAYOUT, PARAM_RECORD_LAYOUT
+from hw.lut_engine import lut_word_entries
 from hw.eltwise_sequencer import EltwiseSequencer
 from hw.mac_sequencer import MacSequencer
 from hw.pool_sequencer import PoolSequencer
@@ -89,7 +90,8 @@ class NpuCore(wiring.Component):
         # one output stage (rescale, clamp, LUT engine: it holds the LUT SRAM) and one writer, shared
         # by the compute units: one command runs at a time
         m.submodules.output_stage = ost = DomainRenamer({"sync": "out"})(OutputStage(
-            cfg.lut_entries, fault=self.fault if self.fault == "rescale_rounding" else None))
+            cfg.lut_entries, fault=self.fault if self.fault == "rescale_rounding" else None,
+            lut_word_entries=lut_word_entries(cfg)))
         m.submodules.output_writer = writer = DomainRenamer({"sync": "out"})(OutputWriter(W, cfg.output_words))
         # the MAC's vector output path: a pixel's lanes per clock (no table, no int48)
         m.submodules.vector_output_stage = vst = DomainRenamer({"sync": "out"})(VectorOutputStage(
@@ -211,7 +213,7 @@ class NpuCore(wiring.Component):
                      o_wr.data.eq(Mux(vector_writes, vwriter.sram.data, writer.sram.data)),
                      o_wr.en.eq(vwriter.sram.en | writer.sram.en)]
 
-        # the LUT SRAM: DMA beats (2-byte entries) become the LUT engine's writes
+        # the LUT SRAM: the DMA's word writes (mac.cols bytes) are the LUT engine's writes
         lp = dma.lut
         m.d.comb += [ost.w.valid.eq(lp.wen != 0), ost.w.payload.addr.eq(lp.waddr),
                      ost.w.payload.data.eq(lp.wdata), ost.w.payload.en.eq(lp.wen), lp.rdata.eq(0)]

@@ -44,6 +44,7 @@ from hw.dma_engine import bits_for
 from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.lut_engine import LATENCY as LUT_LATENCY
 from hw.lut_engine import LutEngine, address_bits
+from hw.lut_engine import write_layout as lut_engine_write_layout
 from hw.rescale_unit import DTYPE_BITS, ZP_BITS, RescaleUnit
 from hw.register_map import FromConst, FromReg
 from hw.rescale_unit import LATENCY as RESCALE_LATENCY
@@ -74,10 +75,11 @@ def out_config_layout(lut_entries: int) -> data.StructLayout:
     })
 
 
-def lut_write_layout(lut_entries: int) -> data.StructLayout:
-    """A LUT SRAM write: entry address, 16-bit entry (the LUT engine's `w` payload; wiring.connect
-    refuses the two if they ever differ)."""
-    return data.StructLayout({"addr": unsigned(address_bits(lut_entries)), "data": unsigned(16), "en": unsigned(2)})
+def lut_write_layout(lut_entries: int, word_entries: int = 1) -> data.StructLayout:
+    """A LUT SRAM write: word address, `word_entries` 16-bit entries, byte enables (the LUT
+    engine's `w` payload, hw/lut_engine.write_layout; wiring.connect refuses the two if they ever
+    differ)."""
+    return lut_engine_write_layout(lut_entries, word_entries)
 
 
 # Where each `cfg` field comes from (hw/register_map.py): the output-stage registers of docs/isa.md.
@@ -122,13 +124,15 @@ def vector_sequencer_ports(cfg, **sram_ports) -> dict:
 
 
 class OutputStage(wiring.Component):
-    """`lut_entries`: the LUT SRAM's size in 16-bit entries (cfg.lut_entries)."""
+    """`lut_entries`: the LUT SRAM's size in 16-bit entries (cfg.lut_entries); `lut_word_entries`:
+    entries per LUT write (hw/lut_engine.py: the core writes a DMA word, lut_word_entries(cfg))."""
 
-    def __init__(self, lut_entries: int = 2048, fault=None):
+    def __init__(self, lut_entries: int = 2048, fault=None, lut_word_entries: int = 1):
         self.lut_entries = lut_entries
+        self.lut_word_entries = lut_word_entries
         self.fault = fault          # a rescale-unit fault (hw/rescale_unit.py) for the core's self-check
         self.config_layout = out_config_layout(lut_entries)
-        self.write_layout = lut_write_layout(lut_entries)
+        self.write_layout = lut_write_layout(lut_entries, lut_word_entries)
         self.out_layout = OUT_LAYOUT
         super().__init__({
             "w": In(stream.Signature(self.write_layout)),
@@ -140,7 +144,7 @@ class OutputStage(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.rescale = rsu = RescaleUnit(fault=self.fault)
-        m.submodules.lut = lut = LutEngine(self.lut_entries)
+        m.submodules.lut = lut = LutEngine(self.lut_entries, self.lut_word_entries)
         cfg, p = self.cfg, self.i.payload
 
         # ---- RESCALE: the rescale unit, read as an int48 with no input zero point ----

@@ -75,7 +75,7 @@ def sram_buffers(cfg: NpuConfig, sram: Sram, count: int) -> list[int]:
     else:
         size = {Sram.INPUT: cfg.input_sram, Sram.WEIGHT: cfg.weight_sram, Sram.OUTPUT: cfg.output_sram,
                 Sram.VARIABLE: cfg.variable_sram, Sram.LUT: cfg.lut_entries}[sram]
-        unit = 1 if sram == Sram.LUT else cfg.word_bytes
+        unit = cfg.word_bytes // 2 if sram == Sram.LUT else cfg.word_bytes   # LUT: entries of a word
     part = (size // count) // unit * unit
     return [k * part for k in range(count)]
 

@@ -254,9 +254,12 @@ def validate(cfg: NpuConfig) -> None:
     if cfg.output_sram < cfg.mac_rows * 8:
         bad("output_sram", f"smaller than one output pixel of {cfg.mac_rows} int48 channels "
                            f"({cfg.mac_rows * 8} bytes): no tile fits")
-    if cfg.lut_sram < INT16_TABLE_ENTRIES * LUT_ENTRY_BYTES or cfg.lut_sram % LUT_ENTRY_BYTES:
+    if cfg.lut_sram < INT16_TABLE_ENTRIES * LUT_ENTRY_BYTES:
         bad("lut_sram", f"must hold one int16 table ({INT16_TABLE_ENTRIES} entries x "
                         f"{LUT_ENTRY_BYTES} bytes = {INT16_TABLE_ENTRIES * LUT_ENTRY_BYTES} bytes)")
+    if cfg.lut_sram % w:
+        bad("lut_sram", f"must be a multiple of the {w}-byte word (mac.cols): the DMA writes the "
+                        "LUT SRAM a word at a time")
     if cfg.ext_size < (1 << 16):
         bad("ext_size", "external memory must be at least 64 KiB")
     if cfg.ext_size > (1 << 32):

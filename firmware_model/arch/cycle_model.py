@@ -33,11 +33,10 @@ LUT_ENTRY_BYTES = 2
 
 def sram_word_bytes(cfg: NpuConfig, sram: Sram) -> int:
     """Bytes of one word of an SRAM as the DMA writes it: a MAC-array word (input, weight, output,
-    variable), a parameter record, a LUT entry."""
+    variable, and the LUT SRAM's mac.cols / 2 entries: a table loads at the external bandwidth),
+    a parameter record."""
     if sram == _PARAM:
         return PARAM_RECORD_BYTES
-    if sram == _LUT:
-        return LUT_ENTRY_BYTES
     return cfg.word_bytes
 
 

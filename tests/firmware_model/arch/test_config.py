@@ -46,6 +46,7 @@ def variant(tmp_path, section: str, key: str, value) -> str:
     ("sram", "input", 4, ["sram.input", "multiple"]),
     ("sram", "accumulator", 10, ["sram.accumulator", "accumulator word"]),
     ("sram", "lut", 512, ["sram.lut", "int16 table"]),
+    ("sram", "lut", 1030, ["sram.lut", "multiple of the 8-byte word"]),
     ("sram", "output", 16, ["sram.output", "output pixel"]),
     ("mac", "rows", 3, ["mac.rows", "power of two"]),
     ("mac", "cols", 2, ["mac.cols", "at least 4"]),
