@@ -45,7 +45,8 @@ from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
 from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, elements_range, load_elements,
-                                                load_records, records_range, run_range, stage_plan, store_run)
+                                                load_records, prepare_output_stage, records_range, run_range,
+                                                stage_plan, store_run)
 from firmware_model.arch.cycle_model import element_write_clocks, eltwise_command_cycles
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -265,8 +266,8 @@ def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPla
     records = None
     if "param" in regions:
         records = (regions["param"], np.arange(count) % max(1, r.elt_channels))
-    stage_regs = {int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}
-    out_rng, ofm_dtype, stage_plan_ = regions["output"], plan.ofm_dtype, plan.stage
+    out_stage = prepare_output_stage({int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}, plan.stage, "ELTWISE")
+    out_rng, ofm_dtype = regions["output"], plan.ofm_dtype
     shape = (count,)
 
     def run(mem: Memories, probe=None) -> None:
@@ -285,7 +286,6 @@ def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPla
         if records is not None:
             m, s = load_records(mem, records[0])
             multiplier, shift = m[records[1]], s[records[1]]
-        out, _ = apply_output_stage(mem, stage_regs, value, multiplier, shift, unit="ELTWISE", probe=probe,
-                                    plan=stage_plan_)
+        out = out_stage(mem, value, multiplier, shift, probe)
         store_run(mem, out_rng, out, ofm_dtype)
     return run

@@ -267,12 +267,55 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
                      out_bytes=plan.out_bytes, plan=plan)
 
 
+# apply_scale_32's operands and the bias of each parameter block a prepared MAC reads, by the
+# block's bytes (a layer's tiles read the same records at every invocation).
+_RECORD_OPERANDS: dict[tuple, tuple] = {}
+_RECORD_OPERANDS_MAX = 4096
+
+
+def record_operands(raw: np.ndarray, ifm_dtype: DType, stage) -> tuple:
+    """The parameter records `raw` (bytes) as a prepared MAC uses them: (bias, multiplier, shift,
+    scale32 operands or None), the bias already wrapped to int32 for int8 inputs (the
+    finish_accumulator term wrap32(bias)). Kept by the bytes; the arrays are read-only."""
+    scale32 = stage is not None and stage.rescale and stage.scale32
+    key = (raw.tobytes(), ifm_dtype == DType.INT16, scale32 and stage.double_round, scale32)
+    hit = _RECORD_OPERANDS.get(key)
+    if hit is None:
+        from firmware_model.golden.output_stage import scale32_operands
+
+        bias, multiplier, shift = decode_param_records(raw)
+        if ifm_dtype != DType.INT16:
+            bias = wrap(bias, 32)
+        ops = scale32_operands(multiplier, shift, stage.double_round) if scale32 else None
+        hit = (bias, multiplier, shift, ops)
+        for a in (bias, *(() if ops is None else (ops.multiplier, ops.shift, ops.round))):
+            a.flags.writeable = False
+        if len(_RECORD_OPERANDS) >= _RECORD_OPERANDS_MAX:
+            _RECORD_OPERANDS.clear()
+        _RECORD_OPERANDS[key] = hit
+    return hit
+
+
+def accumulator_bound(k: int, ifm_dtype: DType, ifm_zp: int, wgt_zp: int) -> int:
+    """An upper bound of |sum of k products (x - IFM_ZP) * (w - WGT_ZP)| over every input and
+    weight element of the types: what proves a wrap of the exact sum changes nothing."""
+    lo, hi = (DType.INT16.min, DType.INT16.max) if ifm_dtype == DType.INT16 else (DType.INT8.min, DType.INT8.max)
+    x = max(abs(lo - ifm_zp), abs(hi - ifm_zp))
+    w = max(abs(DType.INT8.min - wgt_zp), abs(DType.INT8.max - wgt_zp))
+    return k * x * w
+
+
 def prepare_mac(cfg: NpuConfig, regs: dict[int, int], mode: int, plan: MacPlan):
     """execute_mac with its registers decoded once (the golden model's decoded program,
     decoded.py): a function of (memories, probe) that computes and stores what execute_mac does,
-    the same arithmetic with the shapes, strides, zero points and ranges bound beforehand. Equal
-    to execute_mac (tests/firmware_model/golden/test_decoded.py)."""
+    the same arithmetic with the shapes, strides, zero points and ranges bound beforehand, the
+    output stage prepared (output_stage.prepare_output_stage) and each parameter block's operands
+    kept (record_operands). Where the accumulator's sums provably fit (accumulator_bound), the
+    wraps that cannot change them are left out: accumulate's to 48 bits, and for int8 inputs
+    finish_accumulator's wrap32 of the sum (bias is wrapped with its record). Equal to
+    execute_mac (tests/firmware_model/golden/test_decoded.py)."""
     from firmware_model.arch.isa import OUTPUT_STAGE_REGS
+    from firmware_model.golden.output_stage import prepare_output_stage
 
     R, L = cfg.mac_rows, cfg.mac_cols
     r = Registers(regs)
@@ -292,7 +335,13 @@ def prepare_mac(cfg: NpuConfig, regs: dict[int, int], mode: int, plan: MacPlan):
     wa, wb = plan.region.weight
     w_shape, w_out, wgt_zp = (n_ocb, kh * kw * cb, R, L), (kh * kw * cb * lanes, n_ocb * R), r.wgt_zp
     pa, pb = plan.region.param
-    stage_regs = {int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}
+    stage_plan_ = plan.stage
+    stage = None if stage_plan_ is None else prepare_output_stage(
+        {int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}, stage_plan_, "MAC")
+    int16 = ifm_dtype == DType.INT16
+    bound = accumulator_bound(x_shape[1], ifm_dtype, ifm_zp, wgt_zp)
+    acc_wraps = bound >= 1 << (ACC_BITS - 1)            # else accumulate(0, sums) = sums
+    acc32_wraps = bound >= 1 << 31                      # else wrap32(acc) = acc (int8 inputs)
     out_dtype = f"<i{esize}"
     dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
     dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
@@ -306,16 +355,16 @@ def prepare_mac(cfg: NpuConfig, regs: dict[int, int], mode: int, plan: MacPlan):
         w = w_rows[..., :lanes].view(np.int8).astype(np.float64)
         w = w.transpose(1, 3, 0, 2).reshape(w_out)
         w -= wgt_zp
-        acc = accumulate(0, exact_dot(x, w))[:, :oc]
-        bias, multiplier, shift = decode_param_records(mem.sram[Sram.PARAM][pa:pb])
-        value = finish_accumulator(acc, bias, ifm_dtype)
-        if plan.stage is None:
-            out = value
-        else:
-            from firmware_model.golden.output_stage import apply_output_stage
-
-            out, _ = apply_output_stage(mem, stage_regs, value, multiplier, shift, unit="MAC", probe=probe,
-                                        plan=plan.stage)
+        acc = exact_dot(x, w)
+        if acc_wraps:
+            acc = accumulate(0, acc)
+        acc = acc[:, :oc]
+        bias, multiplier, shift, ops = record_operands(mem.sram[Sram.PARAM][pa:pb], ifm_dtype, stage_plan_)
+        if int16:
+            value = finish_accumulator(acc, bias, ifm_dtype)
+        else:                                           # finish_accumulator, bias wrapped beforehand
+            value = wrap((wrap(acc, 32) if acc32_wraps else acc) + bias, 32)
+        out = value if stage is None else stage(mem, value, multiplier, shift, probe, ops)
         raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(out_dtype)).view(np.uint8)
         dst = np.ndarray(dst_shape, np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=dst_offset, strides=dst_strides)
         dst[...] = raw.reshape(dst_shape)

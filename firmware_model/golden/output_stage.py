@@ -239,3 +239,91 @@ def apply_output_stage(mem: Memories, regs: dict[int, int], value: np.ndarray, m
                 probe("lut", value)
             value = numerics.apply_lookup_s(table, value, require=False).astype(np.int64)
     return value, lut_range
+
+
+# ---- The stage prepared once per command (issue 16) -------------------------------------------
+# apply_output_stage is the spec's reading: rescale_operands, then numerics.rescale_values
+# (apply_scale_32 / apply_scale_16, apply_add_s of the output zero point, the saturation), the
+# clamp and the table, each primitive on its own. A decoded program (decoded.py) runs the same
+# command thousands of times with the same registers, and a layer's tiles read the same
+# parameter records again and again, so `prepare_output_stage` binds the registers once and
+# `scale32_operands` derives apply_scale_32's per-channel operands once per parameter block.
+# The arithmetic is the primitives' own int64 expressions; where two of them are fused the
+# equality is stated beside it. tests/firmware_model/golden/test_output_stage_prepared.py checks
+# the prepared stage against apply_output_stage on random and edge registers and values.
+
+@dataclass(frozen=True, slots=True)
+class Scale32Operands:
+    """apply_scale_32's operands (require=False) for per-channel multiplier/shift arrays, as the
+    datapath takes them (mac_unit.rescale_operands: a 31-bit multiplier; apply_output_stage: the
+    shift's low 6 bits)."""
+    multiplier: np.ndarray      # multiplier & 0x7FFFFFFF
+    shift: np.ndarray           # shift & 63
+    round: np.ndarray           # 1 << (shift - 1); 0 where shift is 0 (no rounding bit)
+    double: np.ndarray | None   # DOUBLE_ROUND: 1 << 30 where shift > 31, else 0; None without it
+
+
+def scale32_operands(multiplier, shift, double_round: bool) -> Scale32Operands:
+    """apply_scale_32's per-channel operands from a parameter block's multiplier and shift
+    (numerics.apply_scale_32 with require=False computes the same round_ per element)."""
+    m = np.asarray(multiplier, dtype=np.int64) & 0x7FFFFFFF
+    s = np.asarray(shift, dtype=np.int64) & 63
+    round_ = np.where(s >= 1, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+    double = np.where(s > 31, np.int64(1 << 30), np.int64(0)) if double_round else None
+    return Scale32Operands(m, s, round_, double)
+
+
+def apply_scale_32_unwrapped(value: np.ndarray, ops: Scale32Operands) -> np.ndarray:
+    """numerics.apply_scale_32(value, multiplier, shift, double_round, require=False) before its
+    final wrap to int32: (value * multiplier + round) >> shift in int64, the double-round term
+    +/- (1 << 30) towards the sign of value. `value`: int64 holding int32 values."""
+    round_ = ops.round
+    if ops.double is not None:
+        round_ = round_ + np.where(value >= 0, ops.double, -ops.double)
+    return (value * ops.multiplier + round_) >> ops.shift
+
+
+def prepare_output_stage(regs: dict[int, int], plan: StagePlan, unit: str):
+    """apply_output_stage(mem, regs, value, multiplier, shift, unit=unit, probe, plan=plan) with the
+    registers bound: a function stage(mem, value, multiplier, shift, probe, scale32_ops=None) ->
+    the values to store (int64). `scale32_ops`: the scale32_operands of (multiplier, shift) made
+    beforehand (a caller that reads the same records again keeps them); made here when None."""
+    r = Registers(regs)
+    ofm_zp, clamp_min, clamp_max = np.int64(r.ofm_zp), np.int64(r.clamp_min), np.int64(r.clamp_max)
+    rescale, scale32, double_round = plan.rescale, plan.scale32, plan.double_round
+    if rescale:
+        rdt = plan.rescale_dtype
+        lo, hi = (0, rdt.umax) if plan.unsigned_out else (rdt.min, rdt.max)
+        lo, hi = np.int64(lo), np.int64(hi)
+    lut_range, lut_mode = plan.lut_range, plan.lut_mode
+
+    def stage(mem: Memories, value: np.ndarray, multiplier=None, shift=None, probe=None,
+              scale32_ops: Scale32Operands | None = None) -> np.ndarray:
+        value = np.asarray(value, dtype=np.int64)
+        if rescale:
+            if probe is not None:
+                probe("stage", value, multiplier, shift)
+            if scale32:
+                if scale32_ops is None:
+                    scale32_ops = scale32_operands(multiplier, shift, double_round)
+                v = wrap(value, 32)                                     # rescale_operands (int32 value)
+                # apply_add_s(wrap32(x), zp, INT32) = wrap32(wrap32(x) + zp) = wrap32(x + zp):
+                # both wraps reduce modulo 2^32 and x + zp stays far inside int64.
+                value = wrap(apply_scale_32_unwrapped(v, scale32_ops) + ofm_zp, 32)
+            else:
+                v, m = mac_unit.rescale_operands(value, multiplier, False)
+                value = numerics.apply_scale_16(v, m, np.asarray(shift, dtype=np.int64) & 63,
+                                                require=False).astype(np.int64)
+                value = numerics.apply_add_s(value, ofm_zp, DType.INT32, require=False)
+            value = np.minimum(np.maximum(value, lo), hi)               # apply_clip_s / apply_clip_u
+        value = np.minimum(np.maximum(value, clamp_min), clamp_max)     # apply_clip_s(CLAMP_MIN, CLAMP_MAX)
+        if lut_range is not None:
+            table = mem.sram[Sram.LUT][lut_range[0]:lut_range[1]].view("<i2").astype(np.int64)
+            if lut_mode == LutMode.INT8:
+                value = table[(value + 128) & 0xFF]
+            else:
+                if probe is not None:
+                    probe("lut", value)
+                value = numerics.apply_lookup_s(table, value, require=False).astype(np.int64)
+        return value
+    return stage
