@@ -29,6 +29,7 @@ invocation leaves the session (and a state file saved from it) as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from types import MappingProxyType
 from typing import Mapping
 
@@ -137,6 +138,7 @@ class _OpPlan:
 
 _STORAGE = {t: t.storage for t in DType if t.has_storage}
 _INT48 = DType.INT48
+_SHAPE = DType.SHAPE
 # bytes per element of each type with storage (the size check takes 1 for the others: a lower bound)
 _ITEMSIZE = {t: t.storage.itemsize for t in DType if t.has_storage}
 
@@ -175,17 +177,18 @@ class Interpreter:
         self.block: Block = graph.main
         self.source = graph.source
         self.invocations = 0
-        variable_tensors = self._check_tensors()
+        variable_tensors = self._check_tensors()        # also the main block's specs (self._specs)
         self._variables = self._collect_variables(variable_tensors)
         self._state: dict[str, _VarState] = {}
         # Variables with a VARIABLE op are declared there; the others at the start of a run.
-        declared_by_op = set()
         if self._variables:
+            declared_by_op = set()
             for op in self.block.operators:
                 if op.op == "VARIABLE":
                     declared_by_op.add(self._variable_of(op, len(declared_by_op)).uid)
-        self._implicit = [v for v in self._variables.values() if v.uid not in declared_by_op]
-        self._specs = {name: TensorSpec(tuple(t.shape), t.dtype) for name, t in self.block.tensors.items()}
+            self._implicit = [v for v in self._variables.values() if v.uid not in declared_by_op]
+        else:
+            self._implicit = ()
         # Ops whose value does not depend on the invocation: CONST/CONST_SHAPE and ops fed only by
         # them (e.g. a RESHAPE of weights). Kernels are pure, so their outputs from a successful
         # invocation are reused by later ones (that one checked their rules). Found when a
@@ -201,29 +204,31 @@ class Interpreter:
     def _check_tensors(self) -> list[tuple[Block, list]]:
         """The graph's declared tensors, looked at once: the inputs, outputs and variables must
         hold integer-profile values (said first, before a run tries to store one), and no tensor
-        nor all of them together may be too large to hold (refused before any allocation).
+        nor all of them together may be too large to hold (refused before any allocation). The
+        same pass makes the main block's tensor specs (self._specs).
         Returns each block's variable tensors, in the graph's order."""
         limit = limits.tensor_limit()
         total = 0
         too_large = None
         variables = []
-        for b in self.graph.blocks():
-            found = []
-            for t in b.tensors.values():
-                itemsize = size = _ITEMSIZE.get(t.dtype, 1)
-                for d in t.shape:               # limits.tensor_bytes, inline: 0 for an unknown dim
-                    if d < 0:
-                        size = 0
-                        break
-                    size *= d
-                if type(size) is not int:       # numpy dimensions: in Python integers (no overflow)
-                    size = limits.tensor_bytes(t.shape, itemsize)
-                if size > limit and too_large is None:
-                    too_large = (t, itemsize)
-                total += size
-                if t.is_variable:
-                    found.append(t)
-            variables.append((b, found))
+        main = self.block
+        for b in [b for r in self.graph.regions for b in r.blocks]:      # Graph.blocks()
+            tensors = b.tensors
+            if b is main:
+                self._specs = {name: TensorSpec(tuple(t.shape), t.dtype) for name, t in tensors.items()}
+            # limits.tensor_bytes of each: 0 for an unknown dimension; numpy dimensions (whose
+            # product may wrap) again in Python integers
+            sizes = [_ITEMSIZE.get(t.dtype, 1) * prod(t.shape) if min(t.shape, default=0) >= 0 else 0
+                     for t in tensors.values()]
+            subtotal = sum(sizes)
+            if type(subtotal) is not int:       # a numpy size among them
+                sizes = [limits.tensor_bytes(t.shape, _ITEMSIZE.get(t.dtype, 1)) for t in tensors.values()]
+                subtotal = sum(sizes)
+            if too_large is None and sizes and max(sizes) > limit:
+                t = next(t for t, n in zip(tensors.values(), sizes) if n > limit)
+                too_large = (t, _ITEMSIZE.get(t.dtype, 1))
+            total += subtotal
+            variables.append((b, [t for t in tensors.values() if t.is_variable]))
         self._check_storable(variables)
         if too_large is not None:
             t, itemsize = too_large
@@ -445,16 +450,24 @@ class Interpreter:
         else:
             # Every op runs; a CONST / CONST_SHAPE with the usual operands and data only stores
             # its data, as its planned execution would (_usual_constant).
-            tensors = self.block.tensors
+            tensors, specs, uid_of = self.block.tensors, self._specs, self._uid_of_tensor
             for idx, op in enumerate(self.block.operators):
                 name = op.op
-                if (name != "CONST" and name != "CONST_SHAPE") or not self._usual_constant(op):
+                if name != "CONST" and name != "CONST_SHAPE":
                     execute(idx, op, env, work, seen)
                     continue
-                tname = op.outputs[0]
+                # _usual_constant, inline
+                outs = op.outputs
+                tname = outs[0] if len(outs) == 1 and not op.inputs else None
+                spec = specs.get(tname)
+                value = None if spec is None or tname in uid_of else tensors[tname].data
+                if not (type(value) is np.ndarray and value.shape == spec.shape and value.dtype == _STORAGE.get(spec.dtype)
+                        and value.ndim <= MAX_RANK and (name == "CONST" or spec.dtype is _SHAPE)):
+                    execute(idx, op, env, work, seen)
+                    continue
                 if tname in env:
                     raise TosaError(name, f"output '{tname}' is written twice", self._where(idx, op))
-                env[tname] = tensors[tname].data
+                env[tname] = value
         outputs = self.graph_outputs(env)
         self._state = work
         self.invocations += 1

@@ -32,7 +32,7 @@ def tensor_limit() -> int:
     """The per-tensor limit in bytes: set_tensor_limit(), else $NPU_TENSOR_LIMIT_MIB, else 1 GiB."""
     if _limit is not None:
         return _limit
-    text = os.environ.get(ENV_VAR)
+    text = _env_text()
     if not text:
         return DEFAULT_TENSOR_LIMIT_BYTES
     try:
@@ -42,6 +42,22 @@ def tensor_limit() -> int:
     if not mib > 0:
         raise ResourceLimitError(f"${ENV_VAR}={text!r}: the limit must be positive")
     return int(mib * (1 << 20))
+
+
+# os.environ.get raises and catches a KeyError inside when the variable is unset (the usual case):
+# a microsecond per graph the interpreter runs. The mapping's own dict of encoded names and values
+# answers the same question without it (os.environ[...] = and putenv-through-os.environ keep it).
+_ENV_KEY = os.environ.encodekey(ENV_VAR) if hasattr(os.environ, "encodekey") else None
+
+
+def _env_text() -> str | None:
+    """os.environ.get(ENV_VAR)."""
+    env = os.environ
+    data = getattr(env, "_data", None)
+    if type(data) is not dict or _ENV_KEY is None:
+        return env.get(ENV_VAR)
+    raw = data.get(_ENV_KEY)
+    return None if raw is None else env.decodevalue(raw)
 
 
 def set_tensor_limit(nbytes: int | None) -> None:

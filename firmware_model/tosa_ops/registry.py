@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -31,8 +31,10 @@ from firmware_model.errors import TosaError, TosaUnpredictable, TosaUnsupported
 from firmware_model.tosa_ops.dtypes import DType
 
 
-@dataclass(frozen=True)
-class TensorSpec:
+class TensorSpec(NamedTuple):
+    """A tensor's declared shape and element type. A named tuple (immutable, compared and hashed
+    by value): the interpreter makes one per tensor of every graph it runs, and a tuple is made
+    in a third of a frozen dataclass's time."""
     shape: tuple[int, ...]
     dtype: DType
 

@@ -199,3 +199,33 @@ def test_variable_ops_form_declare_read_write():
     # without a VARIABLE op the declaration is implicit (the flatbuffer form)
     out = Interpreter(graph(ts, write_then_read[1:], ["x"], ["old"])).run({"x": i32(1, 2)})
     assert np.array_equal(out["old"], i32(1, 2))
+
+
+def test_declared_sizes_are_checked_against_the_tensor_limit(monkeypatch):
+    """Each declared tensor (Python or numpy dimensions, unknown ones counting 0) against the
+    per-tensor limit, and all of them together against GRAPH_FACTOR limits, before any op runs;
+    the limit read from $NPU_TENSOR_LIMIT_MIB as the environment holds it at that moment."""
+    from firmware_model.tosa_ops import limits
+
+    def g(shapes):
+        ts = [Tensor("x", [4], I8), Tensor("y", [4], I8)] + [Tensor(f"t{i}", s, I32) for i, s in enumerate(shapes)]
+        return graph(ts, [Operator("IDENTITY", ["x"], ["y"])], ["x"], ["y"])
+
+    x = np.arange(4, dtype=np.int8)
+    monkeypatch.delenv(limits.ENV_VAR, raising=False)
+    assert limits._env_text() is None and limits.tensor_limit() == limits.DEFAULT_TENSOR_LIMIT_BYTES
+    monkeypatch.setenv(limits.ENV_VAR, "1")                        # 1 MiB: 262144 int32 elements
+    assert limits._env_text() == "1" == __import__("os").environ.get(limits.ENV_VAR)
+    assert limits.tensor_limit() == 1 << 20
+    assert np.array_equal(Interpreter(g([[512, 512], [-1, 1 << 40]])).run({"x": x})["y"], x)
+    for shape in ([512, 513], [np.int64(512), np.int64(513)], [np.int64(1 << 31), np.int64(1 << 33)]):
+        with pytest.raises(limits.ResourceLimitError, match="tensor 't1'"):
+            Interpreter(g([[4], shape]))
+    with pytest.raises(limits.ResourceLimitError, match="together"):
+        Interpreter(g([[512, 512]] * 4 + [[1]]))
+    Interpreter(g([[512, 512]] * 3 + [[1]]))
+    monkeypatch.setenv(limits.ENV_VAR, "2")
+    Interpreter(g([[512, 513]]))
+    monkeypatch.delenv(limits.ENV_VAR)
+    assert limits._env_text() is None
+    Interpreter(g([[1024, 1024]]))
