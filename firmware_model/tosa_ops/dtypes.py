@@ -48,11 +48,10 @@ class DType(enum.IntEnum):
     @property
     def bits(self) -> int:
         """Width of the TOSA type in bits (the value range, not the storage)."""
-        if self in _INT_BITS:
-            return _INT_BITS[self]
-        if self == DType.BOOL:
-            return 1
-        raise ValueError(f"{self.name} has no integer width")
+        bits = _BITS.get(self)
+        if bits is None:
+            raise ValueError(f"{self.name} has no integer width")
+        return bits
 
     @property
     def has_storage(self) -> bool:
@@ -67,18 +66,30 @@ class DType(enum.IntEnum):
         except KeyError:
             raise UnsupportedDType(f"{self.name} is not supported by npu-bench (integer profile only)") from None
 
+    # Kernels ask these in every prepare: looked up in tables made once from `bits` (below).
     @property
     def min(self) -> int:
-        return -(1 << (self.bits - 1))
+        """-(1 << (bits - 1))"""
+        try:
+            return _MIN[self]
+        except KeyError:                # no width: `bits` says so
+            return -(1 << (self.bits - 1))
 
     @property
     def max(self) -> int:
-        return (1 << (self.bits - 1)) - 1
+        """(1 << (bits - 1)) - 1"""
+        try:
+            return _MAX[self]
+        except KeyError:                # no width: `bits` says so
+            return (1 << (self.bits - 1)) - 1
 
     @property
     def umax(self) -> int:
-        """Largest value of the unsigned reading of this type (uint8/uint16 in RESCALE)."""
-        return (1 << self.bits) - 1
+        """Largest value of the unsigned reading of this type (uint8/uint16 in RESCALE): (1 << bits) - 1."""
+        try:
+            return _UMAX[self]
+        except KeyError:                # no width: `bits` says so
+            return (1 << self.bits) - 1
 
     @property
     def size_bytes(self) -> int:
@@ -95,6 +106,12 @@ _INT_BITS = {
     DType.INT64: 64,
     DType.SHAPE: 64,
 }
+
+# bits of every type that has a width (BOOL 1), and min / max / umax made from them
+_BITS = {**_INT_BITS, DType.BOOL: 1}
+_MIN = {t: -(1 << (b - 1)) for t, b in _BITS.items()}
+_MAX = {t: (1 << (b - 1)) - 1 for t, b in _BITS.items()}
+_UMAX = {t: (1 << b) - 1 for t, b in _BITS.items()}
 
 _STORAGE = {
     DType.BOOL: np.bool_,

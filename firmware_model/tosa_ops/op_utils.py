@@ -67,6 +67,8 @@ def broadcast_shape(call: OpCall, shape1: Sequence[int], shape2: Sequence[int]) 
 def check_output_shape(call: OpCall, shape: Sequence[int], i: int = 0, rule: str | None = None) -> None:
     """ERROR_IF the declared output shape disagrees with `shape` (declared -1 dims match anything)."""
     declared = tuple(call.output_specs[i].shape)
+    if declared == tuple(shape):
+        return
     ok = len(declared) == len(shape) and all(d < 0 or d == s for d, s in zip(declared, shape))
     call.error_if(not ok, rule or (lambda: f"output shape {_fmt(declared)} != {_fmt(shape)}"))
 
@@ -103,11 +105,11 @@ def shape_operand(call: OpCall, i: int, what: str) -> list[int]:
 def scalar_operand(call: OpCall, i: int, what: str, dtype: DType | None = None) -> int:
     """A one-element tensor operand (zero point, MUL shift, PAD pad_const) as an int."""
     x = call.inputs[i]
-    if dtype is not None:
-        call.error_if(call.input_specs[i].dtype != dtype,
-                      lambda: f"{what} must be {dtype.name}, not {call.input_specs[i].dtype.name}")
+    if dtype is not None and call.input_specs[i].dtype != dtype:
+        call.error_if(True, f"{what} must be {dtype.name}, not {call.input_specs[i].dtype.name}")
     if type(x) is np.ndarray:           # the usual operand: the same checks without conversions
-        call.error_if(x.shape != (1,), lambda: f"{what} must have shape [1]")
+        if x.shape != (1,):
+            call.error_if(True, f"{what} must have shape [1]")
         return int(x[0])
     call.error_if(x is None or tuple(np.shape(x)) != (1,), lambda: f"{what} must have shape [1]")
     return int(np.asarray(x).reshape(-1)[0])

@@ -350,3 +350,20 @@ def test_apply_lookup_s_matches_reference_model():
     tl = table.tolist()
     want = [py_apply_lookup_s(tl, int(v)) for v in x]
     assert ref.outputs[0].tolist() == want == nm.apply_lookup_s(table, x).tolist()
+
+
+def test_dtype_ranges_from_their_tables():
+    """DType.bits / min / max / umax come from tables made once: every type with a width has
+    bits from _INT_BITS (BOOL 1) and the two's-complement ranges of that width; the others raise
+    ValueError, as `bits` does."""
+    from firmware_model.tosa_ops.dtypes import _INT_BITS, DType
+    widths = {**_INT_BITS, DType.BOOL: 1}
+    assert widths[DType.INT8] == 8 and widths[DType.INT48] == 48 and widths[DType.SHAPE] == 64
+    for t in DType:
+        if t in widths:
+            b = widths[t]
+            assert (t.bits, t.min, t.max, t.umax) == (b, -(1 << (b - 1)), (1 << (b - 1)) - 1, (1 << b) - 1)
+        else:
+            for prop in ("bits", "min", "max", "umax"):
+                with pytest.raises(ValueError):
+                    getattr(t, prop)

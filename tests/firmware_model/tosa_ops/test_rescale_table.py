@@ -331,3 +331,27 @@ def test_table_output_shape_mismatch_is_an_error(out_shape):
     case.outputs = [TensorSpec(out_shape, I8)]
     with pytest.raises(TosaError):
         run_op(case.op_call())
+
+
+def test_rescale_rules_are_looked_at_whenever_one_may_hold():
+    """RESCALE checks its thirteen ERROR_IFs on zero points, signedness and rounding only when
+    _rescale_rules_may_fail says one may hold: over every type pair, zero-point sample, flag and
+    rounding mode, whenever a rule holds (_check_rescale_rules raises) the guard is True."""
+    import itertools
+
+    from firmware_model.errors import TosaError
+    from firmware_model.tosa_ops import numerics, rescale_table as rt
+    from firmware_model.tosa_ops.registry import OpCall
+
+    call = OpCall("RESCALE", {}, [], [], [], "here")
+    held = 0
+    for (in_t, out_t), izp, ozp, in_u, out_u, scale32, mode in itertools.product(
+            rt.RESCALE_TYPES, (0, 1, -1, 32768), (0, 1, -1, 32768), (False, True), (False, True), (False, True),
+            (numerics.SINGLE_ROUND, numerics.DOUBLE_ROUND, numerics.INEXACT_ROUND)):
+        try:
+            rt._check_rescale_rules(call, in_t, out_t, izp, ozp, in_u, out_u, scale32, mode)
+        except TosaError:
+            held += 1
+            assert rt._rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, mode), \
+                (in_t, out_t, izp, ozp, in_u, out_u, scale32, mode)
+    assert held > 1000
