@@ -118,8 +118,7 @@ class _OpPlan:
     cacheable: bool | None = False
     candidate = None
     execute = None                          # set once the op has run with every check
-    in_storage: list = []                   # numpy dtype of each input's declared type
-    out_storage: list = []
+    dynamic: tuple = ()                     # the inputs outside `static`
     const_values: list | None = None        # CONST / CONST_SHAPE: the checked data
 
     def __init__(self, op: Operator, idx: int, source: str, kind: str):
@@ -153,6 +152,18 @@ def _kernel_info(name: str) -> tuple:
     if info is None:
         info = _KERNEL_INFO[name] = (kernel_for(name), prepare_for(name))
     return info
+
+
+_DYNAMIC: dict[tuple, tuple] = {}
+
+
+def _dynamic_inputs(static: frozenset, n: int) -> tuple:
+    """The indices of n inputs that are not in `static` (one answer per split op kind and arity)."""
+    key = (static, n)
+    found = _DYNAMIC.get(key)
+    if found is None:
+        found = _DYNAMIC[key] = tuple(i for i in range(n) if i not in static)
+    return found
 
 
 def _where_text(source: str, idx: int, op: Operator) -> str:
@@ -369,28 +380,30 @@ class Interpreter:
 
     def _bind_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = {}
-        expected = list(self.block.inputs)
-        unknown = [n for n in inputs if n not in expected]
-        if unknown:
-            raise InterpreterError(f"{self.source}: '{unknown[0]}' is not an input of the graph "
-                                   f"(inputs: {', '.join(expected) or 'none'})")
+        expected = self.block.inputs
+        for n in inputs:
+            if n not in expected:
+                raise InterpreterError(f"{self.source}: '{n}' is not an input of the graph "
+                                       f"(inputs: {', '.join(expected) or 'none'})")
+        specs = self._specs                 # the main block's tensors' (shape, dtype)
         for name in expected:
             if name not in inputs:
                 raise InterpreterError(f"{self.source}: no value given for graph input '{name}'")
-            t = self.block.tensors.get(name)
-            if t is None:
+            spec = specs.get(name)
+            if spec is None:
                 raise TosaError("GRAPH", f"graph input '{name}' is not a tensor of the block", self.source)
             arr = inputs[name]
             if type(arr) is not np.ndarray:
                 arr = np.asarray(arr)
-            storage = _STORAGE.get(t.dtype) or t.dtype.storage     # (the latter names a type without one)
+            dtype = spec.dtype
+            storage = _STORAGE.get(dtype) or dtype.storage     # (the latter names a type without one)
             if arr.dtype != storage:
                 raise InterpreterError(f"{self.source}: input '{name}' is {arr.dtype}, the graph wants "
-                                       f"{t.dtype.name} ({storage})")
-            if arr.shape != tuple(t.shape) and not _shape_matches(t.shape, arr.shape):
+                                       f"{dtype.name} ({storage})")
+            if arr.shape != spec.shape and not _shape_matches(spec.shape, arr.shape):
                 raise InterpreterError(f"{self.source}: input '{name}' has shape {list(arr.shape)}, the graph "
-                                       f"wants {_fmt(t.shape)}")
-            if t.dtype is _INT48 and arr.size and (int(arr.min()) < t.dtype.min or int(arr.max()) > t.dtype.max):
+                                       f"wants {_fmt(spec.shape)}")
+            if dtype is _INT48 and arr.size and (int(arr.min()) < dtype.min or int(arr.max()) > dtype.max):
                 raise InterpreterError(f"{self.source}: input '{name}' has values outside the INT48 range")
             env[name] = arr
         return env
@@ -529,9 +542,14 @@ class Interpreter:
                 plan.kernel, split = _kernel_info(name)
                 if split is not None:
                     plan.prepare, plan.static = split
-                    static = plan.static
-                    plan.shapes_known = all(spec is not None and min(spec.shape, default=0) >= 0
-                                            for i, spec in enumerate(in_specs) if i not in static)
+                    plan.dynamic = dynamic = _dynamic_inputs(plan.static, len(in_specs))
+                    known = True            # every non-static input's declared shape fully known
+                    for i in dynamic:
+                        spec = in_specs[i]
+                        if spec is None or min(spec.shape, default=0) < 0:
+                            known = False
+                            break
+                    plan.shapes_known = known
                     plan.cacheable = None if self._constant_tensors is None else self._cacheable(plan)
                 # A variable changes only through a variable write, which the state machinery sees;
                 # any other op writing its tensor would be a second, unchecked way in.
@@ -547,10 +565,6 @@ class Interpreter:
                 plan.extra = {"value": self.block.tensors[op.outputs[0]].data}
                 if plan.fault is None and out_specs[0] is not None:
                     self._plan_constant(plan)
-            # numpy dtype of each operand's type (None: no tensor, or a type without storage,
-            # which the checks in _execute then name)
-            plan.in_storage = [_STORAGE.get(s.dtype) if s is not None else None for s in in_specs]
-            plan.out_storage = [_STORAGE.get(s.dtype) if s is not None else None for s in out_specs]
         self._plans[idx] = plan
         return plan
 
@@ -627,7 +641,7 @@ class Interpreter:
             raise plan.fault.with_traceback(None)
         name, where = op.op, plan.where
 
-        in_arrays, in_specs, in_storage = [], plan.in_specs, plan.in_storage
+        in_arrays, in_specs = [], plan.in_specs
         mistyped = False                    # an input whose data is not of its declared type, said below
         for i, tname in enumerate(op.inputs):
             spec = in_specs[i]
@@ -638,7 +652,7 @@ class Interpreter:
                 if tname in self._uid_of_tensor:
                     raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", where)
                 raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", where)
-            if arr.dtype != in_storage[i]:
+            if arr.dtype != _STORAGE.get(spec.dtype):   # (None for a type without storage)
                 mistyped = True
             in_arrays.append(arr)
         out_specs = plan.out_specs
@@ -648,18 +662,21 @@ class Interpreter:
             if tname in env:
                 raise TosaError(name, f"output '{tname}' is written twice", where)
         if mistyped:
-            for storage, arr, tname, spec in zip(in_storage, in_arrays, op.inputs, in_specs):
-                if arr.dtype != (storage or spec.dtype.storage):
+            for arr, tname, spec in zip(in_arrays, op.inputs, in_specs):
+                if arr.dtype != (_STORAGE.get(spec.dtype) or spec.dtype.storage):
                     raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", where)
         prepared = None
         if plan.prepare is not None:
-            static = plan.static
             # A cacheable plan is made from the static inputs alone (the others' shapes are the
             # declared ones), so it holds for every invocation; else it is made for this one. Before
             # the constants are known, a plan the declared shapes allow is made the same way (with
             # this invocation's static values it is this invocation's plan) and kept as candidate.
             reusable = plan.cacheable if plan.cacheable is not None else plan.shapes_known
-            pre_inputs = [a if i in static else None for i, a in enumerate(in_arrays)] if reusable else in_arrays
+            pre_inputs = in_arrays
+            if reusable:                    # the static inputs only
+                pre_inputs = list(in_arrays)
+                for i in plan.dynamic:
+                    pre_inputs[i] = None
             call = OpCall(name, op.attrs, pre_inputs, in_specs, out_specs, where, op.attr_kind, plan.extra)
             prepared = self._call_kernel(plan, plan.prepare, call)
             results = self._call_kernel(plan, prepared, in_arrays)
@@ -668,10 +685,10 @@ class Interpreter:
             results = self._call_kernel(plan, plan.kernel, call)
         if len(results) != len(out_specs):
             raise InterpreterError(f"{where}: the {name} kernel returned {len(results)} outputs, expected {len(out_specs)}")
-        for tname, spec, storage, arr in zip(op.outputs, out_specs, plan.out_storage, results):
+        for tname, spec, arr in zip(op.outputs, out_specs, results):
             if type(arr) is not np.ndarray:
                 arr = np.asarray(arr)
-            if arr.dtype != (storage or spec.dtype.storage):
+            if arr.dtype != (_STORAGE.get(spec.dtype) or spec.dtype.storage):
                 raise InterpreterError(f"{where}: the {name} kernel returned {arr.dtype} for '{tname}' "
                                        f"({spec.dtype.name})")
             if arr.shape != spec.shape and not _shape_matches(spec.shape, arr.shape):
