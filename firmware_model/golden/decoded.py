@@ -46,7 +46,9 @@ from firmware_model.golden.mac_unit import prepare_mac
 #   S_END     (S_END, pc, op)
 #   S_FAULT   (S_FAULT, pc, op, the exception the command raises; op None for an overrun)
 #   S_CHECK   (S_CHECK, pc, op): a command the REQUIRE monitor watches that moves no data
-S_DMA, S_FILL, S_UNIT, S_VAR, S_HOST, S_END, S_FAULT, S_CHECK = range(8)
+#   S_BATCH   (S_BATCH, pc, None, batched.Segment, index of its first step): a run of steps computed
+#             at once (batched.py), only in GoldenSteps.batched
+S_DMA, S_FILL, S_UNIT, S_VAR, S_HOST, S_END, S_FAULT, S_CHECK, S_BATCH = range(9)
 
 
 class Stored(Exception):
@@ -63,6 +65,39 @@ class GoldenSteps:
     def __init__(self, steps: list, marks: list):
         self.steps = steps
         self.marks = marks          # (pc, value) of every MARK before the stop, in order
+        self.runs = 0               # invocations that ran these steps
+        self.batched = None         # the steps with their segments (batched.py); False: none made
+
+
+def steps_to_run(plans, prepared: GoldenSteps, mem, monitor):
+    """The steps an invocation runs one by one, in order: `prepared.steps`, or from the decode's
+    batched.BATCH_AFTER-th run on, its segments (batched.py) run here in their place. A segment
+    that gives up (a REQUIRE check failed inside it: nothing written) hands its own steps and
+    every later one back to be run one by one, as is any segment reached while the monitor holds
+    a failure."""
+    from firmware_model.golden import batched
+
+    prepared.runs += 1
+    if prepared.batched is None and prepared.runs > batched.BATCH_AFTER:
+        probes = monitor.by_command if monitor is not None else {}
+        made = batched.compile_steps(plans.cfg, prepared.steps, lambda pc: id(probes.get(pc)))
+        prepared.batched = made if made is not None else False
+    steps = prepared.batched or prepared.steps
+    if steps is prepared.steps:
+        yield from steps
+        return
+    probes = monitor.by_command if monitor is not None else None
+    i = 0
+    while i < len(steps):
+        step = steps[i]
+        if step[0] == S_BATCH:
+            if (monitor is None or monitor.failure is None) and step[3].run(mem, monitor, probes):
+                i += 1
+                continue
+            steps, i = prepared.steps, step[4]      # one by one from the segment's first step
+            continue
+        yield step
+        i += 1
 
 
 def prepare(cfg, op: Opcode, regs: dict, sub: int, plan):

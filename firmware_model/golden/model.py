@@ -233,7 +233,7 @@ class GoldenModel:
         pc = -1
         through = False                 # the stopping command ran to its end
         try:
-            for step in prepared.steps:
+            for step in D.steps_to_run(plans, prepared, mem, monitor):
                 kind, pc = step[0], step[1]
                 if kind == D.S_DMA:
                     dma_transfer(cfg, mem, None, step[3], step[4], step[5])

@@ -21,7 +21,7 @@ from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import Opcode, Sram
 from firmware_model.arch.program import Program
 from firmware_model.errors import TosaUnpredictable
-from firmware_model.golden import decoded
+from firmware_model.golden import batched, decoded
 from firmware_model.golden.model import GoldenModel
 from sim.models.model_data import ModelData
 from sim.paths import MODELS_DIR
@@ -285,3 +285,112 @@ def test_prepared_units_equal_their_execute(what):
         assert same_probes(pa, pb), f"command {pc + 1}: the probe saw other values"
         checked += 1
     assert checked or what.startswith(("MAC", "POOL"))
+
+
+# --- segments: MAC tiles many at a time (batched.py) -------------------------------------------------
+@pytest.fixture
+def segments(monkeypatch):
+    """Segments made at a decode's first run and of any size; the list of what each segment's
+    run returned (True: computed and written; False: given back to the steps)."""
+    monkeypatch.setattr(batched, "BATCH_AFTER", 0)
+    monkeypatch.setattr(batched, "MIN_TILES", 1)
+    ran = []
+    run = batched.Segment.run
+
+    def counted(self, mem, monitor, probes):
+        ran.append(run(self, mem, monitor, probes))
+        return ran[-1]
+    monkeypatch.setattr(batched.Segment, "run", counted)
+    return ran
+
+
+@pytest.mark.parametrize("name,config", NETWORK_CONFIGS)
+def test_networks_in_segments(name, config, segments):
+    """Every network on every configuration with its MAC tiles run in segments: what run_steps
+    leaves, and segments did run."""
+    feeds = ModelData.of(MODELS_DIR / name / "model.tosa").all_inputs()
+    assert check_same(compiled(name, config), load_config(config), feeds) == [None] * len(feeds)
+    assert segments and all(segments)
+
+
+def test_blazeface_tiny_in_segments(monkeypatch):
+    """blazeface on tiny (28,000 MAC tiles, left out of the stepwise comparisons for time): its
+    segments leave what its decoded steps one by one leave (those equal run_steps on the other
+    networks), after two invocations."""
+    program, cfg = compiled("blazeface", "tiny"), load_config("tiny")
+    feeds = ModelData.of(MODELS_DIR / "blazeface" / "model.tosa").all_inputs()[:1] * 2
+    monkeypatch.setattr(batched, "BATCH_AFTER", 0)
+    a = GoldenModel(program, cfg)
+    got = [ended(lambda: a.invoke(f)) for f in feeds]
+    monkeypatch.setattr(batched, "BATCH_AFTER", 10 ** 9)
+    b = GoldenModel(program, cfg)
+    want = [ended(lambda: b.invoke(f)) for f in feeds]
+    assert all(same_results(g, w) for g, w in zip(got, want))
+    assert state(a) == state(b)
+    made = [s for s in next(iter(a._plans.decode({}).golden.values())).batched if s[0] == decoded.S_BATCH]
+    assert len(made) > 10
+
+
+@pytest.mark.parametrize("what", T.RANDOM)
+def test_random_programs_in_segments(what, segments):
+    cfg, program = T.random_program(what)
+    assert check_same(program, cfg, [{}, {}]) == [None, None]
+    assert all(segments) and (segments or not what.startswith("MAC"))
+
+
+@pytest.mark.parametrize("what", list(T.FAULTS_OF))
+def test_faults_in_segments(what, segments):
+    cfg, program, feeds = T.faulty_program(what)
+    ends = check_same(program, cfg, [feeds[0]] * 3)
+    assert ends[0] is not None and ends == [ends[0]] * 3
+
+
+@pytest.mark.parametrize("config", ("tiny", "default"))
+@pytest.mark.parametrize("name", [n for n in NETWORKS if n != "blazeface"])
+def test_extreme_inputs_in_segments(name, config, segments):
+    """Refused or not, both paths end alike with segments: a segment whose tiles fail a REQUIRE
+    check gives its steps back."""
+    program, cfg = compiled(name, config), load_config(config)
+    for seed in (1, 2):
+        feeds = extreme_inputs(name, seed)
+        check_same(program, cfg, feeds)
+        check_same(program, cfg, feeds, requires=False)
+
+
+@pytest.mark.parametrize("config", ("tiny", "default"))
+def test_monitor_refusals_in_segments(tmp_path, config, segments):
+    from compiler.pipeline import compile_graph
+    from compiler.tosa_io import read_tosa
+
+    cfg = load_config(config)
+    for model, good, bad in monitor_graphs(tmp_path):
+        program = compile_graph(read_tosa(model), cfg, out=io.StringIO()).program
+        ends = check_same(program, cfg, [good, bad, good, bad])
+        assert ends[0] is None and ends[1] is not None and ends[1][0] is TosaUnpredictable, (model, ends)
+
+
+@pytest.mark.parametrize("config", ("tiny", "default"))
+def test_mac_refusal_gives_the_segment_back(tmp_path, config, segments):
+    """A convolution whose output stage's REQUIRE fails on some inputs
+    (test_require_monitor.test_conv_output_stage_rescale's graph): the segment holding the failing
+    tile writes nothing and gives its steps back; good and refused invocations end as run_steps'."""
+    from compiler.pipeline import compile_graph
+    from compiler.tosa_io import read_tosa
+
+    G, I8, feed = M.G, M.I8, M.feed
+    g = G()
+    x = g.input((1, 6, 6, 3), I8)
+    rng = np.random.default_rng(8)
+    w = rng.integers(-20, 20, (4, 3, 3, 3))
+    w[0] = 1
+    out = g.rescale(g.conv(x, w, [10, -20, 30, 2000], -128, 0), [1 << 30] * 4, [12, 36, 36, 36], 0, 0, I8,
+                    per_channel=True)
+    model = g.write(tmp_path / "m.tosa", [g.clamp(out, -100, 100)])
+    good = -128 + rng.integers(0, 21, (1, 6, 6, 3))
+    bad = good.copy()
+    bad[0, 4:, 4:, :] = 127
+    cfg = load_config(config)
+    program = compile_graph(read_tosa(model), cfg, out=io.StringIO()).program
+    ends = check_same(program, cfg, [feed(g, good), feed(g, bad), feed(g, good), feed(g, bad)])
+    assert ends[0] is None and ends[1] is not None and ends[1][0] is TosaUnpredictable
+    assert True in segments and False in segments

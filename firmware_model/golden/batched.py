@@ -1,0 +1,502 @@
+"""The decoded program's MAC tiles run a segment at a time, many tiles per numpy call (issue 16).
+
+decoded.py runs a program's data steps one by one; a network tiled for a small NPU has tens of
+thousands of MAC tiles (blazeface on tiny: ~28,000, each with its DMA transfers), and each tile
+is a few dozen numpy calls on a few hundred bytes. This module turns runs of those steps into
+segments that compute the same bytes with a few numpy calls per distinct tile shape:
+
+- **where every byte comes from.** Between the start of a segment and its end, a DMA transfer or
+  a FILL only moves bytes, so each SRAM byte the segment reads is a byte the segment found (in
+  an SRAM or in external memory), a FILL value, or a byte a MAC tile of the segment computed.
+  The compile walks the steps once with a *code* per SRAM byte saying which (`_Segment`): a
+  DMA_LOAD copies codes of external memory, a DMA_STORE records the codes it writes to external
+  memory, a FILL writes a constant's code, a MAC tile reads the codes under its input, weight,
+  parameter and table bytes and writes fresh codes over its output bytes;
+- **a segment ends** where that would stop being true: before a DMA_LOAD that reads external
+  bytes a DMA_STORE of the segment wrote, before a MAC tile that reads bytes a tile of the
+  segment computed, and at every other command (ELTWISE, POOL, VAR, HOST, END, a fault), which
+  runs as decoded.py runs it;
+- **an invocation of a segment** gathers the bytes it found into one array (the values of its
+  codes), computes its MAC tiles grouped by their registers other than the addresses
+  (`_Group`: the distinct input boxes and weight blocks gathered once, one matrix product per
+  set of tiles sharing their weight blocks, one accumulator finish and one output stage for the
+  group, with execute_mac's primitives), and then writes what the steps leave: each SRAM byte
+  whose code changed and each external byte a DMA_STORE wrote (the last store of a byte wins).
+
+Equal to running the steps one by one (tests/firmware_model/golden/test_decoded.py runs every
+network, random program, fault and REQUIRE refusal both ways with segments made at once):
+
+- the memories: the segment writes nothing until its computations are done, then exactly the
+  bytes the steps leave;
+- the REQUIRE monitor: a group shows the probe the same values as its tiles would, stacked; if a
+  check fails inside a segment (or anything raises), nothing has been written and the segment's
+  steps, and every step after it, run one by one as decoded.py runs them, so the failure and
+  everything after it are run_steps';
+- what a segment cannot express is left to the steps: a decode with a fault, a transfer or tile
+  whose bytes overlap themselves, a MAC tile without an output stage (raw int48), or a segment
+  with fewer than MIN_TILES tiles (not worth the gathers).
+
+The segments are made at the decode's BATCH_AFTER-th run (its steps' runs before that are one
+by one) and kept with the decode, like its steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_model.arch.config import ACC_BITS
+from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, Opcode, Reg, Sram, decode_param_records
+from firmware_model.arch.registers import Registers
+from firmware_model.golden.mac_unit import accumulate, accumulator_bound, exact_dot, lanes_per_word
+from firmware_model.golden.memories import memory_bytes
+from firmware_model.golden.output_stage import prepare_output_stage
+from firmware_model.tosa_ops.dtypes import DType, wrap
+
+BATCH_AFTER = 1         # runs of a decode one by one before its segments are made (tests: 0)
+MIN_TILES = 4           # MAC tiles a segment needs to be run as one
+
+# A byte's code: where the value a segment holds in that byte comes from.
+SRAM0 = 256             # [0, 256): the constant byte itself (FILL); SRAM0 + _BASE[s] + a: SRAM s byte a as found
+EXT0 = 1 << 40          # EXT0 + a: external memory byte a as found
+SCR0 = 1 << 50          # SCR0 + k: byte k of the segment's computed tile outputs
+
+# Registers a MAC group's tiles may differ in (their data's addresses).
+_ADDRESS_REGS = frozenset(int(r) for r in (Reg.IFM_ADDR, Reg.WGT_ADDR, Reg.PARAM_ADDR, Reg.OFM_ADDR))
+
+
+class NotBatchable(Exception):
+    """The decode has something the segments do not express: it runs step by step."""
+
+
+def _box_positions(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> np.ndarray:
+    """The byte addresses of a DMA pattern in the order it moves them (i2, i1, i0); read-only,
+    kept by the pattern (a program repeats its patterns)."""
+    key = (base, len0, len1, len2, stride1, stride2)
+    pos = _BOXES.get(key)
+    if pos is None:
+        pos = (base + np.arange(len2, dtype=np.int64)[:, None, None] * stride2
+               + np.arange(len1, dtype=np.int64)[None, :, None] * stride1
+               + np.arange(len0, dtype=np.int64)[None, None, :]).reshape(-1)
+        # Bytes a step writes twice would need its write order: not expressed.
+        runs_apart = (len1 == 1 or stride1 >= len0) and (len2 == 1 or stride2 >= (len1 - 1) * stride1 + len0)
+        if not runs_apart and len(np.unique(pos)) != len(pos):
+            raise NotBatchable("a transfer moves a byte twice")
+        pos.flags.writeable = False
+        if len(_BOXES) >= 1 << 16:
+            _BOXES.clear()
+        _BOXES[key] = pos
+    return pos
+
+
+_BOXES: dict[tuple, np.ndarray] = {}
+
+
+def _computed(codes: np.ndarray) -> bool:
+    """Whether any of these bytes is one a tile of the segment computed."""
+    return bool(codes.size) and codes.max() >= SCR0
+
+
+class _Tile:
+    __slots__ = ("pc", "key", "x", "w", "p", "lut", "out")
+
+    def __init__(self, pc, key, x, w, p, lut, out):
+        self.pc, self.key, self.x, self.w, self.p, self.lut, self.out = pc, key, x, w, p, lut, out
+
+
+class _Segment:
+    """A run of steps being compiled: the code of each SRAM byte (copied on a first write), the
+    stores, the tiles. `sizes`/`base`: each SRAM's size and its codes' offset."""
+
+    def __init__(self, compiler, first: int):
+        self.c = compiler
+        self.first = first              # index of its first step in the decode's steps
+        self.prov: dict[Sram, np.ndarray] = {}
+        self.stores: list[tuple[np.ndarray, np.ndarray]] = []
+        self.stored: list[np.ndarray] = []
+        self.tiles: list[_Tile] = []
+        self.scratch = 0
+        self.steps = 0
+
+    def codes(self, s: Sram) -> np.ndarray:
+        p = self.prov.get(s)
+        return self.c.identity[s] if p is None else p
+
+    def writable(self, s: Sram) -> np.ndarray:
+        p = self.prov.get(s)
+        if p is None:
+            p = self.prov[s] = self.c.identity[s].copy()
+        return p
+
+    def load(self, sram: Sram, plan) -> bool:
+        """A DMA_LOAD; False when it reads external bytes the segment stored (the segment ends)."""
+        if not plan.bytes:
+            return True
+        epos = _box_positions(*plan.ext)
+        if self.stored and self.c.ext_mask[epos].any():
+            return False
+        self.writable(sram)[_box_positions(*plan.on_chip)] = EXT0 + epos
+        return True
+
+    def store(self, sram: Sram, plan) -> None:
+        if plan.bytes:
+            epos = _box_positions(*plan.ext)
+            self.stores.append((epos, self.codes(sram)[_box_positions(*plan.on_chip)]))
+            self.c.ext_mask[epos] = True
+            self.stored.append(epos)
+
+    def fill(self, sram: Sram, value: int, plan) -> None:
+        if plan.bytes:
+            self.writable(sram)[_box_positions(*plan.on_chip)] = value & 0xFF
+
+    def mac(self, pc: int, regs: dict, sub: int, plan, probe_class) -> bool:
+        """A MAC tile with an output stage; False when it reads bytes a tile of the segment
+        computed (the segment ends)."""
+        shape = self.c.mac_shape(regs, sub, plan)
+        key0, xpos, out = shape
+        x = self.codes(Sram.INPUT)[xpos]
+        w = self.codes(Sram.WEIGHT)[plan.region.weight[0]:plan.region.weight[1]]
+        p = self.codes(Sram.PARAM)[plan.region.param[0]:plan.region.param[1]]
+        lut = None
+        if plan.stage.lut_range is not None:
+            lut = self.codes(Sram.LUT)[plan.stage.lut_range[0]:plan.stage.lut_range[1]].copy()
+        # (Not reached with this ISA: the MAC never reads the output SRAM, so computed bytes reach
+        # its inputs only through a DMA_STORE and a DMA_LOAD, where `load` ends the segment. Kept
+        # so that the segment's rule stays true whatever the units read.)
+        if _computed(x) or _computed(w) or _computed(p) or (lut is not None and _computed(lut)):
+            return False
+        self.writable(Sram.OUTPUT)[out] = SCR0 + self.scratch + np.arange(len(out), dtype=np.int64)
+        key = (key0, None if lut is None else lut.tobytes(), probe_class)
+        self.tiles.append(_Tile(pc, key, x, w.copy(), p.copy(), lut, self.scratch))
+        self.scratch += len(out)
+        return True
+
+    def close(self) -> None:
+        for epos in self.stored:
+            self.c.ext_mask[epos] = False
+
+
+def _distinct_rows(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each array among the distinct ones, the distinct arrays stacked), first seen first."""
+    index: dict[bytes, int] = {}
+    ids, rows = [], []
+    for a in arrays:
+        k = a.tobytes()
+        i = index.get(k)
+        if i is None:
+            i = index[k] = len(rows)
+            rows.append(a)
+        ids.append(i)
+    return np.array(ids), np.stack(rows)
+
+
+class _Group:
+    """The MAC tiles of a segment with the same registers but addresses (and the same table and
+    REQUIRE probe): execute_mac on all of them at once."""
+
+    def __init__(self, cfg, tiles: list[_Tile], first_regs: dict, sub: int, plan, vindex, out0: int):
+        R, L = cfg.mac_rows, cfg.mac_cols
+        r = Registers(first_regs)
+        self.pc = tiles[0].pc
+        self.ifm_dtype = ifm_dtype = DType(r.ifm_dtype)
+        oh, ow, oc = plan.out_shape
+        kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
+        self.n_ocb = n_ocb = -(-oc // R)
+        self.lanes = lanes = lanes_per_word(L, ifm_dtype)
+        self.in_dtype = np.dtype(np.int8 if L // lanes == 1 else "<i2")
+        self.P, self.K, self.oc, self.R, self.L = oh * ow, kh * kw * cb * lanes, oc, R, L
+        self.kblocks = kh * kw * cb
+        self.ifm_zp, self.wgt_zp = r.ifm_zp, r.wgt_zp
+        bound = accumulator_bound(self.K, ifm_dtype, self.ifm_zp, self.wgt_zp)
+        self.acc_wraps = bound >= 1 << (ACC_BITS - 1)
+        self.acc32_wraps = bound >= 1 << 31
+        self.out_dtype = f"<i{ELEMENT_BYTES[DType(r.ofm_dtype)]}"
+        self.stage = prepare_output_stage({int(k): first_regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS},
+                                          plan.stage, "MAC")
+        self.lut_range = plan.stage.lut_range
+        self.lut = None if tiles[0].lut is None else vindex(tiles[0].lut)
+
+        x_id, xs = _distinct_rows([t.x for t in tiles])
+        w_id, ws = _distinct_rows([t.w for t in tiles])
+        self.p_id, ps = _distinct_rows([t.p for t in tiles])
+        self.x, self.w, self.p = vindex(xs), vindex(ws), vindex(ps)     # (distinct, bytes) value indices
+        # Tiles sharing an input box and tiles sharing a weight block: the input boxes with the same
+        # set of weight blocks make one matrix product (a layer's spatial tiles times its channel blocks).
+        by_x: dict[int, list[int]] = {}
+        for t, (xi, wi) in enumerate(zip(x_id, w_id)):
+            by_x.setdefault(int(xi), []).append(t)
+        parts: dict[tuple, list[int]] = {}
+        for xi, ts in by_x.items():
+            parts.setdefault(tuple(sorted(set(int(w_id[t]) for t in ts))), []).append(xi)
+        self.parts = []
+        for wset, xis in parts.items():
+            xpos = {xi: k for k, xi in enumerate(xis)}
+            wpos = {wi: k for k, wi in enumerate(wset)}
+            ts = [t for xi in xis for t in by_x[xi]]
+            self.parts.append((np.array(xis), np.array(wset), np.array(ts),
+                               np.array([xpos[int(x_id[t])] for t in ts]), np.array([wpos[int(w_id[t])] for t in ts])))
+        self.G = len(tiles)
+        self.out0, self.out1 = out0, out0 + self.G * self.P * oc * ELEMENT_BYTES[DType(r.ofm_dtype)]
+
+    def run(self, V: np.ndarray, probe) -> None:
+        P, K, oc, R, L, lanes = self.P, self.K, self.oc, self.R, self.L, self.lanes
+        nx = len(self.x)
+        # execute_mac's x and w (float64 holds every operand and partial sum exactly: exact_dot)
+        x = V[self.x].view(self.in_dtype).astype(np.float64).reshape(nx, P, K)
+        x -= self.ifm_zp
+        nw = len(self.w)
+        w_rows = V[self.w].reshape(nw, self.n_ocb, self.kblocks, R, L)
+        w = w_rows[..., :lanes].view(np.int8).astype(np.float64)
+        w = w.transpose(0, 2, 4, 1, 3).reshape(nw, K, self.n_ocb * R)
+        w -= self.wgt_zp
+        N = self.n_ocb * R
+        acc = np.empty((self.G, P, oc), dtype=np.int64)
+        for xis, wset, ts, xpos, wpos in self.parts:
+            a = x[xis].reshape(-1, K)
+            b = w[wset].transpose(1, 0, 2).reshape(K, -1)
+            sums = exact_dot(a, b).reshape(len(xis), P, len(wset), N)
+            acc[ts] = sums[xpos, :, wpos, :oc]
+        if self.acc_wraps:
+            acc = accumulate(0, acc)
+        np_ = len(self.p)
+        bias, multiplier, shift = decode_param_records(V[self.p].reshape(-1))
+        bias, multiplier, shift = (a.reshape(np_, 1, oc)[self.p_id] for a in (bias, multiplier, shift))
+        if self.ifm_dtype == DType.INT16:
+            value = np.clip(acc + bias, DType.INT48.min, DType.INT48.max)      # finish_accumulator
+        else:
+            value = wrap((wrap(acc, 32) if self.acc32_wraps else acc) + wrap(bias, 32), 32)
+        mem = None
+        if self.lut is not None:
+            mem = _TableOnly(self.lut_range, V[self.lut])
+        out = self.stage(mem, value, multiplier, shift, probe)
+        V[self.out0:self.out1] = np.ascontiguousarray(out.astype(self.out_dtype)).view(np.uint8).reshape(-1)
+
+
+class _TableOnly:
+    """The LUT SRAM as a group's tiles found it (the bytes of its table at their addresses)."""
+
+    def __init__(self, rng: tuple[int, int], table: np.ndarray):
+        lut = np.zeros(rng[1], dtype=np.uint8)
+        lut[rng[0]:rng[1]] = table
+        self.sram = {Sram.LUT: lut}
+
+
+class Segment:
+    """A compiled segment (module docstring): what it gathers, its groups, what it writes."""
+
+    def __init__(self, first: int, gathers, groups, size: int, sram_writes, ext_write):
+        self.first = first              # its first step's index in the decode's steps
+        self.gathers = gathers          # (V slice start, stop, source: "const" | Sram | "ext", index array or values)
+        self.groups = groups
+        self.size = size
+        self.sram_writes = sram_writes  # (Sram, byte addresses, value indices)
+        self.ext_write = ext_write      # (byte addresses, value indices) or None
+
+    def run(self, mem, monitor, probes) -> bool:
+        """Compute and write the segment; False (nothing written, the monitor as it was) when a
+        REQUIRE check failed inside or anything raised: its steps are then run one by one."""
+        try:
+            V = np.empty(self.size, dtype=np.uint8)
+            for a, b, src, idx in self.gathers:
+                if src == "const":
+                    V[a:b] = idx
+                elif src == "ext":
+                    V[a:b] = mem.ext[idx]
+                else:
+                    V[a:b] = mem.sram[src][idx]
+            for g in self.groups:
+                g.run(V, probes.get(g.pc) if probes is not None else None)
+        except Exception:                   # noqa: BLE001 - the steps one by one say what happens
+            if monitor is not None:
+                monitor.failure = None
+            return False
+        if monitor is not None and monitor.failure is not None:
+            monitor.failure = None
+            return False
+        for s, pos, vi in self.sram_writes:
+            mem.sram[s][pos] = V[vi]
+        if self.ext_write is not None:
+            mem.ext[self.ext_write[0]] = V[self.ext_write[1]]
+        return True
+
+
+class _Compiler:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.base, self.identity, off = {}, {}, SRAM0
+        for s in Sram:
+            n = memory_bytes(cfg, s)
+            self.base[s] = off
+            self.identity[s] = np.arange(off, off + n, dtype=np.int64)
+            off += n
+        self.sram_end = off
+        self.ext_mask = np.zeros(cfg.ext_size, dtype=bool)
+        self.shapes: dict[int, tuple] = {}
+
+    def mac_shape(self, regs: dict, sub: int, plan) -> tuple:
+        """A MAC tile's group key (its mode and registers but the addresses), the byte addresses
+        of its input vectors (execute_mac's (oh, ow, kh, kw, cb*lanes) elements as (oh*ow, bytes))
+        and of its output elements, in the order execute_mac stores them. Kept per registers
+        (the decode shares one dict among the commands with the same values)."""
+        made = self.shapes.get(id(regs))
+        if made is not None and made[0] is regs:
+            return made[1]
+        L = self.cfg.mac_cols
+        r = Registers(regs)
+        oh, ow, oc = plan.out_shape
+        kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
+        row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
+        ar = lambda n: np.arange(n, dtype=np.int64)       # noqa: E731
+        xpos = ((r.ifm_addr // L) * L
+                + (ar(oh) * (r.stride_h * row_b))[:, None, None, None, None]
+                + (ar(ow) * (r.stride_w * pix_b))[None, :, None, None, None]
+                + (ar(kh) * (r.dilation_h * row_b))[None, None, :, None, None]
+                + (ar(kw) * (r.dilation_w * pix_b))[None, None, None, :, None]
+                + ar(cb * L)[None, None, None, None, :]).reshape(oh * ow, -1)
+        esize = ELEMENT_BYTES[DType(r.ofm_dtype)]
+        row, pix, n = r.ofm_row_stride, r.ofm_pix_stride, oc * esize
+        out = (r.ofm_addr + (ar(oh) * row)[:, None, None] + (ar(ow) * pix)[None, :, None]
+               + ar(n)[None, None, :]).reshape(-1)
+        if not ((ow == 1 or pix >= n) and (oh == 1 or row >= (ow - 1) * pix + n)) and len(np.unique(out)) != len(out):
+            raise NotBatchable("a MAC tile writes a byte twice")
+        key = (sub, tuple(sorted((k, v) for k, v in regs.items() if k not in _ADDRESS_REGS)))
+        shape = (key, xpos, out)
+        self.shapes[id(regs)] = (regs, shape)
+        return shape
+
+    def finish(self, seg: _Segment, steps: list):
+        """The Segment of a compiled run of steps."""
+        cfg = self.cfg
+        groups: dict[tuple, list[_Tile]] = {}
+        for t in seg.tiles:
+            groups.setdefault(t.key, []).append(t)
+        # the codes the segment reads: its tiles' and what it writes
+        sram_changed = []
+        for s, p in seg.prov.items():
+            pos = np.flatnonzero(p != self.identity[s])
+            if len(pos):
+                sram_changed.append((s, pos, p[pos]))
+        ext_pos = ext_codes = None
+        if seg.stores:
+            ep = np.concatenate([e for e, _ in seg.stores])
+            ec = np.concatenate([c for _, c in seg.stores])
+            rev_pos, first_rev = np.unique(ep[::-1], return_index=True)    # the last store of each byte
+            ext_pos, ext_codes = rev_pos, ec[::-1][first_rev]
+        reads = [t.x.reshape(-1) for t in seg.tiles] + [t.w for t in seg.tiles] + [t.p for t in seg.tiles]
+        reads += [t.lut for t in seg.tiles if t.lut is not None]
+        reads += [c for _, _, c in sram_changed] + ([ext_codes] if ext_codes is not None else [])
+        codes = np.concatenate(reads)
+        known = np.unique(codes[codes < SCR0])
+        n_known = len(known)
+        # scratch: each group's outputs together, in the group's tile order
+        remap = np.empty(seg.scratch, dtype=np.int64)
+        out0, order = n_known, []
+        for key, tiles in groups.items():
+            for t in tiles:
+                n = len(self._out_bytes(t, seg))
+                remap[t.out:t.out + n] = out0 + np.arange(n)
+                out0 += n
+            order.append((key, tiles))
+
+        small = np.int32 if n_known + seg.scratch < 1 << 31 else np.int64
+
+        def vindex(c: np.ndarray) -> np.ndarray:
+            """Value indices of codes (int32 where they fit: half the index bytes to gather with)."""
+            c = np.asarray(c, dtype=np.int64)
+            scr = c >= SCR0
+            out = np.searchsorted(known, np.where(scr, 0, c))
+            if scr.any():
+                out = np.where(scr, remap[np.where(scr, c - SCR0, 0)], out)
+            return out.astype(small)
+
+        made, start = [], n_known
+        for key, tiles in order:
+            pc0 = tiles[0].pc
+            step = self.steps_by_pc[pc0]
+            g = _Group(cfg, tiles, step[4], step[3], step[5], vindex, start)
+            start = g.out1
+            made.append(g)
+        gathers = []
+        lo = 0
+        const_end = int(np.searchsorted(known, SRAM0))
+        if const_end:
+            gathers.append((0, const_end, "const", known[:const_end].astype(np.uint8)))
+        lo = const_end
+        for s in Sram:
+            a = self.base[s]
+            hi = int(np.searchsorted(known, a + memory_bytes(cfg, s)))
+            if hi > lo:
+                gathers.append((lo, hi, s, known[lo:hi] - a))
+            lo = hi
+        hi = len(known)
+        if hi > lo:
+            gathers.append((lo, hi, "ext", known[lo:hi] - EXT0))
+        sram_writes = [(s, pos, vindex(c)) for s, pos, c in sram_changed]
+        ext_write = None if ext_pos is None else (ext_pos, vindex(ext_codes))
+        return Segment(seg.first, gathers, made, start, sram_writes, ext_write)
+
+    def _out_bytes(self, t: _Tile, seg: _Segment) -> np.ndarray:
+        step = self.steps_by_pc[t.pc]
+        plan = step[5]
+        oh, ow, oc = plan.out_shape
+        return np.empty(oh * ow * oc * ELEMENT_BYTES[DType(Registers(step[4]).ofm_dtype)], np.uint8)
+
+
+def compile_steps(cfg, steps: list, probe_class) -> list | None:
+    """The decode's steps with its segments (S_BATCH steps) in place of the runs they compute;
+    None when the decode is not expressed (NotBatchable) or has no segment worth making.
+    `probe_class(pc)`: which tiles share a REQUIRE probe (an id; None without one)."""
+    from firmware_model.golden import decoded as D
+
+    if any(s[0] == D.S_FAULT for s in steps):
+        return None
+    comp = _Compiler(cfg)
+    comp.steps_by_pc = {s[1]: s for s in steps if s[0] == D.S_UNIT}
+    out: list = []
+    made = 0
+    seg = None
+
+    def close(seg, upto: int) -> None:
+        nonlocal made
+        seg.close()
+        if len(seg.tiles) >= MIN_TILES:
+            out.append((D.S_BATCH, steps[seg.first][1], None, comp.finish(seg, steps), seg.first))
+            made += 1
+        else:
+            out.extend(steps[seg.first:upto])
+
+    try:
+        i = 0
+        while i < len(steps):
+            step = steps[i]
+            kind = step[0]
+            mac = kind == D.S_UNIT and step[2] == Opcode.MAC and step[5].stage is not None
+            if seg is None:
+                if kind in (D.S_DMA, D.S_FILL) or mac:
+                    seg = _Segment(comp, i)
+                else:
+                    out.append(step)
+                    i += 1
+                    continue
+            ok = True
+            if kind == D.S_DMA:
+                ok = seg.load(step[3], step[5]) if step[4] else (seg.store(step[3], step[5]) or True)
+            elif kind == D.S_FILL:
+                seg.fill(step[3], step[4], step[5])
+            elif mac:
+                ok = seg.mac(step[1], step[4], step[3], step[5], probe_class(step[1]))
+            elif kind == D.S_CHECK:
+                pass
+            else:
+                close(seg, i)
+                seg = None
+                continue            # the step itself, outside a segment
+            if not ok:
+                close(seg, i)
+                seg = None
+                continue            # the step starts the next segment
+            i += 1
+        if seg is not None:
+            close(seg, len(steps))
+    except NotBatchable:
+        return None
+    return out if made else None
