@@ -442,10 +442,15 @@ def _window_reduce(xp: np.ndarray, k: tuple[int, int], s: tuple[int, int], o: tu
 
 
 def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> list[int]:
-    """For each output position, how many of its k window taps fall inside [0, size)."""
-    if p0 <= 0 and (o - 1) * s - p0 + k <= size:
-        return [k] * o                  # every window inside: min(.., size) and max(.., 0) change nothing
-    return [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(o)]
+    """For each output position y, how many of its k window taps fall inside [0, size):
+    min(y * s - p0 + k, size) - max(y * s - p0, 0). The windows of y in [lo, hi] lie inside
+    (y * s >= p0 and y * s - p0 + k <= size): k each; the formula is evaluated at the edges only."""
+    lo = max(0, -(-p0 // s))
+    hi = min(o - 1, (size + p0 - k) // s)
+    if lo > hi:
+        return [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(o)]
+    return ([min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(lo)] + [k] * (hi - lo + 1)
+            + [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(hi + 1, o)])
 
 
 @register_plan("AVG_POOL2D", static=(1, 2))
@@ -473,10 +478,12 @@ def avg_pool2d(call: OpCall):
         ((m3, sh3),) = scales.values()
         rnd3 = 1 << (sh3 - 1)
     else:
-        # (multiplier, shift, round 1 << (shift - 1)) of each output position's count, (OH, OW, 1) each
-        table = np.zeros((max(scales) + 1, 3), np.int64)
-        table[list(scales)] = [(m, sh, 1 << (sh - 1)) for m, sh in scales.values()]
-        params = table[np.multiply.outer(np.array(row_counts, np.int64), np.array(col_counts, np.int64))]
+        # (multiplier, shift, round 1 << (shift - 1)) of each output position's count, (OH, OW, 1)
+        # each: a table over (distinct row count, distinct column count) indexed per row and column
+        rs, qs = sorted(set(row_counts)), sorted(set(col_counts))
+        table = np.array([[(m, sh, 1 << (sh - 1)) for m, sh in (scales[r * q] for q in qs)] for r in rs], np.int64)
+        ri, qi = {r: i for i, r in enumerate(rs)}, {q: i for i, q in enumerate(qs)}
+        params = table[np.array([ri[r] for r in row_counts])[:, None], np.array([qi[q] for q in col_counts])]
         m3, sh3, rnd3 = params[:, :, 0:1], params[:, :, 1:2], params[:, :, 2:3]
     # |x - input_zp| over the type's values bounds the sums: apply_scale_32's REQUIREs and
     # apply_add_s's then hold for every input when the bounds below say so (they do for int8 and

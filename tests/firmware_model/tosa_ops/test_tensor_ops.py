@@ -518,3 +518,15 @@ def test_int4_weights_are_unsupported():
     call.input_specs[1] = TensorSpec(call.input_specs[1].shape, DType.INT4)
     with pytest.raises(TosaUnsupported):
         run_op(call)
+
+
+def test_valid_count_is_the_spec_formula():
+    """AVG_POOL2D's count of taps inside the input per output position: evaluated at the edges
+    only, equal to min(y * s - p0 + k, size) - max(y * s - p0, 0) at every position."""
+    for size in range(1, 13):
+        for k in range(1, 7):
+            for s in range(1, 5):
+                for p0 in range(0, k):
+                    for o in range(1, 8):
+                        want = [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(o)]
+                        assert tensor_ops._valid_count(size, k, s, p0, o) == want, (size, k, s, p0, o)
