@@ -30,6 +30,21 @@ from sim.paths import BUILD_ROOT, REPO_ROOT
 from sim.rtl.toolchain import MAKE_OVERRIDES, ensure_simulator_env, simulator_version
 
 TIMESCALE = ("1ns", "1ps")
+
+
+def _process_start_time() -> float:
+    """When this process started (Linux: /proc), else now: a source file changed after it may
+    differ from the module this process imported."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+
+
+PROCESS_STARTED = _process_start_time()
 CLOCK_PERIOD_NS = 10
 
 # Verilator: warnings stay visible in the build log but do not stop the build; lint is a
@@ -84,10 +99,16 @@ class RtlDesign:
         return verilog.convert(top, name=self.name, emit_src=False)
 
     def source_key(self, simulator: str, waves: bool) -> str | None:
+        """The index key of these sources, or None (generate the Verilog; no index read or
+        written) when one of them changed after this process started: the Verilog comes from
+        the modules as imported, which may no longer be the files on disk, so an index entry
+        made now would file old Verilog under the new sources' hash."""
         if not self.source_files:
             return None
         h = hashlib.sha256()
         for f in sorted(str(p) for p in self.source_files):
+            if os.stat(f).st_mtime > PROCESS_STARTED:
+                return None
             h.update(f.encode())
             h.update(Path(f).read_bytes())
         h.update(repr((self.name, self.params, self.verilator_extra, self.public_all, simulator, waves,
