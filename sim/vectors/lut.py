@@ -296,7 +296,7 @@ MUTATIONS = (
     Mutation("int8_index_unflipped", "int8 index = value's bits, not value + 128",
              r"table_index = \{ 1'h0, \\\$\d+ , i__payload\[6:0\] \};", "table_index = { 1'h0, i__payload[7:0] };"),
     Mutation("bank_swap", "the bank parity is ignored: base from the wrong bank",
-             r"assign base_entry = s1_odd \? ro__data : (\S+) ;", r"assign base_entry = s1_odd ? \1 : ro__data;"),
+             r"assign base_entry = s1_odd \? odd_read : even_read;", "assign base_entry = s1_odd ? even_read : odd_read;"),
 )
 
 # The LUT engine needs no lint waivers beyond sim.verification.unit_bench's generator waivers.
