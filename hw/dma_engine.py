@@ -23,7 +23,13 @@ Schedule of one transfer (cycle_model.dma_busy_cycles): popped from the queue in
 engine is IDLE; `ext.latency` clocks of LATENCY (none for FILL); one clock per beat (BEATS: the
 beat's read is issued, its write follows the next clock, pipelined); DRAIN (the last write);
 IDLE again `latency + beats + 2` clocks after the pop. An empty transfer (a length of 0) takes
-the pop clock only.
+the pop clock only, from IDLE.
+
+Transfers back to back (cycle_model.Timeline.dma): while one is in LATENCY or BEATS, the engine
+pops the next non-empty descriptor into its *next slot*, where its latency counts down, as an
+external memory that takes a request while it answers the one before. In the DRAIN clock the
+slot's transfer becomes the one in flight: BEATS the clock after if its latency is over, else
+LATENCY for the rest. So a run of queued transfers pays the latency about once.
 
 The VAR unit's transfers are descriptors too (`var` set): they reach the variable SRAM as slot
 accesses (a store into the slot sets its written flag), where plain DMA to the variable SRAM is a
@@ -115,9 +121,9 @@ class DmaEngine(wiring.Component):
         members = {
             "push": In(stream.Signature(DESCRIPTOR)),
             "idle": Out(1),                 # the queue is empty and no transfer is in flight
-            # descriptors pushed and not finished: queued, plus the one in flight (a compute
-            # command's DMA slack is compared with it)
-            "outstanding": Out(range(queue_depth + 2)),
+            # descriptors pushed and not finished: queued, in the next slot and in flight (a
+            # compute command's DMA slack is compared with it)
+            "outstanding": Out(range(queue_depth + 3)),
             "ext": Out(ext_port_signature(cfg.ext_bandwidth)),
         }
         for s in SRAMS:
@@ -187,32 +193,47 @@ class DmaEngine(wiring.Component):
         issue = Signal(name="beat_issue")          # stage 1 of a beat this clock
         m.d.comb += issue.eq(0)
 
+        # The next slot: a descriptor popped while a transfer is in flight, its latency counting
+        # down (`nlat`) before the transfer in flight has finished; it starts when that one drains.
+        nd = Signal(DESCRIPTOR, name="next_desc")
+        n_valid = Signal(name="next_valid")
+        nlat = Signal(range(cfg.ext_latency + 1), name="next_latency")
+        with m.If(nlat != 0):
+            m.d.sync += nlat.eq(nlat - 1)
+
+        def begin(src, latency):
+            """The transfer `src` becomes the one in flight: its registers, and LATENCY for
+            `latency` more clocks (0: BEATS next)."""
+            m.d.sync += [
+                d.eq(src),
+                ext_run.eq(src.ext_addr), ext_plane.eq(src.ext_addr), cur_ext.eq(src.ext_addr),
+                sram_run.eq(src.sram_addr), sram_plane.eq(src.sram_addr), cur_sram.eq(src.sram_addr),
+                left.eq(src.len0), i1.eq(0), i2.eq(0), lat.eq(latency),
+            ]
+
+        in_flight = Signal()
         with m.FSM(name="dma") as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.idle.eq(count == 0)
                 with m.If(count != 0):
                     m.d.comb += pop.eq(1)
                     with m.If(~empty_xfer):
-                        m.d.sync += [
-                            d.eq(front),
-                            ext_run.eq(front.ext_addr), ext_plane.eq(front.ext_addr), cur_ext.eq(front.ext_addr),
-                            sram_run.eq(front.sram_addr), sram_plane.eq(front.sram_addr),
-                            cur_sram.eq(front.sram_addr),
-                            left.eq(front.len0), i1.eq(0), i2.eq(0), lat.eq(cfg.ext_latency),
-                        ]
                         if cfg.ext_latency:
+                            begin(front, cfg.ext_latency)
                             with m.If(front.kind == DmaKind.FILL):
                                 m.next = "BEATS"
                             with m.Else():
                                 m.next = "LATENCY"
                         else:
+                            begin(front, 0)
                             m.next = "BEATS"
             with m.State("LATENCY"):
+                m.d.comb += in_flight.eq(1)
                 m.d.sync += lat.eq(lat - 1)
                 with m.If(lat == 1):
                     m.next = "BEATS"
             with m.State("BEATS"):
-                m.d.comb += issue.eq(1)
+                m.d.comb += [issue.eq(1), in_flight.eq(1)]
                 with m.If(left != n):
                     m.d.sync += [cur_ext.eq(cur_ext + n), cur_sram.eq(cur_sram + n), left.eq(left - n)]
                 with m.Elif(i1 + 1 < d.len1):
@@ -228,7 +249,25 @@ class DmaEngine(wiring.Component):
                 with m.Else():
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                m.next = "IDLE"
+                # the next slot's transfer follows at once: BEATS when its latency is over (nlat
+                # reaches 0 this clock), else LATENCY for the rest
+                with m.If(n_valid):
+                    m.d.sync += n_valid.eq(0)
+                    with m.If(nlat <= 1):
+                        begin(nd, 0)
+                        m.next = "BEATS"
+                    with m.Else():
+                        begin(nd, nlat - 1)
+                        m.next = "LATENCY"
+                with m.Else():
+                    m.next = "IDLE"
+
+        # fill the next slot from the queue while a transfer is in flight (not in its DRAIN clock);
+        # an empty transfer waits for IDLE
+        with m.If(in_flight & ~n_valid & (count != 0) & ~empty_xfer):
+            m.d.comb += pop.eq(1)
+            m.d.sync += [nd.eq(front), n_valid.eq(1),
+                         nlat.eq(Mux(front.kind == DmaKind.FILL, 0, cfg.ext_latency))]
 
         # ---- stage 2: the write of the beat issued the clock before ----
         s2_valid = Signal()
@@ -269,5 +308,5 @@ class DmaEngine(wiring.Component):
                 with m.Case(s):
                     m.d.comb += store_word.eq(getattr(self, s.name.lower()).rdata)
         m.d.comb += self.ext.wdata.eq((store_word >> (s2_offset * 8))[:8 * B])
-        m.d.comb += self.outstanding.eq(count + ~fsm.ongoing("IDLE"))
+        m.d.comb += self.outstanding.eq(count + ~fsm.ongoing("IDLE") + n_valid)
         return m

@@ -12,31 +12,53 @@ its REGISTER_MAP) reduces the windows; the core's shared output stage and writer
 Schedule (cycle_model.pool_command_cycles): SETUP, CHECK (the POOL rules of
 firmware_model/arch/checks.py), TAPS (one clock per tap), DRAIN until the last result is
 written, DONE.
+
+The vector path (cycle_model.pool_uses_vector: not AVG, no table, no int48 output, pixels
+aligned to an element): a window covers a block of `lanes` channels (pool_vector_lanes: as many
+as fit the pixels' alignment, at most mac.rows) that lie in one input-SRAM word, so each tap
+reads one word for all of them; each lane keeps its running sum, maximum and minimum, and the
+window's results go to the core's vector output stage and vector writer (hw/vector_output_stage.py,
+hw/vector_writer.py), as the MAC's vector path does. Blocks are the outer loop: RECORDS reads
+the block's parameter records first when the command rescales (one a clock), then the windows
+in row-major order; GAP holds the next window until the writer has stored this one's words.
+Schedule: cycle_model.pool_vector_cycles.
 """
 
-from amaranth import Module, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.checks import POOL_RULES
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import POOL_PIPELINE
-from firmware_model.arch.isa import Status
+from firmware_model.arch.cycle_model import POOL_PIPELINE, VPOOL_PIPELINE
+from firmware_model.arch.isa import LutMode, OutMode, PoolMode, Status
+from firmware_model.tosa_ops.dtypes import DType
 from hw.dma_engine import bits_for
 from hw.output_stage import LATENCY as OUTPUT_STAGE_LATENCY
 from hw.output_stage import vector_sequencer_ports
+from hw.output_stage import VALUE_BITS
 from hw.pool_unit import FRONT_LATENCY, REGISTER_MAP, PoolFront
 from hw.register_map import AmaranthOps, drive_map, rules_pass
+from hw.vector_output_stage import LATENCY as VECTOR_STAGE_LATENCY
+from hw.vector_output_stage import vector_in_layout
+from hw.vector_writer import LATENCY as VECTOR_WRITER_LATENCY
 
 # tap read 1 + front + output stage + write 1: the pipeline the cycle model counts
 assert 1 + FRONT_LATENCY + OUTPUT_STAGE_LATENCY + 1 == POOL_PIPELINE
+# the vector path: tap read 1 + the window register 1 + the vector stage + the writer's register
+assert 1 + 1 + VECTOR_STAGE_LATENCY + VECTOR_WRITER_LATENCY == VPOOL_PIPELINE
 
 
 class PoolSequencer(wiring.Component):
     def __init__(self, cfg: NpuConfig):
         self.cfg = cfg
         W = cfg.word_bytes
-        super().__init__(vector_sequencer_ports(cfg, i_addr=Out(bits_for(cfg.input_words)), i_data=In(8 * W)))
+        super().__init__({
+            **vector_sequencer_ports(cfg, i_addr=Out(bits_for(cfg.input_words)), i_data=In(8 * W)),
+            # the vector path's windows, into the core's vector output stage (valid only)
+            "vout_valid": Out(1),
+            "vout": Out(vector_in_layout(cfg.mac_rows)),
+        })
 
     def elaborate(self, platform):
         m = Module()
@@ -80,16 +102,18 @@ class PoolSequencer(wiring.Component):
         m.d.comb += last.eq((ky + 1 == regs.kernel_h) & (kx + 1 == regs.kernel_w))
         # per-command steps (products of two registers: 64 bits, once per command)
         step_oy, step_ox = Signal(32), Signal(32)
-        m.d.comb += [self.i_addr.eq(addr >> lg_w), self.p_addr.eq(regs.param_addr + c)]
+        rec_j = Signal(range(cfg.mac_rows + 1), name="vec_record")     # RECORDS: the lane whose record is read
+        m.d.comb += [self.i_addr.eq(addr >> lg_w), self.p_addr.eq(regs.param_addr + c + rec_j)]
 
         # the tap enters the front the clock after its read
         issued = Signal()
+        r_vec = Signal()                # the tap read last clock is a vector path's
         r_off = Signal(range(W))
         r_pad, r_last = Signal(), Signal()
         r_tag = Signal(32)
         m.d.sync += issued.eq(0)
         m.d.comb += [
-            front.i.valid.eq(issued),
+            front.i.valid.eq(issued & ~r_vec),
             front.i.payload.value.eq((self.i_data >> (r_off * 8))[:32]),
             front.i.payload.pad.eq(r_pad),
             front.i.payload.last.eq(r_last),
@@ -98,6 +122,105 @@ class PoolSequencer(wiring.Component):
             front.i.payload.tag.eq(r_tag),
         ]
 
+        # ---- the vector path (module docstring) ----
+        R = cfg.mac_rows
+        lg_r = R.bit_length() - 1
+        vec = Signal(name="vec")                        # this command takes the vector path
+        lanes_lg = Signal(range(lg_r + 1), name="vec_lanes_lg")   # log2 of the lanes of a block
+        blk_n = Signal(range(R + 1), name="vec_block_n")          # channels of the current block
+        i_lg, o_lg = Signal(2), Signal(3)                          # log2 of the element sizes
+        rescale = Signal(name="vec_rescale")
+        # SETUP's decision (cycle_model.pool_uses_vector, pool_vector_lanes)
+        low = Signal(max(1, lg_w), name="vec_low")
+        m.d.comb += low.eq((regs.ifm_addr | regs.ifm_row_stride | regs.ifm_pix_stride)[:max(1, lg_w)] if lg_w else 0)
+        align_lg = Signal(range(lg_w + 1), name="vec_align_lg")
+        m.d.comb += align_lg.eq(lg_w)
+        for b in reversed(range(lg_w)):
+            with m.If(low[b]):
+                m.d.comb += align_lg.eq(b)
+        size_in = x.size_of(regs.ifm_dtype)
+        size_out = x.size_of(regs.ofm_dtype)
+        in_lg_now = Signal(2)
+        m.d.comb += in_lg_now.eq(Mux(size_in == 4, 2, Mux(size_in == 2, 1, 0)))
+        fit_lg = Signal(range(lg_w + 1))                 # align / size, as a log
+        m.d.comb += fit_lg.eq(align_lg - in_lg_now)
+        vec_now = Signal()
+        m.d.comb += vec_now.eq((sub != PoolMode.AVG) & (regs.lut_mode == LutMode.OFF) & (size_out != 8)
+                               & (size_in != 0) & (align_lg >= in_lg_now))
+
+        # the block's lanes: the word at the tap's offset, lane j the j-th element, signed
+        lanes = [Signal(signed(32), name=f"vec_x_{j}") for j in range(R)]
+        shifted = Signal(8 * W, name="vec_word")
+        m.d.comb += shifted.eq(self.i_data >> (r_off * 8))
+        for j in range(R):
+            by_size = {lg: (shifted[j * bits:(j + 1) * bits].as_signed() if (j + 1) * bits <= 8 * W else 0)
+                       for lg, bits in ((0, 8), (1, 16), (2, 32))}
+            m.d.comb += lanes[j].eq(Mux(i_lg == 0, by_size[0], Mux(i_lg == 1, by_size[1], by_size[2])))
+        run_sum = [Signal(signed(32), name=f"vec_sum_{j}") for j in range(R)]
+        run_max = [Signal(signed(32), name=f"vec_max_{j}", init=-(1 << 31)) for j in range(R)]
+        run_min = [Signal(signed(32), name=f"vec_min_{j}", init=(1 << 31) - 1) for j in range(R)]
+        lane_mult = [Signal(signed(32), name=f"vec_mult_{j}") for j in range(R)]
+        lane_shift = [Signal(6, name=f"vec_shift_{j}") for j in range(R)]
+        r_nbytes, r_words = Signal(16), Signal(16)
+        vin_valid = Signal(name="vec_window_valid")
+        vin = Signal(vector_in_layout(R), name="vec_window")
+        m.d.sync += vin_valid.eq(0)
+        m.d.comb += [self.vout_valid.eq(vin_valid), self.vout.eq(vin)]
+        zp = Signal(signed(32))
+        m.d.comb += zp.eq(regs.ifm_zp)
+        for j in range(R):
+            xj = lanes[j]
+            term = Signal(signed(34), name=f"vec_term_{j}")
+            total = Signal(signed(32), name=f"vec_total_{j}")
+            high = Signal(signed(32), name=f"vec_high_{j}")
+            lowv = Signal(signed(32), name=f"vec_lowv_{j}")
+            m.d.comb += [term.eq(Mux(r_pad, 0, xj - zp)), total.eq((run_sum[j] + term)[:32]),
+                         high.eq(Mux(~r_pad & (xj > run_max[j]), xj, run_max[j])),
+                         lowv.eq(Mux(~r_pad & (xj < run_min[j]), xj, run_min[j]))]
+            window = Signal(signed(32), name=f"vec_window_{j}")
+            m.d.comb += window.eq(Mux(sub == PoolMode.MAX, high, Mux(sub == PoolMode.MIN, lowv, total)))
+            with m.If(r_vec & r_last):
+                m.d.sync += [run_sum[j].eq(0), run_max[j].eq(-(1 << 31)), run_min[j].eq((1 << 31) - 1),
+                             vin.values[j].eq(window), vin.multipliers[j].eq(lane_mult[j]),
+                             vin.shifts[j].eq(lane_shift[j])]
+            with m.Elif(r_vec):
+                m.d.sync += [run_sum[j].eq(total), run_max[j].eq(high), run_min[j].eq(lowv)]
+        with m.If(r_vec & r_last):
+            m.d.sync += [vin_valid.eq(1), vin.side.addr.eq(r_tag), vin.side.nbytes.eq(r_nbytes),
+                         vin.side.words.eq(r_words)]
+        # RECORDS: the record of lane rec_j arrives the clock after its read
+        rec_take = Signal()
+        rec_lane = Signal(range(R + 1))
+        m.d.sync += rec_take.eq(0)
+        with m.If(rec_take):
+            for j in range(R):
+                with m.If(rec_lane == j):
+                    m.d.sync += [lane_mult[j].eq(self.p_data.multiplier), lane_shift[j].eq(self.p_data.shift)]
+        # this window's output words (cycle_model.vector_write_words) and the clocks until the next
+        nbytes = Signal(16, name="vec_nbytes")
+        words = Signal(16, name="vec_words")
+        taps = Signal(32, name="vec_taps")
+        gap = Signal(16, name="vec_gap")
+        m.d.comb += [nbytes.eq(blk_n << o_lg), words.eq(((tag & (W - 1)) + nbytes + W - 1) >> lg_w)]
+        step_c_in, step_c_out = Signal(32), Signal(32)   # a block's bytes in and out
+        vdrain = Signal(16, name="vec_drain")
+        records_next = Signal()                          # GAP: a block with records follows
+        m.d.sync += r_vec.eq(0)
+
+        # the loops' next values, one home for both paths
+        more_cols, more_rows = Signal(name="more_cols"), Signal(name="more_rows")
+        more_blocks = Signal(name="vec_more_blocks")
+        next_x0, next_y0 = Signal(signed(40), name="next_x0"), Signal(signed(40), name="next_y0")
+        next_o_col, next_o_row = Signal(32, name="next_out_col"), Signal(32, name="next_out_row")
+        m.d.comb += [more_cols.eq(ox + 1 < regs.ofm_w), more_rows.eq(oy + 1 < regs.ofm_h),
+                     more_blocks.eq(c + blk_n < regs.ofm_c),
+                     next_x0.eq(x0 + regs.stride_w), next_y0.eq(y0 + regs.stride_h),
+                     next_o_col.eq(o_col + regs.ofm_pix_stride), next_o_row.eq(o_row + regs.ofm_row_stride)]
+        next_col = [ox.eq(ox + 1), x0.eq(next_x0), col_base.eq(col_base + step_ox), o_col.eq(next_o_col)]
+        next_row = [ox.eq(0), oy.eq(oy + 1), x0.eq(-regs.pool_pad_left),
+                    col_base.eq(-(regs.pool_pad_left * regs.ifm_pix_stride)), o_col.eq(0),
+                    y0.eq(next_y0), row_base.eq(row_base + step_oy), o_row.eq(next_o_row)]
+
         m.d.comb += self.done.eq(0)
         with m.FSM(name="pool"):
             with m.State("IDLE"):
@@ -105,6 +228,13 @@ class PoolSequencer(wiring.Component):
                     m.d.sync += sub.eq(self.sub)
                     m.next = "SETUP"
             with m.State("SETUP"):
+                lanes_now = Mux(fit_lg > lg_r, lg_r, fit_lg)
+                m.d.sync += [vec.eq(vec_now), lanes_lg.eq(lanes_now), i_lg.eq(in_lg_now),
+                             o_lg.eq(Mux(size_out == 4, 2, Mux(size_out == 2, 1, 0))),
+                             rescale.eq((regs.out_mode & OutMode.RESCALE) != 0),
+                             blk_n.eq(Mux(regs.ofm_c < (1 << lanes_now), regs.ofm_c, 1 << lanes_now)),
+                             step_c_in.eq(size_in << lanes_now), step_c_out.eq(size_out << lanes_now),
+                             taps.eq(regs.kernel_h * regs.kernel_w), rec_j.eq(0)]
                 m.d.sync += [i_size.eq(x.size_of(regs.ifm_dtype)), o_size.eq(x.size_of(regs.ofm_dtype)),
                              oy.eq(0), ox.eq(0), c.eq(0), ky.eq(0), kx.eq(0), drain.eq(0), status.eq(Status.OK),
                              y0.eq(-regs.pool_pad_top), x0.eq(-regs.pool_pad_left),
@@ -118,34 +248,82 @@ class PoolSequencer(wiring.Component):
                 m.next = "CHECK"
             with m.State("CHECK"):
                 with rules_pass(m, POOL_RULES, regs, sub, cfg, status):
-                    with m.If(taps_left):
-                        m.next = "TAPS"
-                    with m.Else():
+                    with m.If(~taps_left):
+                        m.d.sync += vec.eq(0)        # nothing to pool: the scalar drain
                         m.next = "DRAIN"
+                    with m.Elif(vec & rescale):
+                        m.next = "RECORDS"
+                    with m.Else():
+                        m.next = "TAPS"
+            with m.State("RECORDS"):
+                m.d.sync += [rec_take.eq(1), rec_lane.eq(rec_j)]
+                with m.If(rec_j + 1 == blk_n):
+                    m.d.sync += rec_j.eq(0)
+                    m.next = "TAPS"
+                with m.Else():
+                    m.d.sync += rec_j.eq(rec_j + 1)
+            with m.State("GAP"):
+                m.d.sync += gap.eq(gap - 1)
+                with m.If(gap == 1):
+                    with m.If(records_next):      # a new block that rescales: its records first
+                        m.next = "RECORDS"
+                    with m.Else():
+                        m.next = "TAPS"
             with m.State("TAPS"):
                 m.d.sync += [issued.eq(1), r_off.eq(addr[:lg_w] if lg_w else 0), r_pad.eq(pad), r_last.eq(last),
                              r_tag.eq(tag)]
                 new_window = [kx.eq(0), ky.eq(0), k_row.eq(0), k_col.eq(0)]
-                with m.If(kx + 1 < regs.kernel_w):
+                with m.If(vec):
+                    m.d.sync += [r_vec.eq(1), r_nbytes.eq(nbytes), r_words.eq(words)]
+                    with m.If(kx + 1 < regs.kernel_w):
+                        m.d.sync += [kx.eq(kx + 1), k_col.eq(k_col + regs.ifm_pix_stride)]
+                    with m.Elif(ky + 1 < regs.kernel_h):
+                        m.d.sync += [kx.eq(0), k_col.eq(0), ky.eq(ky + 1), k_row.eq(k_row + regs.ifm_row_stride)]
+                    with m.Else():
+                        # the window's last tap: the next window (row-major), else the next block
+                        new_block = Signal(name="vec_new_block")
+                        m.d.comb += new_block.eq(0)
+                        with m.If(more_cols):
+                            m.d.sync += new_window + next_col
+                        with m.Elif(more_rows):
+                            m.d.sync += new_window + next_row
+                        with m.Elif(more_blocks):
+                            m.d.comb += new_block.eq(1)
+                            rest = regs.ofm_c - c - blk_n
+                            m.d.sync += new_window + [
+                                ox.eq(0), oy.eq(0), x0.eq(-regs.pool_pad_left), y0.eq(-regs.pool_pad_top),
+                                col_base.eq(-(regs.pool_pad_left * regs.ifm_pix_stride)),
+                                row_base.eq(regs.ifm_addr - regs.pool_pad_top * regs.ifm_row_stride),
+                                o_col.eq(0), o_row.eq(0), c.eq(c + blk_n), c_off.eq(c_off + step_c_in),
+                                o_c.eq(o_c + step_c_out), blk_n.eq(Mux(rest < (1 << lanes_lg), rest, 1 << lanes_lg))]
+                        with m.Else():
+                            m.d.sync += [vdrain.eq(VPOOL_PIPELINE - 1 + words), drain.eq(0)]
+                            m.next = "DRAIN"
+                        with m.If(more_cols | more_rows | more_blocks):
+                            m.d.sync += records_next.eq(new_block & rescale)
+                            with m.If(words > taps):
+                                m.d.sync += gap.eq(words - taps)
+                                m.next = "GAP"
+                            with m.Elif(new_block & rescale):
+                                m.next = "RECORDS"
+                with m.Elif(kx + 1 < regs.kernel_w):
                     m.d.sync += [kx.eq(kx + 1), k_col.eq(k_col + regs.ifm_pix_stride)]
                 with m.Elif(ky + 1 < regs.kernel_h):
                     m.d.sync += [kx.eq(0), k_col.eq(0), ky.eq(ky + 1), k_row.eq(k_row + regs.ifm_row_stride)]
                 with m.Elif(c + 1 < regs.ofm_c):
                     m.d.sync += new_window + [c.eq(c + 1), c_off.eq(c_off + i_size), o_c.eq(o_c + o_size)]
-                with m.Elif(ox + 1 < regs.ofm_w):
-                    m.d.sync += new_window + [c.eq(0), c_off.eq(0), o_c.eq(0), ox.eq(ox + 1), x0.eq(x0 + regs.stride_w),
-                                              col_base.eq(col_base + step_ox), o_col.eq(o_col + regs.ofm_pix_stride)]
-                with m.Elif(oy + 1 < regs.ofm_h):
-                    m.d.sync += new_window + [c.eq(0), c_off.eq(0), o_c.eq(0), ox.eq(0), oy.eq(oy + 1),
-                                              x0.eq(-regs.pool_pad_left),
-                                              col_base.eq(-(regs.pool_pad_left * regs.ifm_pix_stride)), o_col.eq(0),
-                                              y0.eq(y0 + regs.stride_h), row_base.eq(row_base + step_oy),
-                                              o_row.eq(o_row + regs.ofm_row_stride)]
+                with m.Elif(more_cols):
+                    m.d.sync += new_window + [c.eq(0), c_off.eq(0), o_c.eq(0)] + next_col
+                with m.Elif(more_rows):
+                    m.d.sync += new_window + [c.eq(0), c_off.eq(0), o_c.eq(0)] + next_row
                 with m.Else():
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 m.d.sync += drain.eq(drain + 1)
-                with m.If(drain + 1 == POOL_PIPELINE - 1):
+                with m.If(vec):
+                    with m.If(drain + 1 == vdrain):
+                        m.next = "DONE"
+                with m.Elif(drain + 1 == POOL_PIPELINE - 1):
                     m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += self.done.eq(1)

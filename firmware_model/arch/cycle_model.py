@@ -16,7 +16,7 @@ from collections import deque
 import numpy as np
 
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import PARAM_RECORD_BYTES, LutMode, Sram
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, LutMode, PoolMode, Sram
 from firmware_model.tosa_ops.dtypes import DType
 
 # Command processor: every command is fetched and decoded in two clocks before its unit runs.
@@ -90,7 +90,9 @@ class Timeline:
     - DMA_LOAD / DMA_STORE / FILL: pushed into the DMA queue at the decode clock, or at the first
       clock a slot is free (the queue holds DMA_QUEUE_DEPTH descriptors: a slot frees the clock
       after a pop); the next fetch follows the push. The engine pops a descriptor the clock after
-      its push, when it is idle, and is idle again `busy` clocks later (dma_busy_cycles);
+      its push, when it is idle, and is idle again `busy` clocks later (dma_busy_cycles); or,
+      while a transfer is in flight, into its next slot, where the latency runs before the beats
+      can start (`dma`);
     - MAC, ELTWISE, POOL: at the decode clock, or when at most `slack` transfers (the command's
       value32: the latest ones pushed) are still outstanding if that is later — slack 0: the DMA
       engine idle with an empty queue — the unit starts; it reports done `unit` clocks later (its
@@ -101,13 +103,15 @@ class Timeline:
       may start, the next fetch the clock after the engine is idle again.
     """
 
-    def __init__(self, queue_depth: int = DMA_QUEUE_DEPTH):
+    def __init__(self, latency: int = 0, queue_depth: int = DMA_QUEUE_DEPTH):
+        self.latency = latency         # ext.latency
         self.queue_depth = queue_depth
         self.fetch = 0                 # clock of the next fetch
         self.dma_idle = 0              # clock from which the engine is idle with an empty queue
+        self.next_free = 0             # clock from which the engine's next slot is free
         self.pops: deque = deque(maxlen=queue_depth)   # pop clocks of the latest transfers
-        # completion clocks of the latest transfers (at most queue_depth + 1 are ever outstanding)
-        self.done_at: deque = deque(maxlen=queue_depth + 2)
+        # completion clocks of the latest transfers (at most queue_depth + 2 are ever outstanding)
+        self.done_at: deque = deque(maxlen=queue_depth + 3)
         self.stall = 0                 # clocks the command processor waited (queue full, DMA busy)
 
     def _decode(self) -> int:
@@ -128,15 +132,32 @@ class Timeline:
         """`n` SET, NOP or MARK commands in a row: what n calls of simple() do."""
         self.fetch += n * COMMAND_OVERHEAD
 
-    def dma(self, busy: int) -> tuple[int, int]:
-        """A DMA command whose transfer keeps the engine `busy` clocks: (pop clock, idle clock)."""
+    def dma(self, busy: int, fill: bool = False) -> tuple[int, int]:
+        """A DMA command whose transfer alone keeps the engine `busy` clocks (dma_busy_cycles):
+        (pop clock, idle clock).
+
+        A transfer popped while the one before is in flight waits in the engine's next slot,
+        its latency running meanwhile (the external memory takes requests while it answers
+        earlier ones): its beats start when its latency is over and the one before has drained.
+        The slot frees when its transfer starts; it is not filled in a DRAIN clock, and an empty
+        transfer waits for the engine to be idle."""
         d = self._decode()
         push = d
         if len(self.pops) == self.queue_depth:
             push = max(d, self.pops[0] + 1)
         self.stall += push - d
-        pop = max(push + 1, self.dma_idle)
-        self.dma_idle = pop + busy
+        prev_idle = self.dma_idle
+        if busy == 1:                                   # empty: the pop clock, from IDLE
+            pop = max(push + 1, prev_idle)
+            self.dma_idle = self.next_free = pop + 1
+        else:
+            latency = 0 if fill else self.latency
+            pop = max(push + 1, self.next_free)
+            if pop == prev_idle - 1:                    # the DRAIN clock: popped from IDLE next
+                pop = prev_idle
+            beats_start = max(pop + latency + 1, prev_idle)
+            self.dma_idle = beats_start + busy - latency - 1
+            self.next_free = pop + 1 if pop >= prev_idle else prev_idle
         self.pops.append(pop)
         self.done_at.append(self.dma_idle)
         self.fetch = push + 1
@@ -175,7 +196,7 @@ class Timeline:
             self.fetch = w + 1
             return w, w
         pop = w + 1
-        self.dma_idle = pop + busy
+        self.dma_idle = self.next_free = pop + busy
         self.pops.append(pop)
         self.done_at.append(self.dma_idle)
         self.fetch = self.dma_idle + 1
@@ -193,9 +214,9 @@ MAC_OUTPUT_DRAIN = 9
 MAC_VECTOR_DRAIN = 8
 
 
-def vector_write_words(word_bytes: int, addr, nbytes: int):
+def vector_write_words(word_bytes: int, addr, nbytes):
     """Output-SRAM words that `nbytes` contiguous bytes from byte address `addr` touch: the vector
-    writer's clocks for one pixel. `addr` may be an array."""
+    writer's clocks for one pixel. `addr` and `nbytes` may be arrays."""
     return (np.asarray(addr, dtype=np.int64) % word_bytes + nbytes + word_bytes - 1) // word_bytes
 
 
@@ -310,3 +331,53 @@ POOL_PIPELINE = 42
 def pool_command_cycles(*, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int, kernel_w: int) -> int:
     """Clocks of a POOL command, from its start to its done pulse."""
     return POOL_FIXED + ofm_h * ofm_w * ofm_c * kernel_h * kernel_w + POOL_PIPELINE
+
+
+# Pooling unit, vector path (hw/pool_sequencer.py): a window over a block of channels read from
+# one input-SRAM word per tap, the block's results rescaled and clamped side by side by the vector
+# output stage and stored by the vector writer (as the MAC's vector path). Blocks of channels are
+# the outer loop; with RESCALE a block first reads its channels' records, one per clock. A
+# window's taps take one clock each; the next window waits until the writer has stored this
+# one's words. After the last tap: the read 1, the window register 1, the vector stage 5, the
+# writer's register 1, then the words.
+VPOOL_PIPELINE = 8
+
+
+def pool_vector_lanes(cfg: NpuConfig, *, in_size: int, ifm_addr: int, ifm_row_stride: int,
+                      ifm_pix_stride: int) -> int:
+    """Channels a vector POOL reduces at once, 0 when none: every pixel starts at a multiple of
+    `align` bytes (the lowest set bit of IFM_ADDR | IFM_ROW_STRIDE | IFM_PIX_STRIDE below the word
+    size, else the word), so blocks of align / size channels never cross a word; at most the
+    vector stage's lanes (mac.rows)."""
+    W = cfg.word_bytes
+    low = (ifm_addr | ifm_row_stride | ifm_pix_stride) & (W - 1)
+    align = low & -low if low else W
+    return min(cfg.mac_rows, align // in_size)
+
+
+def pool_uses_vector(cfg: NpuConfig, *, mode: int, lut_mode: int, in_size: int, out_size: int,
+                     ifm_addr: int, ifm_row_stride: int, ifm_pix_stride: int) -> bool:
+    """Whether a POOL command takes the vector path: not AVG (its reciprocal divider is the scalar
+    unit's), no table (one LUT read port), no 8-byte output (the writer's two-clock case), and
+    pixels aligned to at least one element (pool_vector_lanes). hw/pool_sequencer.py decides the
+    same at SETUP."""
+    lanes = pool_vector_lanes(cfg, in_size=in_size, ifm_addr=ifm_addr, ifm_row_stride=ifm_row_stride,
+                              ifm_pix_stride=ifm_pix_stride)
+    return mode != PoolMode.AVG and lut_mode == LutMode.OFF and out_size != 8 and lanes > 0
+
+
+def pool_vector_cycles(cfg: NpuConfig, *, lanes: int, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
+                       kernel_w: int, out_size: int, ofm_addr: int, ofm_row_stride: int, ofm_pix_stride: int,
+                       rescale: bool) -> int:
+    """Clocks of a vector-path POOL command (pool_uses_vector) from its start to its done pulse:
+    per block of `lanes` channels (the last one the rest) its records when it rescales, then per
+    window max(taps, the words its results touch) — the last window its taps, the pipeline and
+    its words."""
+    taps = kernel_h * kernel_w
+    c0 = np.arange(0, ofm_c, lanes, dtype=np.int64)
+    n = np.minimum(lanes, ofm_c - c0)                                          # channels per block
+    addr = (ofm_addr + np.arange(ofm_h, dtype=np.int64)[None, :, None] * ofm_row_stride
+            + np.arange(ofm_w, dtype=np.int64)[None, None, :] * ofm_pix_stride + (c0 * out_size)[:, None, None])
+    words = vector_write_words(cfg.word_bytes, addr, (n * out_size)[:, None, None]).ravel()
+    records = int(n.sum()) if rescale else 0
+    return POOL_FIXED + records + int(np.maximum(words[:-1], taps).sum()) + taps + VPOOL_PIPELINE + int(words[-1])

@@ -82,7 +82,8 @@ def unit_ranges(op: Opcode, plan) -> tuple[dict, dict]:
 
 class DmaWindow:
     """The transfers a compute command may leave running: the latest DMA_LOAD, DMA_STORE and FILL
-    descriptors pushed (at most DMA_QUEUE_DEPTH + 1 are ever outstanding), each with its SRAM and
+    descriptors pushed (at most DMA_QUEUE_DEPTH + 2 are ever outstanding: the queue's, the
+    engine's next slot and the one in flight), each with its SRAM and
     byte span. A compute command with slack s (its value32) starts while the latest s may still
     run, so none of them may write a byte it reads or writes, nor read a byte it writes (docs/isa.md,
     "DMA slack"); the RTL does not check this, the golden model refuses such a program
@@ -93,7 +94,7 @@ class DmaWindow:
     __slots__ = ("recent",)
 
     def __init__(self):
-        self.recent: deque = deque(maxlen=DMA_QUEUE_DEPTH + 1)
+        self.recent: deque = deque(maxlen=DMA_QUEUE_DEPTH + 2)
 
     def push(self, sram: Sram, writes_sram: bool, span: tuple[int, int]) -> None:
         if span[1] > span[0]:

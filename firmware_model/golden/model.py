@@ -223,7 +223,7 @@ class GoldenModel:
         monitor = self.monitor
         prepared = D.golden_steps(plans, dec, monitor.watched if monitor is not None else ())
         slots0 = self.mem.variable_slots.copy()
-        self.timeline = Timeline()
+        self.timeline = Timeline(self.cfg.ext_latency)
         self._dma_window = DmaWindow()
         if monitor is not None:
             monitor.begin()
@@ -305,7 +305,7 @@ class GoldenModel:
         from firmware_model.golden.timing_model import run_events
 
         cmds = self.program.commands
-        counters, tl, regs = Counters(), Timeline(), dict(dec.start)
+        counters, tl, regs = Counters(), Timeline(self.cfg.ext_latency), dict(dec.start)
         last = pc if through else pc - 1
         if last >= 0:
             try:
@@ -342,7 +342,7 @@ class GoldenModel:
         """
         cmds = self.program.commands
         counters = self.counters
-        self.timeline = Timeline()
+        self.timeline = Timeline(self.cfg.ext_latency)
         self._dma_window = DmaWindow()
         monitor = self.monitor
         if monitor is not None:
@@ -416,7 +416,7 @@ class GoldenModel:
                 plan = self._dma_memo[key] = fill_plan(self.cfg, regs, sram)
             r = fill(self.cfg, self.mem, regs, sram, cmd.value, plan)
             self._dma_window.push(sram, True, plan.sram_range)
-            tl.dma(r.cycles)
+            tl.dma(r.cycles, fill=True)
             count_fill(counters, r.sram, r.cycles, r.bytes)
         elif op in (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL):
             self._compute_command(pc, op, cmd.sub, cmd.value)

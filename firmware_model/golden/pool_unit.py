@@ -39,7 +39,8 @@ from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
 from firmware_model.golden.output_stage import (apply_output_stage, box_range, dtype_of, load_records,
                                                 records_range, stage_plan, write_elements)
-from firmware_model.arch.cycle_model import pool_command_cycles
+from firmware_model.arch.cycle_model import (pool_command_cycles, pool_uses_vector, pool_vector_cycles,
+                                             pool_vector_lanes)
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
@@ -124,7 +125,15 @@ def pool_plan(cfg: NpuConfig, regs, sub: int) -> PoolPlan:
         regions["lut"] = stage.lut_range
     regions["output"] = box_range(cfg, Sram.OUTPUT, r.ofm_addr, r.ofm_row_stride, r.ofm_pix_stride, oh, ow, oc,
                                   out_dt, "POOL output", "POOL output: output addresses")
-    cycles = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw)
+    in_size, out_size = ELEMENT_BYTES[in_dt], ELEMENT_BYTES[out_dt]
+    pixels = dict(in_size=in_size, ifm_addr=r.ifm_addr, ifm_row_stride=r.ifm_row_stride, ifm_pix_stride=r.ifm_pix_stride)
+    if oh * ow * oc and pool_uses_vector(cfg, mode=mode, lut_mode=r.lut_mode, out_size=out_size, **pixels):
+        cycles = pool_vector_cycles(cfg, lanes=pool_vector_lanes(cfg, **pixels), ofm_h=oh, ofm_w=ow, ofm_c=oc,
+                                    kernel_h=kh, kernel_w=kw, out_size=out_size, ofm_addr=r.ofm_addr,
+                                    ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
+                                    rescale=rescale_on)
+    else:
+        cycles = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw)
     return PoolPlan(mode, in_dt, out_dt, rows, cols, count, regions, stage, cycles, oh * ow * oc, oh * ow * oc * kh * kw)
 
 

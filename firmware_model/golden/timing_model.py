@@ -354,7 +354,7 @@ class TimingModel:
         the counters, the timeline, the registers and the flags up to date at every yield, as
         GoldenModel.run_steps does (and, like it, no rollback of the flags on a fault)."""
         dec = self._decoded()
-        self.timeline = Timeline()
+        self.timeline = Timeline(self.cfg.ext_latency)
         yield from self._events(dec, self.counters, self.timeline, self.variable_slots, self.regs)
 
     def _events(self, dec: _Decoded, counters: Counters, tl: Timeline, slots, regs: dict | None, where=None):
@@ -368,7 +368,7 @@ def invocation_outcome(plans: _ProgramPlans, dec: _Decoded, slots: np.ndarray) -
     out = dec.outcomes.get(key)
     if out is not None:
         return out
-    counters, tl = Counters(), Timeline()
+    counters, tl = Counters(), Timeline(plans.cfg.ext_latency)
     slots, regs = slots.copy(), dict(dec.end)
     error = None
     where = [0]
@@ -424,7 +424,7 @@ def run_events(cmds: list, dec: _Decoded, counters: Counters, tl: Timeline, slot
             count_compute(counters, op, plan)
         elif kind == FILL:
             _, _, _, sram, cycles, nbytes = ev
-            tl.dma(cycles)
+            tl.dma(cycles, fill=True)
             count_fill(counters, sram, cycles, nbytes)
         elif kind == BARRIER:
             tl.barrier()

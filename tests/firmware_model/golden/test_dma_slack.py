@@ -42,14 +42,31 @@ def _inputs(name: str):
 
 def test_timeline_slack_waits_for_the_older_transfers_only():
     tl = Timeline()
-    tl.dma(100)                 # popped at 2, done at 102
-    tl.dma(50)                  # popped at 102, done at 152
+    tl.dma(100)                 # popped at 2, beats from 3, done at 102
+    tl.dma(50)                  # popped at 4 into the next slot, beats from 102, done at 151
     start, _ = tl.unit(10, slack=1)
     assert start == 102         # the first transfer has finished; the second may run on
     tl2 = Timeline()
     tl2.dma(100)
     tl2.dma(50)
-    assert tl2.unit(10)[0] == 152 and tl2.stall == 152 - 5
+    assert tl2.unit(10)[0] == 151 and tl2.stall == 151 - 5
+
+
+def test_timeline_overlaps_the_latency_of_queued_transfers():
+    """With latency 32, a transfer queued behind another waits in the next slot with its latency
+    running: its beats follow the first one's drain. A FILL has none; an empty transfer and a
+    transfer pushed after the engine went idle pay it as before; a third waits for the slot."""
+    tl = Timeline(latency=32)
+    assert tl.dma(32 + 10 + 2) == (2, 46)     # alone: pop 2, LATENCY 3..34, beats 35..44, DRAIN 45
+    assert tl.dma(32 + 5 + 2) == (4, 52)      # latency 5..36 hidden: beats 46..50, DRAIN 51
+    assert tl.dma(32 + 5 + 2) == (46, 85)     # the slot freed at 46: latency 47..78, beats 79..83
+    tl.unit(1)                                # everything drained: start 85
+    fill = tl.dma(7 + 2, fill=True)
+    assert fill[1] - fill[0] == 9             # a FILL popped from IDLE: no latency
+    tl2 = Timeline(latency=32)
+    tl2.dma(3 + 2, fill=True)                 # pop 2, beats 3..5, DRAIN 6, idle at 7
+    assert tl2.dma(32 + 1 + 2) == (4, 39)     # in the slot from 4: latency 5..36 as from IDLE
+    assert tl2.dma(1) == (39, 40)             # an empty transfer waits for IDLE
 
 
 def test_the_compiler_pipelines_tiles_and_the_models_agree():
