@@ -29,6 +29,7 @@ invocation leaves the session (and a state file saved from it) as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from math import prod
 from types import MappingProxyType
 from typing import Mapping
@@ -137,6 +138,8 @@ class _OpPlan:
 
 _STORAGE = {t: t.storage for t in DType if t.has_storage}
 _INT48 = DType.INT48
+# TensorSpec(shape, dtype) made as its NamedTuple __new__ makes it, without that Python-level call
+_new_spec = partial(tuple.__new__, TensorSpec)
 _SHAPE = DType.SHAPE
 # bytes per element of each type with storage (the size check takes 1 for the others: a lower bound)
 _ITEMSIZE = {t: t.storage.itemsize for t in DType if t.has_storage}
@@ -226,7 +229,7 @@ class Interpreter:
         for b in [b for r in self.graph.regions for b in r.blocks]:      # Graph.blocks()
             tensors = b.tensors
             if b is main:
-                self._specs = {name: TensorSpec(tuple(t.shape), t.dtype) for name, t in tensors.items()}
+                self._specs = {name: _new_spec((tuple(t.shape), t.dtype)) for name, t in tensors.items()}
             # limits.tensor_bytes of each: 0 for an unknown dimension; numpy dimensions (whose
             # product may wrap) again in Python integers
             sizes = [_ITEMSIZE.get(t.dtype, 1) * prod(t.shape) if min(t.shape, default=0) >= 0 else 0
@@ -622,20 +625,18 @@ class Interpreter:
                     env[tname] = arr
                 return
         kind = plan.kind
-        if kind == "const":
-            tname = op.outputs[0]
-            if tname in env:
-                raise TosaError(op.op, f"output '{tname}' is written twice", plan.where)
-            env[tname] = plan.const_values[0]
-            return
-        if kind == "declare":
-            self._declare(self._variable_of(op, idx), work, seen, op, idx)
-            return
-        if kind == "read":
-            self._variable_read(idx, op, env, work, seen)
-            return
-        if kind == "write":
-            self._variable_write(idx, op, env, work, seen)
+        if kind != "kernel":
+            if kind == "const":
+                tname = op.outputs[0]
+                if tname in env:
+                    raise TosaError(op.op, f"output '{tname}' is written twice", plan.where)
+                env[tname] = plan.const_values[0]
+            elif kind == "declare":
+                self._declare(self._variable_of(op, idx), work, seen, op, idx)
+            elif kind == "read":
+                self._variable_read(idx, op, env, work, seen)
+            else:                           # "write"
+                self._variable_write(idx, op, env, work, seen)
             return
         if plan.fault is not None:
             raise plan.fault.with_traceback(None)
