@@ -53,13 +53,14 @@ def rescale(call: OpCall):
     in_u = bool(a.get("input_unsigned", False))
     out_u = bool(a.get("output_unsigned", False))
 
-    call.error_if(rounding_mode not in (numerics.SINGLE_ROUND, numerics.INEXACT_ROUND,
-                                        numerics.DOUBLE_ROUND),
-                  lambda: f"rounding_mode {rounding_mode} is not SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND")
+    if rounding_mode not in (numerics.SINGLE_ROUND, numerics.INEXACT_ROUND, numerics.DOUBLE_ROUND):
+        call.error_if(True, f"rounding_mode {rounding_mode} is not SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND")
     mult_t = I32 if scale32 else I16
-    call.error_if(call.in_dtype(1) != mult_t,
-                  lambda: f"multiplier is {call.in_dtype(1).name}, must be {mult_t.name} when scale32 is {scale32}")
-    call.error_if(call.in_dtype(2) != I8, lambda: f"shift is {call.in_dtype(2).name}, must be INT8")
+    specs = call.input_specs
+    if specs[1].dtype != mult_t:
+        call.error_if(True, f"multiplier is {specs[1].dtype.name}, must be {mult_t.name} when scale32 is {scale32}")
+    if specs[2].dtype != I8:
+        call.error_if(True, f"shift is {specs[2].dtype.name}, must be INT8")
 
     izp = scalar_operand(call, 3, "input_zp", in_t)
     ozp = scalar_operand(call, 4, "output_zp", out_t)
@@ -78,8 +79,10 @@ def rescale(call: OpCall):
     nc = shape[-1] if per_channel else 1
     mult = np.asarray(call.inputs[1]).reshape(-1)
     shift = np.asarray(call.inputs[2]).reshape(-1)
-    call.error_if(mult.size != nc, lambda: f"multiplier has {mult.size} values, needs {nc}")
-    call.error_if(shift.size != nc, lambda: f"shift has {shift.size} values, needs {nc}")
+    if mult.size != nc:
+        call.error_if(True, f"multiplier has {mult.size} values, needs {nc}")
+    if shift.size != nc:
+        call.error_if(True, f"shift has {shift.size} values, needs {nc}")
     if rounding_mode == numerics.INEXACT_ROUND:
         raise TosaUnsupported(f"{call.op} ({call.where}): INEXACT_ROUND belongs to the inexactround "
                               "extension, which npu-bench does not implement")
@@ -141,11 +144,18 @@ class _RescalePlan:
         # Values v = value - input_zp the input type allows.
         lo, hi = (0, in_t.umax) if in_u else (in_t.min, in_t.max)
         v_lo, v_hi = lo - izp, hi - izp
-        # apply_scale_32's REQUIRE -(1 << (shift - 1)) <= v < (1 << (shift - 1)), for every v
-        self.check_value = scale32 and not all(-r <= v_lo and v_hi < r for r in rs)
-        # the scaled value's range (m >= 0: v's extremes give it; the extra term at most 2^30)
-        r_lo = min((v_lo * m + r - ext) >> sh for m, sh, r in zip(ms, ss, rs))
-        r_hi = max((v_hi * m + r + ext) >> sh for m, sh, r in zip(ms, ss, rs))
+        # Per channel: apply_scale_32's REQUIRE -(1 << (shift - 1)) <= v < (1 << (shift - 1)) for
+        # every v, and the scaled value's range (m >= 0: v's extremes give it; the extra term at
+        # most 2^30); one loop, as the channels are few.
+        in_range, r_lo, r_hi = True, None, None
+        for m, sh, r in zip(ms, ss, rs):
+            in_range = in_range and -r <= v_lo and v_hi < r
+            c_lo, c_hi = (v_lo * m + r - ext) >> sh, (v_hi * m + r + ext) >> sh
+            if r_lo is None or c_lo < r_lo:
+                r_lo = c_lo
+            if r_hi is None or c_hi > r_hi:
+                r_hi = c_hi
+        self.check_value = scale32 and not in_range
         # apply_scale_16's REQUIRE: the result fits int32
         self.check_scaled = not scale32 and not (numerics.INT32_MIN <= r_lo and r_hi <= numerics.INT32_MAX)
         # apply_add_s<int32>(result, output_zp)'s REQUIRE (the scaled result is int32 by now)

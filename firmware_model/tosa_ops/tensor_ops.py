@@ -186,22 +186,24 @@ def _conv_common(call: OpCall, rank: int = 4):
     combo = check_types(call, CONV_TYPES, in_idx=(0, 1), out_idx=(0,))
     in_t, w_t, out_t = combo
     acc_t = CONV_TYPES[combo]
-    call.error_if(call.in_dtype(2) != out_t,
-                  lambda: f"bias type {call.in_dtype(2).name} != output type {out_t.name}")
+    if call.input_specs[2].dtype != out_t:
+        call.error_if(True, f"bias type {call.in_dtype(2).name} != output type {out_t.name}")
     acc_attr = call.attrs.get("acc_type")
-    call.error_if(acc_attr is None or int(acc_attr) != int(acc_t),
-                  lambda: f"acc_type {acc_attr!r} is not {acc_t.name} for {in_t.name} x {w_t.name}")
+    if acc_attr is None or int(acc_attr) != int(acc_t):
+        call.error_if(True, f"acc_type {acc_attr!r} is not {acc_t.name} for {in_t.name} x {w_t.name}")
     x_shape = _check_rank(call, 0, "input", rank)
     w_shape = _check_rank(call, 1, "weight", rank)
     b_shape = shape_of(call, 2)
-    call.error_if(len(b_shape) != 1, lambda: f"rank(bias) = {len(b_shape)}, must be 1")
+    if len(b_shape) != 1:
+        call.error_if(True, f"rank(bias) = {len(b_shape)}, must be 1")
     izp = _zero_point(call, 3, "input_zp", in_t, in_t == DType.INT8)
     wzp = _zero_point(call, 4, "weight_zp", w_t, w_t == DType.INT8)
     return in_t, w_t, out_t, x_shape, w_shape, b_shape[0], izp, wzp
 
 
 def _bias_vector(call: OpCall, bc: int, oc: int) -> np.ndarray:
-    call.error_if(bc != oc and bc != 1, lambda: f"bias has {bc} values, needs {oc} or 1")
+    if bc != oc and bc != 1:
+        call.error_if(True, f"bias has {bc} values, needs {oc} or 1")
     return np.asarray(call.inputs[2]).reshape(-1)
 
 
@@ -211,10 +213,11 @@ def conv2d(call: OpCall):
     pt, pb, pl, pr = _attr_list(call, "pad", 4)
     sy, sx = _attr_list(call, "stride", 2)
     dy, dx = _attr_list(call, "dilation", 2)
-    call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
-    call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
-    call.error_if(dy < 1 or dx < 1, "dilation_y < 1 or dilation_x < 1")
-    call.error_if(wic != ic, lambda: f"weight has {wic} input channels, input has {ic}")
+    if min(pt, pb, pl, pr) < 0 or sy < 1 or sx < 1 or dy < 1 or dx < 1 or wic != ic:  # the first that holds:
+        call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
+        call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
+        call.error_if(dy < 1 or dx < 1, "dilation_y < 1 or dilation_x < 1")
+        call.error_if(wic != ic, f"weight has {wic} input channels, input has {ic}")
     oh = _idiv_check(call, ih - 1 + pt + pb - (kh - 1) * dy, sy, "OH") + 1
     ow = _idiv_check(call, iw - 1 + pl + pr - (kw - 1) * dx, sx, "OW") + 1
     _check_dim(call, oh, "OH")
@@ -291,10 +294,11 @@ def depthwise_conv2d(call: OpCall):
     pt, pb, pl, pr = _attr_list(call, "pad", 4)
     sy, sx = _attr_list(call, "stride", 2)
     dy, dx = _attr_list(call, "dilation", 2)
-    call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
-    call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
-    call.error_if(dy < 1 or dx < 1, "dilation_y < 1 or dilation_x < 1")
-    call.error_if(wc != c, lambda: f"weight has {wc} channels, input has {c}")
+    if min(pt, pb, pl, pr) < 0 or sy < 1 or sx < 1 or dy < 1 or dx < 1 or wc != c:    # the first that holds:
+        call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
+        call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
+        call.error_if(dy < 1 or dx < 1, "dilation_y < 1 or dilation_x < 1")
+        call.error_if(wc != c, f"weight has {wc} channels, input has {c}")
     oh = _idiv_check(call, ih - 1 + pt + pb - (kh - 1) * dy, sy, "OH") + 1
     ow = _idiv_check(call, iw - 1 + pl + pr - (kw - 1) * dx, sx, "OW") + 1
     _check_dim(call, oh, "OH")
@@ -350,10 +354,11 @@ def transpose_conv2d(call: OpCall):
     in_t, w_t, out_t, (n, ih, iw, ic), (oc, kh, kw, wic), bc, izp, wzp = _conv_common(call)
     pt, pb, pl, pr = _attr_list(call, "out_pad", 4)
     sy, sx = _attr_list(call, "stride", 2)
-    call.error_if(pt <= -kh or pb <= -kh, "out_pad_top <= -KH or out_pad_bottom <= -KH")
-    call.error_if(pl <= -kw or pr <= -kw, "out_pad_left <= -KW or out_pad_right <= -KW")
-    call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
-    call.error_if(wic != ic, lambda: f"weight has {wic} input channels, input has {ic}")
+    if min(pt, pb) <= -kh or min(pl, pr) <= -kw or sy < 1 or sx < 1 or wic != ic:          # the first that holds:
+        call.error_if(pt <= -kh or pb <= -kh, "out_pad_top <= -KH or out_pad_bottom <= -KH")
+        call.error_if(pl <= -kw or pr <= -kw, "out_pad_left <= -KW or out_pad_right <= -KW")
+        call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
+        call.error_if(wic != ic, f"weight has {wic} input channels, input has {ic}")
     oh = (ih - 1) * sy + pt + pb + kh
     ow = (iw - 1) * sx + pl + pr + kw
     _check_dim(call, oh, "OH")
