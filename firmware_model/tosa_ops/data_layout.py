@@ -49,8 +49,10 @@ def pad(call: OpCall):
     padding = shape_operand(call, 1, "padding")
     pad_const = scalar_operand(call, 2, "pad_const")
     declared = call.output_specs[0].shape
-    call.error_if(len(declared) != len(shape1), lambda: f"rank(shape) != rank(shape1) ({len(declared)} vs {len(shape1)})")
-    call.error_if(len(padding) != 2 * len(shape1), lambda: f"padding has {len(padding)} values, needs 2 * rank = {2 * len(shape1)}")
+    if len(declared) != len(shape1):
+        call.error_if(True, f"rank(shape) != rank(shape1) ({len(declared)} vs {len(shape1)})")
+    if len(padding) != 2 * len(shape1):
+        call.error_if(True, f"padding has {len(padding)} values, needs 2 * rank = {2 * len(shape1)}")
     call.error_if(min(padding, default=0) < 0, "padding < 0")
     expected = [padding[2 * i] + shape1[i] + padding[2 * i + 1] for i in range(len(shape1))]
     check_output_shape(call, expected, rule=lambda: f"output shape != padding + input shape {expected}")

@@ -43,24 +43,32 @@ def check_types(call: OpCall, allowed: Iterable[tuple[DType, ...]], in_idx: Sequ
 
 def same_types(call: OpCall, types: Iterable[DType], n_in: int = 1) -> DType:
     """ERROR_IF inputs 0..n_in-1 and output 0 do not all have one type from `types`."""
+    ins = call.input_specs
+    if len(ins) >= n_in and call.output_specs:          # the usual answer, without building the rows
+        t = call.output_specs[0].dtype
+        if t in types and all(ins[i].dtype == t for i in range(n_in)):
+            return t
     return check_types(call, [(t,) * (n_in + 1) for t in types], tuple(range(n_in)), (0,))[0]
 
 
 def check_rank(call: OpCall, shape: Sequence[int], what: str = "input", lo: int = 0,
                hi: int = MAX_RANK) -> None:
-    call.error_if(not (lo <= len(shape) <= hi), lambda: f"rank({what}) = {len(shape)} outside [{lo}, {hi}]")
+    if not (lo <= len(shape) <= hi):
+        call.error_if(True, f"rank({what}) = {len(shape)} outside [{lo}, {hi}]")
 
 
 def broadcast_shape(call: OpCall, shape1: Sequence[int], shape2: Sequence[int]) -> tuple[int, ...]:
     """shape_t broadcast_shape(shape1, shape2): equal ranks, each dim equal or 1."""
-    call.error_if(len(shape1) != len(shape2),
-                  lambda: f"rank(shape1) != rank(shape2) ({len(shape1)} vs {len(shape2)})")
+    if len(shape1) != len(shape2):
+        call.error_if(True, f"rank(shape1) != rank(shape2) ({len(shape1)} vs {len(shape2)})")
+    if tuple(shape1) == tuple(shape2):
+        return tuple(shape1)
     out = list(shape1)
     for i, (a, b) in enumerate(zip(shape1, shape2)):
         if a == 1:
             out[i] = b
-        else:
-            call.error_if(b != 1 and b != a, lambda: f"shapes {tuple(shape1)} and {tuple(shape2)} do not broadcast (dim {i})")
+        elif b != 1 and b != a:
+            call.error_if(True, f"shapes {tuple(shape1)} and {tuple(shape2)} do not broadcast (dim {i})")
     return tuple(out)
 
 
@@ -94,8 +102,8 @@ def attr_int_list(call: OpCall, name: str) -> list[int]:
 def shape_operand(call: OpCall, i: int, what: str) -> list[int]:
     """The values of a shape_t operand (a CONST_SHAPE output, or an int tensor) as ints."""
     spec = call.input_specs[i]
-    call.error_if(spec.dtype not in (DType.SHAPE, DType.INT32, DType.INT64),
-                  lambda: f"{what} must be a shape operand, not {spec.dtype.name}")
+    if spec.dtype not in (DType.SHAPE, DType.INT32, DType.INT64):
+        call.error_if(True, f"{what} must be a shape operand, not {spec.dtype.name}")
     x = call.inputs[i]
     if x is None:
         raise TosaError(call.op, f"{what} has no value (shape operands must be constant)", call.where)

@@ -462,8 +462,8 @@ def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> list[int]:
 def avg_pool2d(call: OpCall):
     io_t, (n, ih, iw, c), k, s, (pt, pb, pl, pr), o = _pool_common(call, 3)
     acc_attr = call.attrs.get("acc_type")
-    call.error_if(acc_attr is None or int(acc_attr) != int(DType.INT32),
-                  lambda: f"acc_type {acc_attr!r} is not INT32 for {io_t.name}")
+    if acc_attr is None or int(acc_attr) != int(DType.INT32):
+        call.error_if(True, f"acc_type {acc_attr!r} is not INT32 for {io_t.name}")
     is_i8 = io_t == DType.INT8
     izp = _zero_point(call, 1, "input_zp", io_t, is_i8)
     ozp = _zero_point(call, 2, "output_zp", io_t, is_i8)

@@ -219,3 +219,38 @@ def test_const_identity_and_unsupported():
     eq(call("IDENTITY", [([1, 2**40], I48)], I48), [1, 2**40], I48)
     with pytest.raises(TosaUnsupported):
         run_op(OpCall(op="COS", attrs={}, inputs=[], input_specs=[], output_specs=[]))
+
+
+def test_same_types_and_broadcast_shape_fast_paths_equal_the_rules():
+    """same_types' usual answer (every operand of the output's type) and broadcast_shape's equal
+    shapes return what the full rules return, and anything else goes through them: over type
+    combinations of 1-3 inputs and pairs of small shapes, the same result or the same error."""
+    import itertools
+
+    from firmware_model.errors import NpuBenchError
+    from firmware_model.tosa_ops import op_utils
+
+    def outcome(fn):
+        try:
+            return ("ok", fn())
+        except NpuBenchError as e:
+            return (type(e).__name__, str(e))
+
+    kinds = (DType.INT8, DType.INT16, DType.INT32, DType.BOOL, DType.FP32)
+    for n_in in (1, 2, 3):
+        for combo in itertools.product(kinds, repeat=n_in + 1):
+            call = OpCall("OP", {}, [], [TensorSpec((1,), t) for t in combo[:n_in]], [TensorSpec((1,), combo[-1])], "w")
+            for allowed in ((DType.INT8, DType.INT16, DType.INT32), (DType.BOOL,)):
+                rows = [(t,) * (n_in + 1) for t in allowed]
+                want = outcome(lambda: op_utils.check_types(call, rows, tuple(range(n_in)), (0,))[0])
+                assert outcome(lambda: op_utils.same_types(call, allowed, n_in)) == want
+    call = OpCall("OP", {}, [], [], [], "w")
+    shapes = [s for r in range(4) for s in itertools.product((1, 2, 3), repeat=r)]
+    for s1, s2 in itertools.product(shapes, repeat=2):
+        if len(s1) == len(s2):
+            want = tuple(b if a == 1 else a for a, b in zip(s1, s2)) \
+                if all(a == 1 or b in (1, a) for a, b in zip(s1, s2)) else "error"
+        else:
+            want = "error"
+        got = outcome(lambda: op_utils.broadcast_shape(call, s1, s2))
+        assert (got[1] if got[0] == "ok" else "error") == want, (s1, s2)
