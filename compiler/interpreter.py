@@ -232,7 +232,8 @@ class Interpreter:
                 self._specs = {name: _new_spec((tuple(t.shape), t.dtype)) for name, t in tensors.items()}
             # limits.tensor_bytes of each: 0 for an unknown dimension; numpy dimensions (whose
             # product may wrap) again in Python integers
-            sizes = [_ITEMSIZE.get(t.dtype, 1) * prod(t.shape) if min(t.shape, default=0) >= 0 else 0
+            # (min(shape) without `default=`: a keyword makes min several times slower)
+            sizes = [_ITEMSIZE.get(t.dtype, 1) * prod(t.shape) if not t.shape or min(t.shape) >= 0 else 0
                      for t in tensors.values()]
             subtotal = sum(sizes)
             if type(subtotal) is not int:       # a numpy size among them
@@ -549,7 +550,7 @@ class Interpreter:
                     known = True            # every non-static input's declared shape fully known
                     for i in dynamic:
                         spec = in_specs[i]
-                        if spec is None or min(spec.shape, default=0) < 0:
+                        if spec is None or (spec.shape and min(spec.shape) < 0):
                             known = False
                             break
                     plan.shapes_known = known

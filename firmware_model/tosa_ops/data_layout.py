@@ -53,7 +53,7 @@ def pad(call: OpCall):
         call.error_if(True, f"rank(shape) != rank(shape1) ({len(declared)} vs {len(shape1)})")
     if len(padding) != 2 * len(shape1):
         call.error_if(True, f"padding has {len(padding)} values, needs 2 * rank = {2 * len(shape1)}")
-    call.error_if(min(padding, default=0) < 0, "padding < 0")
+    call.error_if(bool(padding) and min(padding) < 0, "padding < 0")
     expected = [padding[2 * i] + shape1[i] + padding[2 * i + 1] for i in range(len(shape1))]
     check_output_shape(call, expected, rule=lambda: f"output shape != padding + input shape {expected}")
     x = np.asarray(call.inputs[0])
