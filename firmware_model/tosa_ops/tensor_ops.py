@@ -121,8 +121,10 @@ def _finish(acc: np.ndarray, bias: np.ndarray | int, out_t: DType) -> np.ndarray
     int48 saturates once at the end. `acc` holds exact integer values (any numeric dtype)."""
     if out_t == DType.INT32 and acc.dtype in (np.float32, np.int32):
         # int32 values (float32 ones are below 2^24); numpy's int32 add wraps like the model.
-        return np.add(acc.astype(np.int32, copy=False), np.asarray(bias, dtype=np.int32),
-                      dtype=np.int32)
+        # (astype copies: the in-place add writes to an array of our own)
+        total = acc.astype(np.int32)
+        total += bias if type(bias) is np.ndarray and bias.dtype == np.int32 else np.asarray(bias, dtype=np.int32)
+        return total
     total = acc.astype(np.int64) + np.asarray(bias, dtype=np.int64)
     if out_t == DType.INT48:
         return np.clip(total, INT48_MIN, INT48_MAX)
