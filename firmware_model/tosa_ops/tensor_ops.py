@@ -125,9 +125,12 @@ def _finish(acc: np.ndarray, bias: np.ndarray | int, out_t: DType) -> np.ndarray
         total = acc.astype(np.int32)
         total += bias if type(bias) is np.ndarray and bias.dtype == np.int32 else np.asarray(bias, dtype=np.int32)
         return total
-    total = acc.astype(np.int64) + np.asarray(bias, dtype=np.int64)
-    if out_t == DType.INT48:
-        return np.clip(total, INT48_MIN, INT48_MAX)
+    total = acc.astype(np.int64)
+    total += np.asarray(bias, dtype=np.int64)
+    if out_t == DType.INT48:                       # np.clip's bounds, in place
+        np.maximum(total, INT48_MIN, out=total)
+        np.minimum(total, INT48_MAX, out=total)
+        return total
     return wrap(total, out_t.bits).astype(out_t.storage)
 
 
@@ -545,7 +548,8 @@ def max_pool2d(call: OpCall):
     x = np.asarray(call.inputs[0])
     # Padding with the type's minimum never wins: pad < kernel, so each window sees the input.
     if pt or pb or pl or pr:
-        xp = np.full((n, ih + pt + pb, iw + pl + pr, c), io_t.min, x.dtype)
+        xp = np.empty((n, ih + pt + pb, iw + pl + pr, c), x.dtype)   # np.full, without its wrapper
+        xp.fill(io_t.min)
         xp[:, pt:pt + ih, pl:pl + iw] = x
     else:
         xp = x
