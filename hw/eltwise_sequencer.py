@@ -12,25 +12,37 @@ meets a 4-byte word: the element's words are read on two clocks and it is writte
 1), then DRAIN until the last result is written (one clock more for a two-clock element's second
 half), DONE. An element's reads are issued in
 STREAM, its data enters the front the clock after its last read; front 7, output stage 7, write.
+
+The vector path (cycle_model.eltwise_uses_vector: no table, one record for every element, no
+8-byte element, `lanes` from the operands' alignment, eltwise_vector_lanes): each STREAM clock
+reads one word of A and one of B for `lanes` elements, which enter `lanes` fronts side by side;
+their results go to the core's vector output stage and vector writer (hw/vector_output_stage.py,
+hw/vector_writer.py), as the MAC's and the POOL's vector paths do. GAP holds the next vector
+until the writer has stored this one's words. Schedule: cycle_model.eltwise_vector_cycles.
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.checks import ELT_RULES
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import ELT_PIPELINE
-from firmware_model.arch.isa import EltMode, EltOp, Status
+from firmware_model.arch.cycle_model import ELT_PIPELINE, VELT_PIPELINE
+from firmware_model.arch.isa import EltMode, EltOp, LutMode, Status
 from hw.dma_engine import bits_for
 from hw.eltwise_unit import FRONT_LATENCY, REGISTER_MAP, EltwiseFront
 from hw.layouts import PARAM_RECORD_LAYOUT
 from hw.output_stage import LATENCY as OUTPUT_STAGE_LATENCY
 from hw.output_stage import vector_sequencer_ports
 from hw.register_map import AmaranthOps, drive_map, rules_pass
+from hw.vector_output_stage import LATENCY as VECTOR_STAGE_LATENCY
+from hw.vector_output_stage import side_layout, vector_in_layout
+from hw.vector_writer import LATENCY as VECTOR_WRITER_LATENCY
 
 # SRAM read 1 + front + output stage + write 1: the pipeline the cycle model counts
 assert 1 + FRONT_LATENCY + OUTPUT_STAGE_LATENCY + 1 == ELT_PIPELINE
+# the vector path: SRAM read 1 + front + the vector stage + the writer's register
+assert 1 + FRONT_LATENCY + VECTOR_STAGE_LATENCY + VECTOR_WRITER_LATENCY == VELT_PIPELINE
 
 
 class EltwiseSequencer(wiring.Component):
@@ -38,9 +50,13 @@ class EltwiseSequencer(wiring.Component):
         self.cfg = cfg
         W = cfg.word_bytes
         self.two_words = W < 8          # an 8-byte element spans two words
-        super().__init__(vector_sequencer_ports(
-            cfg, a_addr=Out(bits_for(cfg.input_words)), a_data=In(8 * W),
-            b_addr=Out(bits_for(cfg.weight_words)), b_data=In(8 * W)))
+        super().__init__({
+            **vector_sequencer_ports(cfg, a_addr=Out(bits_for(cfg.input_words)), a_data=In(8 * W),
+                                     b_addr=Out(bits_for(cfg.weight_words)), b_data=In(8 * W)),
+            # the vector path's results, into the core's vector output stage (valid only)
+            "vout_valid": Out(1),
+            "vout": Out(vector_in_layout(cfg.mac_rows)),
+        })
 
     def elaborate(self, platform):
         m = Module()
@@ -67,8 +83,8 @@ class EltwiseSequencer(wiring.Component):
         channels = Signal(32)
         phase = Signal()
         left = Signal(32)
-        drain = Signal(range(ELT_PIPELINE + 2))
-        drain_len = Signal(range(ELT_PIPELINE + 2))
+        drain = Signal(range(ELT_PIPELINE + 16))
+        drain_len = Signal(range(ELT_PIPELINE + 16))
 
         # reads: this clock's addresses (phase 1 reads the upper words of 8-byte elements)
         hi = Signal()
@@ -102,6 +118,86 @@ class EltwiseSequencer(wiring.Component):
         ]
         m.d.sync += issued.eq(0)
 
+        # ---- the vector path (module docstring) ----
+        R = cfg.mac_rows
+        lg_r = R.bit_length() - 1
+        vec = Signal(name="vec")
+        lanes_lg = Signal(range(lg_r + 1), name="vec_lanes_lg")
+        o_lg = Signal(2, name="vec_out_lg")
+        a_lg, b_lg = Signal(2, name="vec_a_lg"), Signal(2, name="vec_b_lg")
+        a_scalar, b_scalar = Signal(name="vec_a_scalar"), Signal(name="vec_b_scalar")
+
+        def log2_size(size):
+            return Mux(size == 4, 2, Mux(size == 2, 1, 0))
+
+        def alignment_lg(addr):
+            """log2 of the largest power of two (at most the word) dividing addr's offset in its word."""
+            out = Signal(range(lg_w + 1))
+            m.d.comb += out.eq(lg_w)
+            for bit in reversed(range(lg_w)):
+                with m.If(addr[bit]):
+                    m.d.comb += out.eq(bit)
+            return out
+
+        vn = Signal(range(R + 1), name="vec_n")            # elements of the vector issued now
+        nbytes = Signal(16, name="vec_nbytes")
+        words = Signal(16, name="vec_words")
+        m.d.comb += [vn.eq(Mux(left < (1 << lanes_lg), left, 1 << lanes_lg)), nbytes.eq(vn << o_lg),
+                     words.eq(((o_ptr & (W - 1)) + nbytes + W - 1) >> lg_w)]
+        gap = Signal(16, name="vec_gap")
+        vdrain = Signal(range(ELT_PIPELINE + 16), name="vec_drain")
+
+        # the vector issued last clock: its words arrive now and enter the fronts
+        vissued = Signal(name="vec_issued")
+        m.d.sync += vissued.eq(0)
+        side = [Signal(side_layout(), name=f"vec_side_{k}") for k in range(1 + FRONT_LATENCY)]
+        m.d.sync += [side[k].eq(side[k - 1]) for k in range(1, len(side))]
+        a_shifted, b_shifted = Signal(8 * W, name="vec_a_word"), Signal(8 * W, name="vec_b_word")
+        m.d.comb += [a_shifted.eq(self.a_data >> (r_a_off * 8)), b_shifted.eq(self.b_data >> (r_b_off * 8))]
+
+        def element(word, lg, scalar, j):
+            """Lane j's element bits (48, the front reads its dtype's low bits): element j of the
+            block, or element 0 for a scalar operand."""
+            def at(size):
+                lo = j * size * 8
+                return word[lo:lo + 48] if lo < 8 * W else 0
+            return Mux(scalar, word[:48], Mux(lg == 2, at(4), Mux(lg == 1, at(2), at(1))))
+
+        lane_fronts = []
+        for j in range(R):
+            vf = EltwiseFront(cfg.lut_entries)
+            m.submodules[f"vfront_{j}"] = vf
+            lane_fronts.append(vf)
+            m.d.comb += [
+                vf.cfg.eq(front.cfg), vf.o.ready.eq(1),
+                vf.i.valid.eq(vissued),
+                vf.i.payload.a.eq(element(a_shifted, a_lg, a_scalar, j)),
+                vf.i.payload.b.eq(element(b_shifted, b_lg, b_scalar, j)),
+                vf.i.payload.multiplier.eq(self.p_data.multiplier),
+                vf.i.payload.shift.eq(self.p_data.shift),
+                vf.i.payload.tag.eq(0),
+                self.vout.values[j].eq(vf.o.payload.value),
+                self.vout.multipliers[j].eq(vf.o.payload.multiplier),
+                self.vout.shifts[j].eq(vf.o.payload.shift),
+            ]
+        m.d.comb += [self.vout_valid.eq(lane_fronts[0].o.valid), self.vout.side.eq(side[-1])]
+
+        # SETUP's decision for the vector path, from the registers
+        v_mode = regs.elt_mode
+        sa, sb, so = x.size_of(regs.elt_a_dtype), x.size_of(regs.elt_b_dtype), x.size_of(regs.ofm_dtype)
+        unary = sub == EltOp.COPY
+        a_sc, b_sc = (v_mode & EltMode.A_SCALAR) != 0, (v_mode & EltMode.B_SCALAR) != 0
+        al_a, al_b = alignment_lg(regs.elt_a_addr), alignment_lg(regs.elt_b_addr)
+        sa_lg, sb_lg = log2_size(sa), log2_size(sb)
+        fit_a = Signal(signed(5), name="vec_fit_a")
+        fit_b = Signal(signed(5), name="vec_fit_b")
+        m.d.comb += [fit_a.eq(Mux(a_sc, lg_r, al_a - sa_lg)),
+                     fit_b.eq(Mux(unary | b_sc, lg_r, al_b - sb_lg))]
+        lanes_now = Signal(signed(5), name="vec_lanes_now")
+        m.d.comb += lanes_now.eq(Mux(fit_a < fit_b, fit_a, fit_b))
+        small = Signal(name="vec_small_elements")
+        m.d.comb += small.eq((sa != 0) & (sa <= 4) & (so != 0) & (so <= 4) & (unary | ((sb != 0) & (sb <= 4))))
+
         m.d.comb += self.done.eq(0)
         with m.FSM(name="eltwise"):
             with m.State("IDLE"):
@@ -123,18 +219,36 @@ class EltwiseSequencer(wiring.Component):
                 if self.two_words:
                     binary = sub != EltOp.COPY
                     m.d.sync += k2.eq((sa > W) | (so > W) | (binary & (sb > W)))
+                # the vector path's decision (cycle_model.eltwise_vector_lanes, eltwise_uses_vector)
+                m.d.sync += [
+                    vec.eq(small & (lanes_now >= 0) & (regs.lut_mode == LutMode.OFF) & (regs.elt_channels <= 1)),
+                    lanes_lg.eq(Mux(lanes_now > lg_r, lg_r, lanes_now)),
+                    o_lg.eq(log2_size(so)), a_lg.eq(sa_lg), b_lg.eq(sb_lg), a_scalar.eq(a_sc), b_scalar.eq(b_sc),
+                ]
                 m.next = "CHECK"
             with m.State("CHECK"):
                 with rules_pass(m, ELT_RULES, regs, sub, cfg, status):
                     m.d.sync += [drain.eq(0), drain_len.eq(Mux(k2, ELT_PIPELINE, ELT_PIPELINE - 1))]
                     with m.If(count == 0):
+                        m.d.sync += vec.eq(0)        # nothing to compute: the scalar drain
                         m.next = "DRAIN"
                     with m.Else():
                         m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.sync += [r_a_off.eq(a_ptr[:lg_w] if lg_w else 0), r_b_off.eq(b_ptr[:lg_w] if lg_w else 0),
                              r_tag.eq(o_ptr), r_two.eq(k2)]
-                with m.If(k2 & ~phase):
+                with m.If(vec):
+                    m.d.sync += [vissued.eq(1), side[0].addr.eq(o_ptr), side[0].nbytes.eq(nbytes),
+                                 side[0].words.eq(words), left.eq(left - vn),
+                                 a_ptr.eq(a_ptr + (a_step << lanes_lg)), b_ptr.eq(b_ptr + (b_step << lanes_lg)),
+                                 o_ptr.eq(o_ptr + (o_size << lanes_lg))]
+                    with m.If(left == vn):
+                        m.d.sync += [drain.eq(0), vdrain.eq(VELT_PIPELINE - 1 + words)]
+                        m.next = "DRAIN"
+                    with m.Elif(words > 1):
+                        m.d.sync += gap.eq(words - 1)
+                        m.next = "GAP"
+                with m.Elif(k2 & ~phase):
                     m.d.sync += [phase.eq(1)]
                 with m.Else():
                     m.d.sync += [phase.eq(0), issued.eq(1), left.eq(left - 1),
@@ -142,9 +256,13 @@ class EltwiseSequencer(wiring.Component):
                                  rec.eq(Mux(rec + 1 == channels, 0, rec + 1))]
                     with m.If(left == 1):
                         m.next = "DRAIN"
+            with m.State("GAP"):
+                m.d.sync += gap.eq(gap - 1)
+                with m.If(gap == 1):
+                    m.next = "STREAM"
             with m.State("DRAIN"):
                 m.d.sync += drain.eq(drain + 1)
-                with m.If(drain + 1 == drain_len):
+                with m.If(Mux(vec, drain + 1 == vdrain, drain + 1 == drain_len)):
                     m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += self.done.eq(1)

@@ -204,10 +204,11 @@ class NpuCore(wiring.Component):
                         m.d.comb += [ost.cfg.eq(unit.out_cfg), writer.esize.eq(unit.esize)]
         wiring.connect(m, ost.o, writer.i)
         m.d.comb += [
-            # the MAC's and the POOL's vector paths (one command at a time); the POOL's vector
-            # path is never AVG, so its stage configuration is the registers', as the MAC's
-            vst.i_valid.eq(mac.vout_valid | pool.vout_valid),
-            vst.i.eq(Mux(active == Opcode.POOL, pool.vout, mac.vout)), vst.cfg.eq(mac_cfg),
+            # the MAC's, the ELTWISE's and the POOL's vector paths (one command at a time); the
+            # POOL's is never AVG, so every stage configuration is the registers', as the MAC's
+            vst.i_valid.eq(mac.vout_valid | elt.vout_valid | pool.vout_valid),
+            vst.i.eq(Mux(active == Opcode.POOL, pool.vout, Mux(active == Opcode.ELTWISE, elt.vout, mac.vout))),
+            vst.cfg.eq(mac_cfg),
             vwriter.i_valid.eq(vst.o_valid), vwriter.i.eq(vst.o), vwriter.esize.eq(mac_esize),
         ]
         # one command at a time: at most one writer stores in a clock

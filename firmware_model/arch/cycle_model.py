@@ -349,10 +349,7 @@ def pool_vector_lanes(cfg: NpuConfig, *, in_size: int, ifm_addr: int, ifm_row_st
     `align` bytes (the lowest set bit of IFM_ADDR | IFM_ROW_STRIDE | IFM_PIX_STRIDE below the word
     size, else the word), so blocks of align / size channels never cross a word; at most the
     vector stage's lanes (mac.rows)."""
-    W = cfg.word_bytes
-    low = (ifm_addr | ifm_row_stride | ifm_pix_stride) & (W - 1)
-    align = low & -low if low else W
-    return min(cfg.mac_rows, align // in_size)
+    return min(cfg.mac_rows, _alignment(cfg.word_bytes, ifm_addr | ifm_row_stride | ifm_pix_stride) // in_size)
 
 
 def pool_uses_vector(cfg: NpuConfig, *, mode: int, lut_mode: int, in_size: int, out_size: int,
@@ -381,3 +378,48 @@ def pool_vector_cycles(cfg: NpuConfig, *, lanes: int, ofm_h: int, ofm_w: int, of
     words = vector_write_words(cfg.word_bytes, addr, (n * out_size)[:, None, None]).ravel()
     records = int(n.sum()) if rescale else 0
     return POOL_FIXED + records + int(np.maximum(words[:-1], taps).sum()) + taps + VPOOL_PIPELINE + int(words[-1])
+
+
+# Elementwise unit, vector path (hw/eltwise_sequencer.py): `lanes` elements per clock, one word of
+# A and one of B read for all of them, each lane an elementwise front (hw/eltwise_unit.py), the
+# results rescaled and clamped side by side by the vector output stage and stored by the vector
+# writer. The next vector waits until the writer has stored this one's words. After the last
+# vector's read: the read 1, the front 7, the vector stage 5, the writer's register 1, then its
+# words.
+VELT_PIPELINE = 14
+
+
+def _alignment(word_bytes: int, addr: int) -> int:
+    """The largest power of two (at most the word) dividing `addr`'s offset in its word."""
+    low = addr & (word_bytes - 1)
+    return low & -low if low else word_bytes
+
+
+def eltwise_vector_lanes(cfg: NpuConfig, *, a_size: int, b_size: int, a_addr: int, b_addr: int,
+                         a_scalar: bool, b_scalar: bool) -> int:
+    """Elements a vector ELTWISE computes at once, 0 when none: a block of each streamed operand
+    (A; B unless `b_size` is 0, a unary operation) must lie in one word, so `lanes` divides its
+    address's alignment in elements; at most the vector stage's lanes (mac.rows). A scalar
+    operand is one element read for every lane."""
+    lanes = cfg.mac_rows
+    for size, addr, scalar in ((a_size, a_addr, a_scalar), (b_size, b_addr, b_scalar)):
+        if size and not scalar:
+            lanes = min(lanes, _alignment(cfg.word_bytes, addr) // size)
+    return lanes
+
+
+def eltwise_uses_vector(*, lanes: int, lut_mode: int, channels: int, sizes: list[int]) -> bool:
+    """Whether an ELTWISE command takes the vector path: no table (one LUT read port), one record
+    for every element (ELT_CHANNELS 0 or 1), no 8-byte element (operands and result: the scalar
+    path's two-clock case), and lanes (eltwise_vector_lanes) to run on."""
+    return lanes > 0 and lut_mode == LutMode.OFF and channels <= 1 and max(sizes) <= 4
+
+
+def eltwise_vector_cycles(cfg: NpuConfig, *, lanes: int, count: int, out_addr: int, out_size: int) -> int:
+    """Clocks of a vector-path ELTWISE command from its start to its done pulse: per vector of
+    `lanes` elements (the last one the rest) max(1, the words its results touch), the last one 1,
+    the pipeline and its words."""
+    first = np.arange(0, count, lanes, dtype=np.int64)
+    n = np.minimum(lanes, count - first)
+    words = vector_write_words(cfg.word_bytes, out_addr + first * out_size, n * out_size)
+    return ELT_FIXED + int(np.maximum(words[:-1], 1).sum()) + 1 + VELT_PIPELINE + int(words[-1])

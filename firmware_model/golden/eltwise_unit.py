@@ -47,7 +47,8 @@ from firmware_model.arch.config import NpuConfig
 from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, elements_range, load_elements,
                                                 load_records, prepare_output_stage, records_range, run_range,
                                                 stage_plan, store_run)
-from firmware_model.arch.cycle_model import element_write_clocks, eltwise_command_cycles
+from firmware_model.arch.cycle_model import (element_write_clocks, eltwise_command_cycles, eltwise_uses_vector,
+                                             eltwise_vector_cycles, eltwise_vector_lanes)
 from firmware_model.tosa_ops import numerics
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
@@ -178,7 +179,14 @@ def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
         regions["lut"] = stage.lut_range
     regions["output"] = run_range(cfg, r.elt_out_addr, count, ofm_dt, "ELTWISE output")
     sizes = [ELEMENT_BYTES[a_dt], ELEMENT_BYTES[ofm_dt]] + ([ELEMENT_BYTES[b_dt]] if binary else [])
-    cycles = eltwise_command_cycles(count, max(element_write_clocks(cfg, s) for s in sizes))
+    lanes = eltwise_vector_lanes(cfg, a_size=ELEMENT_BYTES[a_dt], b_size=ELEMENT_BYTES[b_dt] if binary else 0,
+                                 a_addr=r.elt_a_addr, b_addr=r.elt_b_addr, a_scalar=EltMode.A_SCALAR in mode,
+                                 b_scalar=EltMode.B_SCALAR in mode)
+    if count and eltwise_uses_vector(lanes=lanes, lut_mode=r.lut_mode, channels=r.elt_channels, sizes=sizes):
+        cycles = eltwise_vector_cycles(cfg, lanes=lanes, count=count, out_addr=r.elt_out_addr,
+                                       out_size=ELEMENT_BYTES[ofm_dt])
+    else:
+        cycles = eltwise_command_cycles(count, max(element_write_clocks(cfg, s) for s in sizes))
     return EltPlan(op, mode, count, a_dt, b_dt, ofm_dt, records, regions, stage, cycles)
 
 

@@ -198,6 +198,16 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        "the output channel offset advances by one byte, not the output element size",
        r"(= out_c \+ )esize;", r"\g<1>1'h1;"),
     # the vector path (blocks of channels per tap)
+    # the elementwise sequencer's vector path
+    _m("eltwise_sequencer", "vec_b_step_one_element",
+       "the vector path advances B by one element per vector instead of a vector's",
+       rf"(assign {_N}  = )b_step << vec_lanes_lg;", r"\g<1>b_step;"),
+    _m("eltwise_sequencer", "vec_out_step_one_element",
+       "the vector path advances the output by one element per vector instead of a vector's",
+       rf"(assign {_N}  = )esize << vec_lanes_lg;", r"\g<1>esize;"),
+    _m("eltwise_sequencer", "vec_gap_ignored",
+       "the next vector does not wait for the vector writer to store the last one's words",
+       rf"(assign {_N}  = {_N} \[15:0\]) > 1'h1;", r"\1 > 32'hffffffff;"),
     _m("pool_sequencer", "vec_lane0_max_stuck",
        "the vector path's lane 0 never takes a larger tap: its maximum stays the initial int32 minimum",
        rf"(assign {_N}  = )\$signed\(vec_x_0\) > \$signed\(vec_max_0\);", r"\g<1>1'h0;"),

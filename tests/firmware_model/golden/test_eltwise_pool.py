@@ -21,7 +21,9 @@ from firmware_model.arch.isa import encode_param_records
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
-from firmware_model.arch.cycle_model import eltwise_command_cycles, pool_command_cycles
+from firmware_model.arch.cycle_model import (eltwise_command_cycles, eltwise_uses_vector, eltwise_vector_cycles,
+                                             eltwise_vector_lanes, pool_command_cycles, pool_uses_vector,
+                                             pool_vector_cycles, pool_vector_lanes)
 from firmware_model.golden.pool_unit import execute_pool
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.tosa_ops.registry import OpCall, TensorSpec, run_op
@@ -109,7 +111,16 @@ def eltwise(op: EltOp, a, a_dt: DType, b=None, b_dt: DType | None = None, *, out
         put_table(mem, 7, table)
         regs[int(Reg.LUT_ADDR)] = 7
     result = execute_eltwise(CFG, mem, regs, op)
-    assert result.cycles == eltwise_command_cycles(count)
+    # the cycle model's path for these registers (both are checked against the RTL by the co-simulation)
+    sizes = [a_dt.size_bytes, out_dt.size_bytes] + ([b_dt.size_bytes] if b is not None else [])
+    lanes = eltwise_vector_lanes(CFG, a_size=a_dt.size_bytes, b_size=b_dt.size_bytes if b is not None else 0,
+                                 a_addr=0, b_addr=32, a_scalar=EltMode.A_SCALAR in EltMode(mode),
+                                 b_scalar=EltMode.B_SCALAR in EltMode(mode))
+    vector = eltwise_uses_vector(lanes=lanes, lut_mode=regs.get(int(Reg.LUT_MODE), 0), channels=channels,
+                                 sizes=sizes)
+    assert result.cycles == (eltwise_vector_cycles(CFG, lanes=lanes, count=count, out_addr=out_addr,
+                                                   out_size=out_dt.size_bytes) if vector and count
+                             else eltwise_command_cycles(count))
     return load(mem, Sram.OUTPUT, out_addr, count, out_dt), result
 
 
@@ -378,8 +389,16 @@ def pool(mode: PoolMode, x, in_dt, *, kernel_hw, stride, pad_tl, out_hw, out_dt,
     if params is not None:
         put_params(mem, 0, *params)
     result = execute_pool(CFG, mem, regs, mode)
-    assert result.cycles == pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=c, kernel_h=kernel_hw[0],
-                                                kernel_w=kernel_hw[1])
+    pixels = dict(in_size=es, ifm_addr=0, ifm_row_stride=w * c * es, ifm_pix_stride=c * es)
+    if oh * ow * c and pool_uses_vector(CFG, mode=mode, lut_mode=regs.get(int(Reg.LUT_MODE), 0), out_size=os_,
+                                        **pixels):
+        rescale = bool(regs.get(int(Reg.OUT_MODE), 0) & OutMode.RESCALE)
+        expect = pool_vector_cycles(CFG, lanes=pool_vector_lanes(CFG, **pixels), ofm_h=oh, ofm_w=ow, ofm_c=c,
+                                    kernel_h=kernel_hw[0], kernel_w=kernel_hw[1], out_size=os_, ofm_addr=128,
+                                    ofm_row_stride=ow * c * os_, ofm_pix_stride=c * os_, rescale=rescale)
+    else:
+        expect = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=c, kernel_h=kernel_hw[0], kernel_w=kernel_hw[1])
+    assert result.cycles == expect
     return load(mem, Sram.OUTPUT, 128, oh * ow * c, out_dt).reshape(oh, ow, c), result
 
 
