@@ -274,7 +274,10 @@ class Interpreter:
         found: dict[str, _Variable] = {}
         by_tensor: dict[str, str] = {}
         self._uid_of_tensor = by_tensor
-        if not any(tensors for _, tensors in variable_tensors):
+        for _, tensors in variable_tensors:
+            if tensors:
+                break
+        else:                               # no variables
             return found
         # Variables are visible across blocks; the main block's declaration wins.
         main = self.block

@@ -32,7 +32,12 @@ def check_types(call: OpCall, allowed: Iterable[tuple[DType, ...]], in_idx: Sequ
                 out_idx: Sequence[int] = (0,)) -> tuple[DType, ...]:
     """ERROR_IF the (input..., output...) element types are not one of the op's supported rows."""
     ins, outs = call.input_specs, call.output_specs
-    combo = tuple([ins[i].dtype for i in in_idx] + [outs[i].dtype for i in out_idx])
+    if out_idx == (0,) and in_idx == (0,):             # the usual rows, without list building
+        combo = (ins[0].dtype, outs[0].dtype)
+    elif out_idx == (0,) and in_idx == (0, 1):
+        combo = (ins[0].dtype, ins[1].dtype, outs[0].dtype)
+    else:
+        combo = tuple([ins[i].dtype for i in in_idx] + [outs[i].dtype for i in out_idx])
     if combo in allowed:
         return combo
     names = "x".join(d.name for d in combo)
@@ -90,11 +95,14 @@ def attr(call: OpCall, name: str, default: Any = None) -> Any:
     return default if v is None else v
 
 
+_INT_TYPE = {int}
+
+
 def attr_int_list(call: OpCall, name: str) -> list[int]:
     v = call.attrs.get(name)
     if v is None:
         raise TosaError(call.op, f"attribute '{name}' is missing", call.where)
-    if type(v) is list and all(type(x) is int for x in v):
+    if type(v) is list and set(map(type, v)) <= _INT_TYPE:    # every type(x) is int
         return list(v)                  # what the reader gives: the same values, flat already
     return [int(x) for x in np.asarray(v).reshape(-1)]
 
