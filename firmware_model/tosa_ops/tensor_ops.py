@@ -148,6 +148,12 @@ def _pad_zero(xs: np.ndarray, *pads: int) -> np.ndarray:
     pad_right. Outside the input the spec reads value = 0, after the zero point."""
     if not any(pads):
         return xs
+    if len(pads) == 4:                  # NHWC (the 2-D ops), without the generators below
+        pt, pb, pl, pr = pads
+        n, h, w, c = xs.shape
+        p = np.zeros((n, h + pt + pb, w + pl + pr, c), xs.dtype)
+        p[:, pt:pt + h, pl:pl + w] = xs
+        return p
     before, after = pads[0::2], pads[1::2]
     spatial = xs.shape[1:-1]
     p = np.zeros((xs.shape[0], *(d + b + a for d, b, a in zip(spatial, before, after)), xs.shape[-1]), xs.dtype)
@@ -493,7 +499,8 @@ def avg_pool2d(call: OpCall):
         rs, qs = sorted(set(row_counts)), sorted(set(col_counts))
         table = np.array([[(m, sh, 1 << (sh - 1)) for m, sh in (scales[r * q] for q in qs)] for r in rs], np.int64)
         ri, qi = {r: i for i, r in enumerate(rs)}, {q: i for i, q in enumerate(qs)}
-        params = table[np.array([ri[r] for r in row_counts])[:, None], np.array([qi[q] for q in col_counts])]
+        # table[row index][:, column index] (take: a third of fancy indexing's time)
+        params = table.take([ri[r] for r in row_counts], 0).take([qi[q] for q in col_counts], 1)
         m3, sh3, rnd3 = params[:, :, 0:1], params[:, :, 1:2], params[:, :, 2:3]
     # |x - input_zp| over the type's values bounds the sums: apply_scale_32's REQUIREs and
     # apply_add_s's then hold for every input when the bounds below say so (they do for int8 and
