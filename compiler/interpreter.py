@@ -228,13 +228,18 @@ class Interpreter:
         main = self.block
         for b in [b for r in self.graph.regions for b in r.blocks]:      # Graph.blocks()
             tensors = b.tensors
-            if b is main:
-                self._specs = {name: _new_spec((tuple(t.shape), t.dtype)) for name, t in tensors.items()}
-            # limits.tensor_bytes of each: 0 for an unknown dimension; numpy dimensions (whose
-            # product may wrap) again in Python integers
+            # each tensor's spec (the main block's) and limits.tensor_bytes: 0 for an unknown
+            # dimension; numpy dimensions (whose product may wrap) again in Python integers below.
             # (min(shape) without `default=`: a keyword makes min several times slower)
-            sizes = [_ITEMSIZE.get(t.dtype, 1) * prod(t.shape) if not t.shape or min(t.shape) >= 0 else 0
-                     for t in tensors.values()]
+            specs, sizes, found = {}, [], []
+            for name, t in tensors.items():
+                shape, dtype = tuple(t.shape), t.dtype
+                specs[name] = _new_spec((shape, dtype))
+                sizes.append(_ITEMSIZE.get(dtype, 1) * prod(shape) if not shape or min(shape) >= 0 else 0)
+                if t.is_variable:
+                    found.append(t)
+            if b is main:
+                self._specs = specs
             subtotal = sum(sizes)
             if type(subtotal) is not int:       # a numpy size among them
                 sizes = [limits.tensor_bytes(t.shape, _ITEMSIZE.get(t.dtype, 1)) for t in tensors.values()]
@@ -243,7 +248,7 @@ class Interpreter:
                 t = next(t for t, n in zip(tensors.values(), sizes) if n > limit)
                 too_large = (t, _ITEMSIZE.get(t.dtype, 1))
             total += subtotal
-            variables.append((b, [t for t in tensors.values() if t.is_variable]))
+            variables.append((b, found))
         self._check_storable(variables)
         if too_large is not None:
             t, itemsize = too_large
