@@ -38,8 +38,9 @@ def _check_arity(call: OpCall, n_in: int) -> None:
         call.error_if(True, f"has 1 output, got {len(call.output_specs)}")
 
 
-def _zero_extend(v, dtype: DType):
-    return np.asarray(v, dtype=np.int64) & dtype.umax
+def _zero_extend(v: int, dtype: DType) -> int:
+    """The unsigned reading of a value of `dtype` (Python integers are two's complement for &)."""
+    return v & dtype.umax
 
 
 @register_plan("RESCALE", static=(1, 2, 3, 4))
@@ -65,9 +66,9 @@ def rescale(call: OpCall):
     izp = scalar_operand(call, 3, "input_zp", in_t)
     ozp = scalar_operand(call, 4, "output_zp", out_t)
     if in_u:
-        izp = int(_zero_extend(izp, in_t))
+        izp = _zero_extend(izp, in_t)
     if out_u:
-        ozp = int(_zero_extend(ozp, out_t))
+        ozp = _zero_extend(ozp, out_t)
 
     # The spec's ERROR_IFs, in its order, looked at one by one when one of them may hold (each
     # needs a zero point, an unsigned side, scale32 with int48 or a double round without scale32).
