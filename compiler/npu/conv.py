@@ -7,6 +7,10 @@ nothing else. A depthwise tile is an ordinary MAC command over the one input wor
 channels, with block-diagonal weights (the off-diagonal entries equal the weight zero point and
 so contribute nothing): no separate datapath, at the cost of using one lane per row.
 
+Width unfolding (`NpuConv.unfolded`): when a pixel's KW taps of C channels fit one SRAM word
+(an RGB stem), the layer runs as a KH x 1 convolution over KW*C channels of its input unfolded
+along the width, which the DMA gathers as overlapping runs; KH reduction steps instead of KH*KW.
+
 Tiling: a tile is a box of the output (rows x columns x output channels of one batch image) with
 the input box it needs (halo included). It must fit: its pixels in the accumulators, its input box
 in the input SRAM, its weight blocks in the weight SRAM, its records in the parameter SRAM and its
@@ -100,6 +104,9 @@ class NpuConv(NpuOperation):
     # TRANSPOSE_CONV2D runs as a stride-1 convolution over the input upsampled by `upsample`
     # (real pixels every upsample[0] rows / upsample[1] columns, the input zero point between).
     upsample: tuple[int, int] = (1, 1)
+    # Set on the width-unfolded form of a convolution (`unfolded`): (KW, STRIDE_W, PAD_LEFT, W, C)
+    # of the original, whose input box the DMA gathers.
+    unfold: tuple[int, int, int, int, int] | None = None
     kind = "conv"
     unit = "MAC"
 
@@ -139,7 +146,8 @@ class NpuConv(NpuOperation):
 
     def describe(self) -> str:
         kh, kw = self.kernel
-        what = "depthwise" if self.depthwise else "transpose conv" if self.upsample != (1, 1) else "conv"
+        what = ("depthwise" if self.depthwise else "transpose conv" if self.upsample != (1, 1)
+                else "width-unfolded conv" if self.unfold is not None else "conv")
         parts = [f"{kh}x{kw} {what} {self.in_channels}->{self.out_channels}",
                  f"stride {self.stride[0]},{self.stride[1]}", f"pad {','.join(map(str, self.pad))}"]
         if self.dilation != (1, 1):
@@ -147,6 +155,32 @@ class NpuConv(NpuOperation):
         if self.stage.describe():
             parts.append(self.stage.describe())
         return ", ".join(parts)
+
+    # ---- width unfolding ---------------------------------------------------------------------
+    def unfolded(self, cfg: NpuConfig) -> "NpuConv | None":
+        """This convolution as one over its input unfolded along the width, when a pixel's KW taps
+        of C channels fit one SRAM word (KW*C <= mac.cols, int8): a "pixel" (y, ox) of the
+        unfolded input holds input pixels ox*STRIDE_W - PAD_LEFT .. + KW-1 of row y, all their
+        channels, in one word, and the kernel becomes KH x 1 over KW*C channels, stride
+        (STRIDE_H, 1). The MAC array then takes KH reduction steps per block instead of KH*KW,
+        with the lanes a few-channel input (an RGB image) leaves idle doing the other taps. The
+        weights (OC, KH, KW, C) are (OC, KH, 1, KW*C) unchanged in memory; the DMA gathers the
+        unfolded box from the original input (overlapping runs of KW*C bytes, one per output
+        column; columns reaching into the padding are clipped, the FILL gives their zero point).
+        None when it does not apply."""
+        kh, kw = self.kernel
+        n, H, W, C = self.in_shape
+        if (self.unfold is not None or self.depthwise or self.upsample != (1, 1) or self.dilation != (1, 1)
+                or self.ifm_dtype != DType.INT8 or kw == 1 or kw * C > self.lanes(cfg)):
+            return None
+        sh, sw = self.stride
+        pt, pb, pl, _ = self.pad
+        OW = self.out_shape[2]
+        return NpuConv(
+            ifm=self.ifm, ofm=self.ofm, weights=self.weights.reshape(self.out_channels, kh, 1, kw * C),
+            bias=self.bias, input_zp=self.input_zp, weight_zp=self.weight_zp, stride=(sh, 1),
+            pad=(pt, pb, 0, 0), dilation=(1, 1), in_shape=(n, H, OW, kw * C), out_shape=self.out_shape,
+            stage=self.stage, sources=self.sources, ifm_dtype=self.ifm_dtype, unfold=(kw, sw, pl, W, C))
 
     # ---- tiling ----------------------------------------------------------------------------
     def requires(self) -> list:
@@ -239,6 +273,9 @@ class NpuConv(NpuOperation):
         return first + store + max(tiles * mac, loads - first + (tiles - 1) * store)
 
     def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
+        unfolded = self.unfolded(cfg)
+        if unfolded is not None:
+            return unfolded.plan(cfg, where)
         if not table_fits(cfg, self.stage):
             raise TileFitError(f"{where}: the {self.stage.table.size}-entry table does not fit the "
                                f"'{cfg.name}' LUT SRAM ({cfg.lut_entries} entries)")
@@ -309,6 +346,9 @@ class NpuConv(NpuOperation):
         return np.ascontiguousarray(blocks).tobytes()
 
     def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
+        unfolded = self.unfolded(cfg)
+        if unfolded is not None:
+            return unfolded.constants(cfg, plan)
         blobs = {}
         for c0, tc in sorted({(t.c0, t.tc) for t in plan.tiles}):
             blobs[f"weights@{c0}"] = self.weight_blocks(cfg, c0, tc)
@@ -317,8 +357,37 @@ class NpuConv(NpuOperation):
             blobs["lut"] = self.stage.blobs()["lut"]
         return blobs
 
+    def _load_unfolded(self, w: CommandWriter, ext_base: int, in_addr: int, t: ConvTile, iy0: int,
+                       g: ConvGeometry, pix: int) -> None:
+        """The width-unfolded input box of tile `t` (see `unfolded`): the zero point everywhere,
+        then per input row the KW*C bytes of each output column's taps, one pattern for the
+        columns inside the row and one per column clipped at its edges."""
+        kw, sw, pl, width, C = self.unfold
+        H = self.in_shape[1]
+        ry0, ry1 = _real_range(iy0, g.in_h, H, 1)
+        w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes, value=self.input_zp & 0xFF)
+        if ry1 <= ry0:
+            return
+        rows = ry1 - ry0
+        row0_ext = ext_base + (t.n * H + ry0) * width * C
+        row0_sram = in_addr + (ry0 - iy0) * g.in_w * pix
+        span, edges = _unfold_columns(t.x0, t.tw, kw, sw, pl, width)
+        if span is not None:
+            j0, j1 = span
+            w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=row0_ext + ((t.x0 + j0) * sw - pl) * C,
+                  sram_addr=row0_sram + j0 * pix, len0=kw * C, len1=j1 - j0, len2=rows,
+                  ext_s1=sw * C, ext_s2=width * C, sram_s1=pix, sram_s2=g.in_w * pix)
+        for j, lo, hi in edges:
+            sx = (t.x0 + j) * sw - pl
+            w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=row0_ext + lo * C,
+                  sram_addr=row0_sram + j * pix + (lo - sx) * C, len0=(hi - lo) * C, len1=rows, len2=1,
+                  ext_s1=width * C, ext_s2=0, sram_s1=g.in_w * pix, sram_s2=0)
+
     # ---- emission ----------------------------------------------------------------------
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+        unfolded = self.unfolded(ectx.cfg)
+        if unfolded is not None:
+            return unfolded.emit(w, plan, ectx)
         cfg = ectx.cfg
         L = cfg.mac_cols
         _, H, W, C = self.in_shape
@@ -355,20 +424,25 @@ class NpuConv(NpuOperation):
                 n_in += 1
                 resident_in[in_slot] = key
                 in_addr = bufs[Sram.INPUT][in_slot]
-                # Rows/columns of the (upsampled) image the box covers that hold real pixels.
-                uy, ux = self.upsample
-                ry0, ry1 = _real_range(iy0, g.in_h, H, uy)
-                rx0, rx1 = _real_range(ix0, g.in_w, W, ux)
-                whole = (uy == ux == 1 and row_bytes == pix and ry0 * uy == iy0 and rx0 * ux == ix0
-                         and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
-                if not whole:
-                    w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes, value=self.input_zp & 0xFF)
-                if ry1 > ry0 and rx1 > rx0:
-                    w.dma(Opcode.DMA_LOAD, Sram.INPUT,
-                          ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * row_bytes,
-                          sram_addr=in_addr + ((ry0 * uy - iy0) * g.in_w + (rx0 * ux - ix0)) * pix,
-                          len0=row_bytes, len1=rx1 - rx0, len2=ry1 - ry0,
-                          ext_s1=row_bytes, ext_s2=W * row_bytes, sram_s1=ux * pix, sram_s2=uy * g.in_w * pix)
+                if self.unfold is not None:
+                    self._load_unfolded(w, ifm.addr, in_addr, t, iy0, g, pix)
+                else:
+                    # Rows/columns of the (upsampled) image the box covers that hold real pixels.
+                    uy, ux = self.upsample
+                    ry0, ry1 = _real_range(iy0, g.in_h, H, uy)
+                    rx0, rx1 = _real_range(ix0, g.in_w, W, ux)
+                    whole = (uy == ux == 1 and row_bytes == pix and ry0 * uy == iy0 and rx0 * ux == ix0
+                             and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
+                    if not whole:
+                        w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes,
+                              value=self.input_zp & 0xFF)
+                    if ry1 > ry0 and rx1 > rx0:
+                        w.dma(Opcode.DMA_LOAD, Sram.INPUT,
+                              ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * row_bytes,
+                              sram_addr=in_addr + ((ry0 * uy - iy0) * g.in_w + (rx0 * ux - ix0)) * pix,
+                              len0=row_bytes, len1=rx1 - rx0, len2=ry1 - ry0,
+                              ext_s1=row_bytes, ext_s2=W * row_bytes, sram_s1=ux * pix,
+                              sram_s2=uy * g.in_w * pix)
             w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
             if w_slot is None:
                 w_slot = n_w % plan.buffers
@@ -432,6 +506,23 @@ class NpuConv(NpuOperation):
                             "unit_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,
                             "tw": t.tw, "c0": t.c0, "tc": t.tc, "output": self.ofm})
         return records
+
+
+def _unfold_columns(x0: int, tw: int, kw: int, sw: int, pl: int, width: int):
+    """The unfolded box's columns j < tw (output columns x0 + j) as (first j, last j + 1) of those
+    whose KW input pixels all lie inside the row, and the others that reach some: (j, first pixel,
+    last pixel + 1) clipped to the row."""
+    inside, edges = [], []
+    for j in range(tw):
+        sx = (x0 + j) * sw - pl
+        lo, hi = max(0, sx), min(width, sx + kw)
+        if lo == sx and hi == sx + kw:
+            inside.append(j)
+        elif hi > lo:
+            edges.append((j, lo, hi))
+    span = (inside[0], inside[-1] + 1) if inside else None
+    assert span is None or span[1] - span[0] == len(inside), "inside columns are contiguous"
+    return span, edges
 
 
 def param_records(bias: np.ndarray, stage: StageSpec, c0: int, tc: int) -> bytes:
