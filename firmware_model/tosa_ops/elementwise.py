@@ -37,10 +37,21 @@ def _binary_shape(call: OpCall, a: int = 0, b: int = 1) -> tuple[int, ...]:
     return shape
 
 
+_UNSIGNED = {np.dtype(np.int8): np.uint8, np.dtype(np.int16): np.uint16, np.dtype(np.int32): np.uint32,
+             np.dtype(np.int64): np.uint64}
+
+
 def _shift_in_range(call: OpCall, dtype: DType, amount: np.ndarray) -> None:
-    # REQUIRE 0 <= value2 <= bits - 1 (7 / 15 / 31).
-    call.require((amount >= 0) & (amount <= dtype.bits - 1),
-                 lambda: f"0 <= shift amount <= {dtype.bits - 1} for {dtype.name}")
+    # REQUIRE 0 <= value2 <= bits - 1 (7 / 15 / 31): in the unsigned reading of the amount's own
+    # width a negative amount is above bits - 1, so one comparison says both.
+    amount = np.asarray(amount)
+    unsigned = _UNSIGNED.get(amount.dtype)
+    if unsigned is not None:
+        holds = (amount.view(unsigned) <= dtype.bits - 1).all()
+    else:
+        holds = ((amount >= 0) & (amount <= dtype.bits - 1)).all()
+    if not holds:
+        call.require(False, f"0 <= shift amount <= {dtype.bits - 1} for {dtype.name}")
 
 
 # ---- binary arithmetic ---------------------------------------------------------------------

@@ -254,3 +254,20 @@ def test_same_types_and_broadcast_shape_fast_paths_equal_the_rules():
             want = "error"
         got = outcome(lambda: op_utils.broadcast_shape(call, s1, s2))
         assert (got[1] if got[0] == "ok" else "error") == want, (s1, s2)
+
+
+@pytest.mark.parametrize("op", ["ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT"])
+def test_shift_amount_require_is_exactly_0_to_bits_minus_1(op):
+    """The shifts' REQUIRE 0 <= value2 <= bits - 1, checked through the amount's unsigned reading:
+    every amount of each type's range edges and around the bounds fails exactly when outside."""
+    for t in (DType.INT8, DType.INT16, DType.INT32):
+        amounts = sorted({t.min, t.min + 1, -2, -1, 0, 1, t.bits - 2, t.bits - 1, t.bits, t.bits + 1, t.max})
+        for b in amounts:
+            a = np.array([5, -7], t.storage)
+            specs = [TensorSpec((2,), t), TensorSpec((2,), t)]
+            call = OpCall(op, {"round": False}, [a, np.array([0, b], t.storage)], specs, [TensorSpec((2,), t)], "w")
+            if 0 <= b <= t.bits - 1:
+                run_op(call)
+            else:
+                with pytest.raises(TosaUnpredictable, match="shift amount"):
+                    run_op(call)
