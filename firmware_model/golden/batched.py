@@ -1,4 +1,5 @@
-"""The decoded program's MAC tiles run a segment at a time, many tiles per numpy call (issue 16).
+"""The decoded program's MAC and ELTWISE tiles run a segment at a time, many tiles per numpy call
+(issue 16).
 
 decoded.py runs a program's data steps one by one; a network tiled for a small NPU has tens of
 thousands of MAC tiles (blazeface on tiny: ~28,000, each with its DMA transfers), and each tile
@@ -11,17 +12,19 @@ segments that compute the same bytes with a few numpy calls per distinct tile sh
   The compile walks the steps once with a *code* per SRAM byte saying which (`_Segment`): a
   DMA_LOAD copies codes of external memory, a DMA_STORE records the codes it writes to external
   memory, a FILL writes a constant's code, a MAC tile reads the codes under its input, weight,
-  parameter and table bytes and writes fresh codes over its output bytes;
+  parameter and table bytes (an ELTWISE its A, B, record and table bytes) and writes fresh codes
+  over its output bytes;
 - **a segment ends** where that would stop being true: before a DMA_LOAD that reads external
   bytes a DMA_STORE of the segment wrote, before a MAC tile that reads bytes a tile of the
-  segment computed, and at every other command (ELTWISE, POOL, VAR, HOST, END, a fault), which
-  runs as decoded.py runs it;
+  segment computed, and at every other command (POOL, VAR, HOST, END, a fault, a MAC with a
+  raw int48 result), which runs as decoded.py runs it;
 - **an invocation of a segment** gathers the bytes it found into one array (the values of its
   codes), computes its MAC tiles grouped by their registers other than the addresses
   (`_Group`: the distinct input boxes and weight blocks gathered once, one matrix product per
   set of tiles sharing their weight blocks, one accumulator finish and one output stage for the
-  group, with execute_mac's primitives), and then writes what the steps leave: each SRAM byte
-  whose code changed and each external byte a DMA_STORE wrote (the last store of a byte wins).
+  group, with execute_mac's primitives; ELTWISE commands likewise, `_EltGroup`, through
+  eltwise_unit.prepare_eltwise_values on their stacked operands), and then writes what the
+  steps leave: each SRAM byte whose code changed and each external byte a DMA_STORE wrote (the last store of a byte wins).
 
 Equal to running the steps one by one (tests/firmware_model/golden/test_decoded.py runs every
 network, random program, fault and REQUIRE refusal both ways with segments made at once):
@@ -33,8 +36,9 @@ network, random program, fault and REQUIRE refusal both ways with segments made 
   steps, and every step after it, run one by one as decoded.py runs them, so the failure and
   everything after it are run_steps';
 - what a segment cannot express is left to the steps: a decode with a fault, a transfer or tile
-  whose bytes overlap themselves, a MAC tile without an output stage (raw int48), or a segment
-  with fewer than MIN_TILES tiles (not worth the gathers).
+  whose bytes overlap themselves; and a segment not worth its gathers stays steps (fewer than
+  MIN_TILES tiles, fewer than MIN_TILES_PER_GROUP tiles per group, or more than
+  MAX_BYTES_PER_TILE bytes gathered and written per tile: a large NPU's big tiles).
 
 The segments are made at the decode's BATCH_AFTER-th run (its steps' runs before that are one
 by one) and kept with the decode, like its steps.
@@ -54,6 +58,19 @@ from firmware_model.tosa_ops.dtypes import DType, wrap
 
 BATCH_AFTER = 1         # runs of a decode one by one before its segments are made (tests: 0)
 MIN_TILES = 4           # MAC tiles a segment needs to be run as one
+# Bytes a segment gathers and writes per tile (through index arrays), at most: a tile of the steps
+# one by one costs ~30 us of numpy calls whatever its size, an index ~1-2 ns, and large tiles
+# (a large NPU's) are cheaper as the steps' strided copies (blazeface on large: 24 segments of
+# 20,000-900,000 bytes a tile made an invocation 1.6x slower; on tiny 270-1,750 bytes a tile).
+MAX_BYTES_PER_TILE = 8192
+# Tiles per group, on average, at least: a group costs about what a tile one by one costs, so a
+# segment of one tile per group only saves its DMA steps (mlp on default: no faster).
+MIN_TILES_PER_GROUP = 2
+
+def settings() -> tuple:
+    """What decides which segments a decode gets (its made segments are kept with these)."""
+    return MIN_TILES, MIN_TILES_PER_GROUP, MAX_BYTES_PER_TILE
+
 
 # A byte's code: where the value a segment holds in that byte comes from.
 SRAM0 = 256             # [0, 256): the constant byte itself (FILL); SRAM0 + _BASE[s] + a: SRAM s byte a as found
@@ -62,6 +79,7 @@ SCR0 = 1 << 50          # SCR0 + k: byte k of the segment's computed tile output
 
 # Registers a MAC group's tiles may differ in (their data's addresses).
 _ADDRESS_REGS = frozenset(int(r) for r in (Reg.IFM_ADDR, Reg.WGT_ADDR, Reg.PARAM_ADDR, Reg.OFM_ADDR))
+_ELT_ADDRESS_REGS = frozenset(int(r) for r in (Reg.ELT_A_ADDR, Reg.ELT_B_ADDR, Reg.ELT_OUT_ADDR, Reg.PARAM_ADDR))
 
 
 class NotBatchable(Exception):
@@ -97,10 +115,13 @@ def _computed(codes: np.ndarray) -> bool:
 
 
 class _Tile:
-    __slots__ = ("pc", "key", "x", "w", "p", "lut", "out")
+    """A compute command of a segment: the codes of the bytes it reads (x, w, p: the MAC's input
+    vectors, weight block and records, or ELTWISE's A, B and records), its table's, and where its
+    `n_out` output bytes start among the segment's computed bytes."""
+    __slots__ = ("pc", "key", "x", "w", "p", "lut", "out", "n_out")
 
-    def __init__(self, pc, key, x, w, p, lut, out):
-        self.pc, self.key, self.x, self.w, self.p, self.lut, self.out = pc, key, x, w, p, lut, out
+    def __init__(self, pc, key, x, w, p, lut, out, n_out):
+        self.pc, self.key, self.x, self.w, self.p, self.lut, self.out, self.n_out = pc, key, x, w, p, lut, out, n_out
 
 
 class _Segment:
@@ -164,10 +185,29 @@ class _Segment:
         # so that the segment's rule stays true whatever the units read.)
         if _computed(x) or _computed(w) or _computed(p) or (lut is not None and _computed(lut)):
             return False
+        self._output(pc, (key0, None if lut is None else lut.tobytes(), probe_class), x, w.copy(), p.copy(), lut, out)
+        return True
+
+    def _output(self, pc, key, x, w, p, lut, out: np.ndarray) -> None:
         self.writable(Sram.OUTPUT)[out] = SCR0 + self.scratch + np.arange(len(out), dtype=np.int64)
-        key = (key0, None if lut is None else lut.tobytes(), probe_class)
-        self.tiles.append(_Tile(pc, key, x, w.copy(), p.copy(), lut, self.scratch))
+        self.tiles.append(_Tile(pc, key, x, w, p, lut, self.scratch, len(out)))
         self.scratch += len(out)
+
+    def eltwise(self, pc: int, regs: dict, sub: int, plan, probe_class) -> bool:
+        """An ELTWISE command: its A, B, records and table as found (their ranges, eltwise_plan)."""
+        rg = plan.regions
+        codes = {}
+        for name, s in (("input", Sram.INPUT), ("weight", Sram.WEIGHT), ("param", Sram.PARAM), ("lut", Sram.LUT)):
+            if name in rg:
+                codes[name] = self.codes(s)[rg[name][0]:rg[name][1]].copy()
+                if _computed(codes[name]):       # (not reached: as for the MAC, see mac)
+                    return False
+        lut = codes.get("lut")
+        key = (Opcode.ELTWISE, sub, tuple(sorted((k, v) for k, v in regs.items() if k not in _ELT_ADDRESS_REGS)),
+               None if lut is None else lut.tobytes(), probe_class)
+        empty = np.empty(0, dtype=np.int64)
+        self._output(pc, key, codes["input"], codes.get("weight", empty), codes.get("param", empty), lut,
+                     np.arange(*rg["output"], dtype=np.int64))
         return True
 
     def close(self) -> None:
@@ -237,6 +277,9 @@ class _Group:
         self.G = len(tiles)
         self.out0, self.out1 = out0, out0 + self.G * self.P * oc * ELEMENT_BYTES[DType(r.ofm_dtype)]
 
+    def sizes(self) -> int:
+        return self.x.size + self.w.size + self.p.size
+
     def run(self, V: np.ndarray, probe) -> None:
         P, K, oc, R, L, lanes = self.P, self.K, self.oc, self.R, self.L, self.lanes
         nx = len(self.x)
@@ -271,6 +314,38 @@ class _Group:
         V[self.out0:self.out1] = np.ascontiguousarray(out.astype(self.out_dtype)).view(np.uint8).reshape(-1)
 
 
+class _EltGroup:
+    """The ELTWISE commands of a segment with the same registers but addresses (and the same table
+    and REQUIRE probe): eltwise_unit.prepare_eltwise_values on all of them at once."""
+
+    def __init__(self, cfg, tiles: list[_Tile], first_regs: dict, sub: int, plan, vindex, out0: int):
+        from firmware_model.golden.eltwise_unit import prepare_eltwise_values
+
+        self.pc = tiles[0].pc
+        self.values = prepare_eltwise_values(cfg, first_regs, sub, plan)
+        self.x = vindex(np.stack([t.x for t in tiles]))
+        self.w = vindex(np.stack([t.w for t in tiles])) if plan.b_dtype is not None else None
+        self.p = vindex(np.stack([t.p for t in tiles])) if "param" in plan.regions else None
+        self.lut_range = plan.stage.lut_range
+        self.lut = None if tiles[0].lut is None else vindex(tiles[0].lut)
+        size = ELEMENT_BYTES[plan.ofm_dtype]
+        self.out_dtype = f"<i{size}" if size < 8 else "<i8"
+        self.G = len(tiles)
+        self.out0, self.out1 = out0, out0 + self.G * plan.count * size
+
+    def sizes(self) -> int:
+        return self.x.size + (0 if self.w is None else self.w.size) + (0 if self.p is None else self.p.size)
+
+    def run(self, V: np.ndarray, probe) -> None:
+        records = None
+        if self.p is not None:
+            _, multiplier, shift = decode_param_records(V[self.p].reshape(-1))
+            records = (multiplier.reshape(self.G, -1), shift.reshape(self.G, -1))
+        mem = None if self.lut is None else _TableOnly(self.lut_range, V[self.lut])
+        out = self.values(V[self.x], None if self.w is None else V[self.w], records, mem, probe)
+        V[self.out0:self.out1] = np.ascontiguousarray(out.astype(self.out_dtype)).view(np.uint8).reshape(-1)
+
+
 class _TableOnly:
     """The LUT SRAM as a group's tiles found it (the bytes of its table at their addresses)."""
 
@@ -290,6 +365,11 @@ class Segment:
         self.size = size
         self.sram_writes = sram_writes  # (Sram, byte addresses, value indices)
         self.ext_write = ext_write      # (byte addresses, value indices) or None
+
+    def moved(self) -> int:
+        """Bytes an invocation gathers and writes through index arrays."""
+        return (sum(len(g[3]) for g in self.gathers) + sum(g.sizes() for g in self.groups)
+                + sum(len(pos) for _, pos, _ in self.sram_writes) + (len(self.ext_write[0]) if self.ext_write else 0))
 
     def run(self, mem, monitor, probes) -> bool:
         """Compute and write the segment; False (nothing written, the monitor as it was) when a
@@ -392,7 +472,7 @@ class _Compiler:
         out0, order = n_known, []
         for key, tiles in groups.items():
             for t in tiles:
-                n = len(self._out_bytes(t, seg))
+                n = t.n_out
                 remap[t.out:t.out + n] = out0 + np.arange(n)
                 out0 += n
             order.append((key, tiles))
@@ -412,7 +492,8 @@ class _Compiler:
         for key, tiles in order:
             pc0 = tiles[0].pc
             step = self.steps_by_pc[pc0]
-            g = _Group(cfg, tiles, step[4], step[3], step[5], vindex, start)
+            make = _EltGroup if step[2] == Opcode.ELTWISE else _Group
+            g = make(cfg, tiles, step[4], step[3], step[5], vindex, start)
             start = g.out1
             made.append(g)
         gathers = []
@@ -434,12 +515,6 @@ class _Compiler:
         ext_write = None if ext_pos is None else (ext_pos, vindex(ext_codes))
         return Segment(seg.first, gathers, made, start, sram_writes, ext_write)
 
-    def _out_bytes(self, t: _Tile, seg: _Segment) -> np.ndarray:
-        step = self.steps_by_pc[t.pc]
-        plan = step[5]
-        oh, ow, oc = plan.out_shape
-        return np.empty(oh * ow * oc * ELEMENT_BYTES[DType(Registers(step[4]).ofm_dtype)], np.uint8)
-
 
 def compile_steps(cfg, steps: list, probe_class) -> list | None:
     """The decode's steps with its segments (S_BATCH steps) in place of the runs they compute;
@@ -459,10 +534,13 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
         nonlocal made
         seg.close()
         if len(seg.tiles) >= MIN_TILES:
-            out.append((D.S_BATCH, steps[seg.first][1], None, comp.finish(seg, steps), seg.first))
-            made += 1
-        else:
-            out.extend(steps[seg.first:upto])
+            made_seg = comp.finish(seg, steps)
+            if (made_seg.moved() <= MAX_BYTES_PER_TILE * len(seg.tiles)
+                    and len(seg.tiles) >= MIN_TILES_PER_GROUP * len(made_seg.groups)):
+                out.append((D.S_BATCH, steps[seg.first][1], None, made_seg, seg.first))
+                made += 1
+                return
+        out.extend(steps[seg.first:upto])
 
     try:
         i = 0
@@ -470,8 +548,9 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
             step = steps[i]
             kind = step[0]
             mac = kind == D.S_UNIT and step[2] == Opcode.MAC and step[5].stage is not None
+            elt = kind == D.S_UNIT and step[2] == Opcode.ELTWISE
             if seg is None:
-                if kind in (D.S_DMA, D.S_FILL) or mac:
+                if kind in (D.S_DMA, D.S_FILL) or mac or elt:
                     seg = _Segment(comp, i)
                 else:
                     out.append(step)
@@ -484,6 +563,8 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
                 seg.fill(step[3], step[4], step[5])
             elif mac:
                 ok = seg.mac(step[1], step[4], step[3], step[5], probe_class(step[1]))
+            elif elt:
+                ok = seg.eltwise(step[1], step[4], step[3], step[5], probe_class(step[1]))
             elif kind == D.S_CHECK:
                 pass
             else:

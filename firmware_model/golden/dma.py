@@ -99,10 +99,17 @@ def dma_transfer(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sram: Sram
     if plan is None:                    # else the plan of these registers, made before
         plan = dma_plan(cfg, regs, sram, to_sram)
     if plan.bytes:
-        src, dst = (_box(mem.ext, *plan.ext), _box(mem.sram[sram], *plan.on_chip))
-        if not to_sram:
-            src, dst = dst, src
-        dst[...] = src
+        if plan.ext[2] == 1 and plan.ext[3] == 1:       # one run of len0 bytes: the box as slices
+            e, n, a = plan.ext[0], plan.ext[1], plan.on_chip[0]
+            if to_sram:
+                mem.sram[sram][a:a + n] = mem.ext[e:e + n]
+            else:
+                mem.ext[e:e + n] = mem.sram[sram][a:a + n]
+        else:
+            src, dst = (_box(mem.ext, *plan.ext), _box(mem.sram[sram], *plan.on_chip))
+            if not to_sram:
+                src, dst = dst, src
+            dst[...] = src
     return DmaResult(plan.cycles, plan.bytes, sram, plan.sram_range)
 
 

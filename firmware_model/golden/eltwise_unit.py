@@ -227,19 +227,20 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
     return EltResult(plan.cycles, count, dict(regions), out, plan)
 
 
-def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
-    """execute_eltwise with its registers decoded once (the golden model's decoded program,
-    decoded.py): a function of (memories, probe) that computes and stores what execute_eltwise
-    does, the same pipeline with the register values, flags and types bound beforehand. Equal to
-    execute_eltwise (tests/firmware_model/golden/test_decoded.py)."""
+def prepare_eltwise_values(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
+    """execute_eltwise's arithmetic with its registers decoded once, on operand bytes: a function
+    values(a_raw, b_raw, records, mem, probe) -> the values to store (int64, ELT_COUNT along the
+    last axis). a_raw / b_raw: the bytes of A's and B's ranges (uint8, (..., bytes); b_raw None
+    for COPY); records: the (multiplier, shift) of the parameter range ((..., records) each) or
+    None without RESCALE; mem: where the table is read (the LUT SRAM). Leading axes stack
+    commands with these registers (batched.py); without them it is one command."""
     r = Registers(regs)
     op, mode, count, regions = plan.op, plan.mode, plan.count, plan.regions
     binary = plan.b_dtype is not None
 
-    def operand(dt: DType, unsigned: bool, rng, zp, lshift, rescale, mult, shift, double_round, name):
+    def operand(dt: DType, unsigned: bool, zp, lshift, rescale, mult, shift, double_round, name):
         """One operand's loading and input stage (load_elements, input_stage)."""
         view = "<i8" if dt == DType.INT48 else f"<{'u' if unsigned else 'i'}{ELEMENT_BYTES[dt]}"
-        a, b = rng
         zp = np.int64(zp)
         plain = not rescale and lshift == 0
         # wrap(x0, 48) changes nothing when x0 = an element of at most 32 bits - a 32-bit zp
@@ -247,8 +248,8 @@ def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPla
         lsh = np.int64(lshift & 31)
         m, s = mult & 0x7FFFFFFF, shift & 63
 
-        def stage(mem, probe):
-            x = mem.sram[Sram.INPUT if name == "A" else Sram.WEIGHT][a:b].view(view).astype(np.int64)
+        def stage(raw, probe):
+            x = raw.view(view).astype(np.int64)
             if needs_wrap48:
                 x = wrap(x, 48)                                 # load_elements' int48 reading
             x0 = x - zp
@@ -264,27 +265,24 @@ def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPla
             return numerics.apply_scale_32(x1, m, s, double_round, require=False).astype(np.int64)
         return stage
 
-    stage_a = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, regions["input"], r.elt_a_zp, r.elt_a_lshift,
+    stage_a = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, r.elt_a_zp, r.elt_a_lshift,
                       EltMode.A_RESCALE in mode, r.elt_a_mult, r.elt_a_shift, EltMode.A_DOUBLE_ROUND in mode, "A")
-    stage_b = (operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, regions["weight"], r.elt_b_zp, r.elt_b_lshift,
+    stage_b = (operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, r.elt_b_zp, r.elt_b_lshift,
                        EltMode.B_RESCALE in mode, r.elt_b_mult, r.elt_b_shift, EltMode.B_DOUBLE_ROUND in mode, "B")
                if binary else None)
     width = plan.a_dtype.bits if op in SHIFT_OPS else 32
     mul_shift, round_ = r.elt_shift & 63, EltMode.ROUND in mode
-    records = None
-    if "param" in regions:
-        records = (regions["param"], np.arange(count) % max(1, r.elt_channels))
+    index = np.arange(count) % max(1, r.elt_channels) if "param" in regions else None
     out_stage = prepare_output_stage({int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}, plan.stage, "ELTWISE")
-    out_rng, ofm_dtype = regions["output"], plan.ofm_dtype
-    shape = (count,)
 
-    def run(mem: Memories, probe=None) -> None:
-        a = stage_a(mem, probe)
+    def values(a_raw, b_raw, records, mem, probe=None) -> np.ndarray:
+        shape = a_raw.shape[:-1] + (count,)
+        a = stage_a(a_raw, probe)
         if a.shape != shape:
             a = np.broadcast_to(a, shape)           # A_SCALAR: element 0 for every i
         b = None
         if binary:
-            b = stage_b(mem, probe)
+            b = stage_b(b_raw, probe)
             if b.shape != shape:
                 b = np.broadcast_to(b, shape)
             if probe is not None:
@@ -292,8 +290,27 @@ def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPla
         value = eltwise_op(op, a, b, width=width, mul_shift=mul_shift, round_=round_)
         multiplier = shift = None
         if records is not None:
-            m, s = load_records(mem, records[0])
-            multiplier, shift = m[records[1]], s[records[1]]
-        out = out_stage(mem, value, multiplier, shift, probe)
+            multiplier, shift = records[0][..., index], records[1][..., index]
+        return out_stage(mem, value, multiplier, shift, probe)
+    return values
+
+
+def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
+    """execute_eltwise with its registers decoded once (the golden model's decoded program,
+    decoded.py): a function of (memories, probe) that computes and stores what execute_eltwise
+    does, the same pipeline with the register values, flags and types bound beforehand
+    (prepare_eltwise_values). Equal to execute_eltwise (tests/firmware_model/golden/test_decoded.py)."""
+    regions = plan.regions
+    values = prepare_eltwise_values(cfg, regs, sub, plan)
+    a0, a1 = regions["input"]
+    b0, b1 = regions.get("weight", (0, 0))
+    binary = plan.b_dtype is not None
+    param = regions.get("param")
+    out_rng, ofm_dtype = regions["output"], plan.ofm_dtype
+
+    def run(mem: Memories, probe=None) -> None:
+        b_raw = mem.sram[Sram.WEIGHT][b0:b1] if binary else None
+        records = load_records(mem, param) if param is not None else None
+        out = values(mem.sram[Sram.INPUT][a0:a1], b_raw, records, mem, probe)
         store_run(mem, out_rng, out, ofm_dtype)
     return run

@@ -294,6 +294,8 @@ def segments(monkeypatch):
     run returned (True: computed and written; False: given back to the steps)."""
     monkeypatch.setattr(batched, "BATCH_AFTER", 0)
     monkeypatch.setattr(batched, "MIN_TILES", 1)
+    monkeypatch.setattr(batched, "MAX_BYTES_PER_TILE", 1 << 60)
+    monkeypatch.setattr(batched, "MIN_TILES_PER_GROUP", 0)
     ran = []
     run = batched.Segment.run
 
@@ -322,13 +324,13 @@ def test_blazeface_tiny_in_segments(monkeypatch):
     monkeypatch.setattr(batched, "BATCH_AFTER", 0)
     a = GoldenModel(program, cfg)
     got = [ended(lambda: a.invoke(f)) for f in feeds]
-    monkeypatch.setattr(batched, "BATCH_AFTER", 10 ** 9)
+    made = [s for steps in a._plans.decode({}).golden.values() for s in steps.batched or () if s[0] == decoded.S_BATCH]
+    assert len(made) > 10
+    monkeypatch.setattr(batched, "BATCH_AFTER", 10 ** 9)           # the same decodes, one by one
     b = GoldenModel(program, cfg)
     want = [ended(lambda: b.invoke(f)) for f in feeds]
     assert all(same_results(g, w) for g, w in zip(got, want))
     assert state(a) == state(b)
-    made = [s for s in next(iter(a._plans.decode({}).golden.values())).batched if s[0] == decoded.S_BATCH]
-    assert len(made) > 10
 
 
 @pytest.mark.parametrize("what", T.RANDOM)
@@ -394,3 +396,40 @@ def test_mac_refusal_gives_the_segment_back(tmp_path, config, segments):
     ends = check_same(program, cfg, [feed(g, good), feed(g, bad), feed(g, good), feed(g, bad)])
     assert ends[0] is None and ends[1] is not None and ends[1][0] is TosaUnpredictable
     assert True in segments and False in segments
+
+
+@pytest.mark.parametrize("what", ["MAC int8 tiny", "MAC int16 default", "MAC int8 large", "ELTWISE corners=False",
+                                  "ELTWISE corners=True"])
+def test_grouped_tiles_with_other_data(what, segments):
+    """Each random tile twice, the second time with the same registers and other bytes in every
+    SRAM it loads (inputs, weights, records, tables): the two make one group of a segment, which
+    must compute each tile from its own data."""
+    from dataclasses import replace
+
+    from firmware_model.golden.timing_model import program_plans
+    from sim.vectors.random_programs import tile_program
+
+    cfg, program = T.random_program(what)
+    rng = np.random.default_rng(5)
+    unit, kind, config = (what.split() + [""])[:3]
+    if unit == "MAC":
+        from sim.vectors.random_programs import mac_tiles
+        from firmware_model.arch.isa import DType
+        tiles = mac_tiles(cfg, np.random.default_rng(31), 6 if kind == "int8" else 4,
+                          DType.INT8 if kind == "int8" else DType.INT16)
+    else:
+        from sim.vectors.random_programs import eltwise_tiles
+        cfg, tiles = eltwise_tiles(np.random.default_rng(33), 12, corners=kind == "corners=True")
+        tiles = tiles[:40]
+    doubled = []
+    for t in tiles:
+        other = {s: (rng.integers(0, 256, len(np.asarray(img)), dtype=np.uint8), r) if s != Sram.OUTPUT else (img, r)
+                 for s, (img, r) in t.loads.items()}
+        doubled += [t, replace(t, loads=other)]
+    program = tile_program(cfg, doubled)
+    assert check_same(program, cfg, [{}, {}], requires=False) == [None, None]
+    assert segments and all(segments)
+    dec = program_plans(program, cfg).decode({})
+    grouped = [g.G for steps in dec.golden.values() if steps.batched for s in steps.batched
+               if s[0] == decoded.S_BATCH for g in s[3].groups]
+    assert grouped and max(grouped) >= 2
