@@ -169,6 +169,21 @@ def _dynamic_inputs(static: frozenset, n: int) -> tuple:
     return found
 
 
+class _PlanCall(OpCall):
+    """The OpCall of a planned op: its `where` is the plan's, formatted when first read (kernels
+    read it to report an error, so a passing op never formats it). Constructed as an OpCall with
+    the plan in place of the text."""
+
+    @property
+    def where(self) -> str:
+        w = self._where_of
+        return w if type(w) is str else w.where
+
+    @where.setter
+    def where(self, value) -> None:
+        self._where_of = value
+
+
 def _where_text(source: str, idx: int, op: Operator) -> str:
     """"model.tosa op #12 -> conv_out": where an op's messages say it is."""
     outs = ", ".join(op.outputs) if op.outputs else "-"
@@ -536,7 +551,6 @@ class Interpreter:
             plan.const_values = [self.block.tensors[op.outputs[0]].data]
         else:
             plan = _OpPlan(op, idx, source, "kernel")
-            where = plan.where
             specs = self._specs
             plan.in_specs = in_specs = [specs.get(t) for t in op.inputs]
             plan.out_specs = out_specs = [specs.get(t) for t in op.outputs]
@@ -546,11 +560,11 @@ class Interpreter:
                     n_in, n_out = arity
                     if n_in is None:
                         if len(op.inputs) < 1:
-                            raise TosaError(name, "the input list is empty", where)
+                            raise TosaError(name, "the input list is empty", plan.where)
                     elif len(op.inputs) != n_in:
-                        raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", where)
+                        raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", plan.where)
                     if len(op.outputs) != n_out:
-                        raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", where)
+                        raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", plan.where)
                 plan.kernel, split = _kernel_info(name)
                 if split is not None:
                     plan.prepare, plan.static = split
@@ -570,7 +584,7 @@ class Interpreter:
                     for tname in op.outputs:
                         if tname in uid_of:
                             raise TosaError(name, f"output '{tname}' is variable '{uid_of[tname]}': "
-                                            "only a variable write may change a variable", where)
+                                            "only a variable write may change a variable", plan.where)
             except (TosaError, TosaUnsupported) as e:
                 plan.fault = e
             if name in ("CONST", "CONST_SHAPE"):
@@ -649,32 +663,32 @@ class Interpreter:
             return
         if plan.fault is not None:
             raise plan.fault.with_traceback(None)
-        name, where = op.op, plan.where
+        name = op.op                        # (plan.where is formatted only for a message)
 
         in_arrays, in_specs = [], plan.in_specs
         mistyped = False                    # an input whose data is not of its declared type, said below
         for i, tname in enumerate(op.inputs):
             spec = in_specs[i]
             if spec is None:
-                raise TosaError(name, f"input {i} '{tname}' is not a tensor of the graph", where)
+                raise TosaError(name, f"input {i} '{tname}' is not a tensor of the graph", plan.where)
             arr = env.get(tname)
             if arr is None:
                 if tname in self._uid_of_tensor:
-                    raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", where)
-                raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", where)
+                    raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", plan.where)
+                raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", plan.where)
             if arr.dtype != _STORAGE.get(spec.dtype):   # (None for a type without storage)
                 mistyped = True
             in_arrays.append(arr)
         out_specs = plan.out_specs
         for i, tname in enumerate(op.outputs):
             if out_specs[i] is None:
-                raise TosaError(name, f"output {i} '{tname}' is not a tensor of the graph", where)
+                raise TosaError(name, f"output {i} '{tname}' is not a tensor of the graph", plan.where)
             if tname in env:
-                raise TosaError(name, f"output '{tname}' is written twice", where)
+                raise TosaError(name, f"output '{tname}' is written twice", plan.where)
         if mistyped:
             for arr, tname, spec in zip(in_arrays, op.inputs, in_specs):
                 if arr.dtype != (_STORAGE.get(spec.dtype) or spec.dtype.storage):
-                    raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", where)
+                    raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", plan.where)
         prepared = None
         if plan.prepare is not None:
             # A cacheable plan is made from the static inputs alone (the others' shapes are the
@@ -687,23 +701,23 @@ class Interpreter:
                 pre_inputs = list(in_arrays)
                 for i in plan.dynamic:
                     pre_inputs[i] = None
-            call = OpCall(name, op.attrs, pre_inputs, in_specs, out_specs, where, op.attr_kind, plan.extra)
+            call = _PlanCall(name, op.attrs, pre_inputs, in_specs, out_specs, plan, op.attr_kind, plan.extra)
             prepared = self._call_kernel(plan, plan.prepare, call)
             results = self._call_kernel(plan, prepared, in_arrays)
         else:
-            call = OpCall(name, op.attrs, in_arrays, in_specs, out_specs, where, op.attr_kind, plan.extra)
+            call = _PlanCall(name, op.attrs, in_arrays, in_specs, out_specs, plan, op.attr_kind, plan.extra)
             results = self._call_kernel(plan, plan.kernel, call)
         if len(results) != len(out_specs):
-            raise InterpreterError(f"{where}: the {name} kernel returned {len(results)} outputs, expected {len(out_specs)}")
+            raise InterpreterError(f"{plan.where}: the {name} kernel returned {len(results)} outputs, expected {len(out_specs)}")
         for tname, spec, arr in zip(op.outputs, out_specs, results):
             if type(arr) is not np.ndarray:
                 arr = np.asarray(arr)
             if arr.dtype != (_STORAGE.get(spec.dtype) or spec.dtype.storage):
-                raise InterpreterError(f"{where}: the {name} kernel returned {arr.dtype} for '{tname}' "
+                raise InterpreterError(f"{plan.where}: the {name} kernel returned {arr.dtype} for '{tname}' "
                                        f"({spec.dtype.name})")
             if arr.shape != spec.shape and not _shape_matches(spec.shape, arr.shape):
                 raise TosaError(name, f"output '{tname}' is declared {_fmt(spec.shape)} but the result is "
-                                f"{list(arr.shape)}", where)
+                                f"{list(arr.shape)}", plan.where)
             env[tname] = arr
         if prepared is not None:
             if plan.cacheable:

@@ -229,3 +229,22 @@ def test_declared_sizes_are_checked_against_the_tensor_limit(monkeypatch):
     monkeypatch.delenv(limits.ENV_VAR)
     assert limits._env_text() is None
     Interpreter(g([[1024, 1024]]))
+
+
+def test_kernel_errors_say_where_the_op_is():
+    """A kernel's ERROR_IF, REQUIRE and the interpreter's own checks name the op's place,
+    "<source> op #<index> -> <outputs>" (formatted only when a message needs it)."""
+    ts = [Tensor("x", [2], I32), Tensor("a", [2], I32), Tensor("y", [3], I32), Tensor("s", [2], I32)]
+    bad_shape = graph(ts, [Operator("ADD", ["x", "a"], ["s"]), Operator("ADD", ["s", "x"], ["y"])], ["x", "a"], ["y"])
+    with pytest.raises(TosaError, match="output shape") as e:
+        run_graph(bad_shape, {"x": np.zeros(2, np.int32), "a": np.zeros(2, np.int32)})
+    assert e.value.where == "test.tosa op #1 -> y" and "(test.tosa op #1 -> y)" in str(e.value)
+    ts = [Tensor("x", [2], I8), Tensor("a", [2], I8), Tensor("z", [2], I8)]
+    shift = graph(ts, [Operator("ARITHMETIC_RIGHT_SHIFT", ["x", "a"], ["z"], attrs={"round": False})], ["x", "a"], ["z"])
+    with pytest.raises(TosaUnpredictable) as e:
+        run_graph(shift, {"x": np.zeros(2, np.int8), "a": np.array([1, 9], np.int8)})
+    assert e.value.where == "test.tosa op #0 -> z"
+    twice = graph(ts, [Operator("BITWISE_AND", ["x", "a"], ["z"]), Operator("BITWISE_AND", ["x", "a"], ["z"])], ["x", "a"], ["z"])
+    with pytest.raises(TosaError, match="written twice") as e:
+        run_graph(twice, {"x": np.zeros(2, np.int8), "a": np.zeros(2, np.int8)})
+    assert e.value.where == "test.tosa op #1 -> z"
