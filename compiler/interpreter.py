@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from math import prod
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, NoReturn
 
 import numpy as np
 
@@ -702,8 +702,11 @@ class Interpreter:
                 for i in plan.dynamic:
                     pre_inputs[i] = None
             call = _PlanCall(name, op.attrs, pre_inputs, in_specs, out_specs, plan, op.attr_kind, plan.extra)
-            prepared = self._call_kernel(plan, plan.prepare, call)
-            results = self._call_kernel(plan, prepared, in_arrays)
+            try:                            # (_call_kernel twice, in one try)
+                prepared = plan.prepare(call)
+                results = prepared(in_arrays)
+            except Exception as e:
+                self._kernel_failed(plan, e)
         else:
             call = _PlanCall(name, op.attrs, in_arrays, in_specs, out_specs, plan, op.attr_kind, plan.extra)
             results = self._call_kernel(plan, plan.kernel, call)
@@ -727,24 +730,30 @@ class Interpreter:
 
     def _call_kernel(self, plan: _OpPlan, fn, arg):
         """fn(arg) (a kernel on its call, a prepare on its call, an execute on its inputs), with
-        its failures reported as the op's: a primitive's REQUIRE renamed to the op, a kernel bug
-        an InterpreterError naming the op, memory exhaustion a ResourceLimitError."""
-        op = plan.op
+        its failures reported as the op's (_kernel_failed)."""
         try:
             return fn(arg)
-        except TosaUnpredictable as e:     # a primitive's REQUIRE is reported as the op's
+        except Exception as e:
+            self._kernel_failed(plan, e)
+
+    @staticmethod
+    def _kernel_failed(plan: _OpPlan, e: Exception) -> NoReturn:
+        """Raise a kernel's failure as the op's: a primitive's REQUIRE renamed to the op, a kernel
+        bug an InterpreterError naming the op, memory exhaustion a ResourceLimitError; the
+        interpreter's own errors as they are. Called in the `except` block that caught `e`."""
+        op = plan.op
+        if isinstance(e, TosaUnpredictable):    # a primitive's REQUIRE is reported as the op's
             named = op_unpredictable(OpCall(op.op, op.attrs, [], [], [], plan.where), e)
             if named is e:
-                raise
+                raise e
             raise named from e
-        except NpuBenchError:              # TosaError, TosaUnsupported, InterpreterError, ...
-            raise
-        except MemoryError:
+        if isinstance(e, NpuBenchError):        # TosaError, TosaUnsupported, InterpreterError, ...
+            raise e
+        if isinstance(e, MemoryError):
             raise limits.ResourceLimitError(f"{plan.where}: the {op.op} result does not fit in memory "
                                             f"(declared {[_fmt(s.shape) for s in plan.out_specs]})") from None
-        except Exception as e:  # a kernel bug: report it with the op, keep the cause
-            raise InterpreterError(f"{plan.where}: internal error in the {op.op} kernel: "
-                                   f"{type(e).__name__}: {e}") from e
+        raise InterpreterError(f"{plan.where}: internal error in the {op.op} kernel: "   # a kernel bug,
+                               f"{type(e).__name__}: {e}") from e                           # its cause kept
 
     def _variable_read(self, idx: int, op: Operator, env, work, seen) -> None:
         where = self._where(idx, op)
