@@ -7,9 +7,10 @@ nothing else. A depthwise tile is an ordinary MAC command over the one input wor
 channels, with block-diagonal weights (the off-diagonal entries equal the weight zero point and
 so contribute nothing): no separate datapath, at the cost of using one lane per row.
 
-Width unfolding (`NpuConv.unfolded`): when a pixel's KW taps of C channels fit one SRAM word
-(an RGB stem), the layer runs as a KH x 1 convolution over KW*C channels of its input unfolded
-along the width, which the DMA gathers as overlapping runs; KH reduction steps instead of KH*KW.
+Width unfolding (`NpuConv.unfolded`): when a word holds the channels of two or more input pixels,
+the layer runs over its input unfolded along the width (a word holds u = mac.cols // C pixels'
+channels, all KW taps when they fit), which the DMA gathers as overlapping runs; KH*ceil(KW/u)
+reduction steps instead of KH*KW.
 
 Tiling: a tile is a box of the output (rows x columns x output channels of one batch image) with
 the input box it needs (halo included). It must fit: its pixels in the accumulators, its input box
@@ -158,29 +159,43 @@ class NpuConv(NpuOperation):
 
     # ---- width unfolding ---------------------------------------------------------------------
     def unfolded(self, cfg: NpuConfig) -> "NpuConv | None":
-        """This convolution as one over its input unfolded along the width, when a pixel's KW taps
-        of C channels fit one SRAM word (KW*C <= mac.cols, int8): a "pixel" (y, ox) of the
-        unfolded input holds input pixels ox*STRIDE_W - PAD_LEFT .. + KW-1 of row y, all their
-        channels, in one word, and the kernel becomes KH x 1 over KW*C channels, stride
-        (STRIDE_H, 1). The MAC array then takes KH reduction steps per block instead of KH*KW,
-        with the lanes a few-channel input (an RGB image) leaves idle doing the other taps. The
-        weights (OC, KH, KW, C) are (OC, KH, 1, KW*C) unchanged in memory; the DMA gathers the
-        unfolded box from the original input (overlapping runs of KW*C bytes, one per output
-        column; columns reaching into the padding are clipped, the FILL gives their zero point).
+        """This convolution as one over its input unfolded along the width, when a word holds
+        the C channels of at least two input pixels (int8, no dilation), so that the lanes C
+        alone would leave idle take other taps of the kernel row:
+
+        - all KW taps fit a word (KW*C <= mac.cols, an RGB stem): a "pixel" (y, ox) of the
+          unfolded input holds input pixels ox*STRIDE_W - PAD_LEFT .. + KW-1 of row y, and the
+          kernel becomes KH x 1 over KW*C channels, stride (STRIDE_H, 1);
+        - else u = mac.cols // C taps a word: column j of the unfolded input holds input pixels
+          j - PAD_LEFT .. + u-1, and the kernel becomes KH x ceil(KW/u) over u*C channels,
+          stride as before, dilation (1, u) (a group's missing taps have weights at the weight
+          zero point: they add nothing).
+
+        The MAC array then takes KH*ceil(KW/u) reduction steps per block instead of KH*KW. The
+        weights are regrouped once; the DMA gathers the unfolded box from the original input
+        (overlapping runs of u*C bytes, clipped at the row's edges, the FILL giving the padding).
         None when it does not apply."""
         kh, kw = self.kernel
         n, H, W, C = self.in_shape
+        L = self.lanes(cfg)
         if (self.unfold is not None or self.depthwise or self.upsample != (1, 1) or self.dilation != (1, 1)
-                or self.ifm_dtype != DType.INT8 or kw == 1 or kw * C > self.lanes(cfg)):
+                or self.ifm_dtype != DType.INT8 or kw == 1 or 2 * C > L):
             return None
         sh, sw = self.stride
         pt, pb, pl, _ = self.pad
-        OW = self.out_shape[2]
-        return NpuConv(
-            ifm=self.ifm, ofm=self.ofm, weights=self.weights.reshape(self.out_channels, kh, 1, kw * C),
-            bias=self.bias, input_zp=self.input_zp, weight_zp=self.weight_zp, stride=(sh, 1),
-            pad=(pt, pb, 0, 0), dilation=(1, 1), in_shape=(n, H, OW, kw * C), out_shape=self.out_shape,
-            stage=self.stage, sources=self.sources, ifm_dtype=self.ifm_dtype, unfold=(kw, sw, pl, W, C))
+        OC, OW = self.out_channels, self.out_shape[2]
+        common = dict(ifm=self.ifm, ofm=self.ofm, bias=self.bias, input_zp=self.input_zp, weight_zp=self.weight_zp,
+                      out_shape=self.out_shape, stage=self.stage, sources=self.sources, ifm_dtype=self.ifm_dtype)
+        if kw * C <= L:
+            return NpuConv(weights=self.weights.reshape(OC, kh, 1, kw * C), stride=(sh, 1), pad=(pt, pb, 0, 0),
+                           dilation=(1, 1), in_shape=(n, H, OW, kw * C), unfold=(kw, sw, pl, W, C), **common)
+        u = L // C
+        groups = ceil_div(kw, u)
+        w = np.full((OC, kh, groups * u, C), self.weight_zp, dtype=np.int8)
+        w[:, :, :kw] = self.weights
+        width = (OW - 1) * sw + (groups - 1) * u + 1           # unfolded columns the outputs reach
+        return NpuConv(weights=w.reshape(OC, kh, groups, u * C), stride=(sh, sw), pad=(pt, pb, 0, 0),
+                       dilation=(1, u), in_shape=(n, H, width, u * C), unfold=(u, 1, pl, W, C), **common)
 
     # ---- tiling ----------------------------------------------------------------------------
     def requires(self) -> list:
@@ -357,12 +372,12 @@ class NpuConv(NpuOperation):
             blobs["lut"] = self.stage.blobs()["lut"]
         return blobs
 
-    def _load_unfolded(self, w: CommandWriter, ext_base: int, in_addr: int, t: ConvTile, iy0: int,
+    def _load_unfolded(self, w: CommandWriter, ext_base: int, in_addr: int, t: ConvTile, iy0: int, ix0: int,
                        g: ConvGeometry, pix: int) -> None:
         """The width-unfolded input box of tile `t` (see `unfolded`): the zero point everywhere,
-        then per input row the KW*C bytes of each output column's taps, one pattern for the
-        columns inside the row and one per column clipped at its edges."""
-        kw, sw, pl, width, C = self.unfold
+        then per input row the `run` pixels of each unfolded column, one pattern for the columns
+        inside the row and one per column clipped at its edges."""
+        run, step, pl, width, C = self.unfold
         H = self.in_shape[1]
         ry0, ry1 = _real_range(iy0, g.in_h, H, 1)
         w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes, value=self.input_zp & 0xFF)
@@ -371,14 +386,14 @@ class NpuConv(NpuOperation):
         rows = ry1 - ry0
         row0_ext = ext_base + (t.n * H + ry0) * width * C
         row0_sram = in_addr + (ry0 - iy0) * g.in_w * pix
-        span, edges = _unfold_columns(t.x0, t.tw, kw, sw, pl, width)
+        span, edges = _unfold_columns(ix0, g.in_w, run, step, pl, width)
         if span is not None:
             j0, j1 = span
-            w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=row0_ext + ((t.x0 + j0) * sw - pl) * C,
-                  sram_addr=row0_sram + j0 * pix, len0=kw * C, len1=j1 - j0, len2=rows,
-                  ext_s1=sw * C, ext_s2=width * C, sram_s1=pix, sram_s2=g.in_w * pix)
+            w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=row0_ext + ((ix0 + j0) * step - pl) * C,
+                  sram_addr=row0_sram + j0 * pix, len0=run * C, len1=j1 - j0, len2=rows,
+                  ext_s1=step * C, ext_s2=width * C, sram_s1=pix, sram_s2=g.in_w * pix)
         for j, lo, hi in edges:
-            sx = (t.x0 + j) * sw - pl
+            sx = (ix0 + j) * step - pl
             w.dma(Opcode.DMA_LOAD, Sram.INPUT, ext=row0_ext + lo * C,
                   sram_addr=row0_sram + j * pix + (lo - sx) * C, len0=(hi - lo) * C, len1=rows, len2=1,
                   ext_s1=width * C, ext_s2=0, sram_s1=g.in_w * pix, sram_s2=0)
@@ -425,7 +440,7 @@ class NpuConv(NpuOperation):
                 resident_in[in_slot] = key
                 in_addr = bufs[Sram.INPUT][in_slot]
                 if self.unfold is not None:
-                    self._load_unfolded(w, ifm.addr, in_addr, t, iy0, g, pix)
+                    self._load_unfolded(w, ifm.addr, in_addr, t, iy0, ix0, g, pix)
                 else:
                     # Rows/columns of the (upsampled) image the box covers that hold real pixels.
                     uy, ux = self.upsample
@@ -508,15 +523,15 @@ class NpuConv(NpuOperation):
         return records
 
 
-def _unfold_columns(x0: int, tw: int, kw: int, sw: int, pl: int, width: int):
-    """The unfolded box's columns j < tw (output columns x0 + j) as (first j, last j + 1) of those
-    whose KW input pixels all lie inside the row, and the others that reach some: (j, first pixel,
-    last pixel + 1) clipped to the row."""
+def _unfold_columns(ix0: int, columns: int, run: int, step: int, pl: int, width: int):
+    """The unfolded box's columns j < `columns` (unfolded column ix0 + j holds input pixels
+    (ix0 + j)*step - pl .. + run-1) as (first j, last j + 1) of those whose pixels all lie inside
+    the row, and the others that reach some: (j, first pixel, last pixel + 1) clipped to the row."""
     inside, edges = [], []
-    for j in range(tw):
-        sx = (x0 + j) * sw - pl
-        lo, hi = max(0, sx), min(width, sx + kw)
-        if lo == sx and hi == sx + kw:
+    for j in range(columns):
+        sx = (ix0 + j) * step - pl
+        lo, hi = max(0, sx), min(width, sx + run)
+        if lo == sx and hi == sx + run:
             inside.append(j)
         elif hi > lo:
             edges.append((j, lo, hi))
