@@ -264,29 +264,26 @@ class Interpreter:
                 too_large = (t, _ITEMSIZE.get(t.dtype, 1))
             total += subtotal
             variables.append((b, found))
-        self._check_storable(variables)
+        # Inputs, outputs and variables must hold integer-profile values: say which one does not
+        # before a run tries to store it.
+        specs = self._specs
+        for kind, names in (("input", main.inputs), ("output", main.outputs)):
+            for name in names:
+                spec = specs.get(name)
+                if spec is not None and spec.dtype not in _STORAGE:
+                    raise TosaUnsupported(f"{self.source}: graph {kind} '{name}' has element type {spec.dtype.name}, "
+                                          "outside npu-bench's integer profile")
+        for _, found in variables:
+            for t in found:
+                if not t.dtype.has_storage:
+                    raise TosaUnsupported(f"{self.source}: variable '{t.variable_name or t.name}' has element type "
+                                          f"{t.dtype.name}, outside npu-bench's integer profile")
         if too_large is not None:
             t, itemsize = too_large
             limits.check_tensor(f"{self.source}: tensor '{t.name}'", t.shape, itemsize, limit)
         if total > limits.GRAPH_FACTOR * limit:
             limits.check_total(f"{self.source}: the graph's declared tensors", total)
         return variables
-
-    def _check_storable(self, variables: list[tuple[Block, list]]) -> None:
-        """Inputs, outputs and variables must hold integer-profile values: say which one does not
-        before a run tries to store it."""
-        block = self.block
-        for kind, names in (("input", block.inputs), ("output", block.outputs)):
-            for name in names:
-                t = block.tensors.get(name)
-                if t is not None and t.dtype not in _STORAGE:
-                    raise TosaUnsupported(f"{self.source}: graph {kind} '{name}' has element type {t.dtype.name}, outside "
-                                          "npu-bench's integer profile")
-        for _, found in variables:
-            for t in found:
-                if not t.dtype.has_storage:
-                    raise TosaUnsupported(f"{self.source}: variable '{t.variable_name or t.name}' has element type "
-                                          f"{t.dtype.name}, outside npu-bench's integer profile")
 
     # ---- variables ----------------------------------------------------------------------
 
@@ -508,7 +505,11 @@ class Interpreter:
                 if tname in env:
                     raise TosaError(name, f"output '{tname}' is written twice", self._where(idx, op))
                 env[tname] = value
-        outputs = self.graph_outputs(env)
+        outputs = {}                        # graph_outputs, inline
+        for name in self.block.outputs:
+            if name not in env:
+                raise TosaError("GRAPH", f"graph output '{name}' is never written", self.source)
+            outputs[name] = env[name]
         self._state = work
         self.invocations += 1
         if cached is None and self._constant_ops is not None:
@@ -565,10 +566,13 @@ class Interpreter:
                         raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", plan.where)
                     if len(op.outputs) != n_out:
                         raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", plan.where)
-                plan.kernel, split = _kernel_info(name)
+                info = _KERNEL_INFO.get(name)                 # _kernel_info, its usual case inline
+                plan.kernel, split = info if info is not None else _kernel_info(name)
                 if split is not None:
                     plan.prepare, plan.static = split
-                    plan.dynamic = dynamic = _dynamic_inputs(plan.static, len(in_specs))
+                    key = (plan.static, len(in_specs))             # _dynamic_inputs, its usual case inline
+                    dynamic = _DYNAMIC.get(key)
+                    plan.dynamic = dynamic = dynamic if dynamic is not None else _dynamic_inputs(*key)
                     known = True            # every non-static input's declared shape fully known
                     for i in dynamic:
                         spec = in_specs[i]

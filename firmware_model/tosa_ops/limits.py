@@ -32,7 +32,12 @@ def tensor_limit() -> int:
     """The per-tensor limit in bytes: set_tensor_limit(), else $NPU_TENSOR_LIMIT_MIB, else 1 GiB."""
     if _limit is not None:
         return _limit
-    text = _env_text()
+    data = getattr(os.environ, "_data", None)        # _env_text(), inline (asked once per graph)
+    if type(data) is dict and _ENV_KEY is not None:
+        raw = data.get(_ENV_KEY)
+        text = None if raw is None else os.environ.decodevalue(raw)
+    else:
+        text = os.environ.get(ENV_VAR)
     if not text:
         return DEFAULT_TENSOR_LIMIT_BYTES
     try:
