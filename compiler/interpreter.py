@@ -206,8 +206,11 @@ class Interpreter:
         self.block: Block = graph.main
         self.source = graph.source
         self.invocations = 0
-        variable_tensors = self._check_tensors()        # also the main block's specs (self._specs)
-        self._variables = self._collect_variables(variable_tensors)
+        variable_tensors, any_variable = self._check_tensors()      # also the main block's specs (self._specs)
+        if any_variable:
+            self._variables = self._collect_variables(variable_tensors)
+        else:                                           # (what _collect_variables finds then)
+            self._variables, self._uid_of_tensor = {}, {}
         self._state: dict[str, _VarState] = {}
         # Variables with a VARIABLE op are declared there; the others at the start of a run.
         if self._variables:
@@ -230,16 +233,17 @@ class Interpreter:
         # The ops a later invocation runs (the constant ones are reused), in graph order.
         self._varying_ops: list | None = None
 
-    def _check_tensors(self) -> list[tuple[Block, list]]:
+    def _check_tensors(self) -> tuple[list[tuple[Block, list]], bool]:
         """The graph's declared tensors, looked at once: the inputs, outputs and variables must
         hold integer-profile values (said first, before a run tries to store one), and no tensor
         nor all of them together may be too large to hold (refused before any allocation). The
         same pass makes the main block's tensor specs (self._specs).
-        Returns each block's variable tensors, in the graph's order."""
+        Returns each block's variable tensors, in the graph's order, and whether there are any."""
         limit = limits.tensor_limit()
         total = 0
         too_large = None
         variables = []
+        any_variable = False
         main = self.block
         for b in [b for r in self.graph.regions for b in r.blocks]:      # Graph.blocks()
             tensors = b.tensors
@@ -264,6 +268,7 @@ class Interpreter:
                 too_large = (t, _ITEMSIZE.get(t.dtype, 1))
             total += subtotal
             variables.append((b, found))
+            any_variable = any_variable or bool(found)
         # Inputs, outputs and variables must hold integer-profile values: say which one does not
         # before a run tries to store it.
         specs = self._specs
@@ -283,7 +288,7 @@ class Interpreter:
             limits.check_tensor(f"{self.source}: tensor '{t.name}'", t.shape, itemsize, limit)
         if total > limits.GRAPH_FACTOR * limit:
             limits.check_total(f"{self.source}: the graph's declared tensors", total)
-        return variables
+        return variables, any_variable
 
     # ---- variables ----------------------------------------------------------------------
 
