@@ -172,7 +172,12 @@ def _dynamic_inputs(static: frozenset, n: int) -> tuple:
 class _PlanCall(OpCall):
     """The OpCall of a planned op: its `where` is the plan's, formatted when first read (kernels
     read it to report an error, so a passing op never formats it). Constructed as an OpCall with
-    the plan in place of the text."""
+    the plan in place of the text (every field set here, as OpCall's __init__ would)."""
+
+    def __init__(self, op, attrs, inputs, input_specs, output_specs, plan, attr_kind, extra):
+        self.op, self.attrs, self.inputs = op, attrs, inputs
+        self.input_specs, self.output_specs = input_specs, output_specs
+        self._where_of, self.attr_kind, self.extra = plan, attr_kind, extra
 
     @property
     def where(self) -> str:

@@ -43,6 +43,7 @@ POOL_SCALE_BLOCK = 1 << 15
 AVG_INT32_SUM_BOUND = 1 << 31
 
 INT48_MIN, INT48_MAX = DType.INT48.min, DType.INT48.max
+_INT_TYPE = {int}
 
 # (input, weight, output) rows of the convolution ops, with the accumulator type they need.
 CONV_TYPES = {
@@ -74,6 +75,9 @@ def _check_rank(call: OpCall, i: int, what: str, rank: int = 4) -> tuple[int, ..
 
 
 def _attr_list(call: OpCall, name: str, n: int) -> list[int]:
+    v = call.attrs.get(name)
+    if type(v) is list and len(v) == n and set(map(type, v)) <= _INT_TYPE:
+        return list(v)                  # the reader's list of n ints: what the lines below return
     v = attr_int_list(call, name)
     if len(v) != n:
         call.error_if(True, f"attribute '{name}' has {len(v)} values, needs {n}")
@@ -82,7 +86,11 @@ def _attr_list(call: OpCall, name: str, n: int) -> list[int]:
 
 def _zero_point(call: OpCall, i: int, what: str, dtype: DType, allowed: bool) -> int:
     """A zero-point operand; ERROR_IF it is non-zero where the spec allows only zero."""
-    zp = scalar_operand(call, i, what, dtype)
+    x = call.inputs[i]
+    if type(x) is np.ndarray and x.shape == (1,) and call.input_specs[i].dtype == dtype:
+        zp = int(x[0])                  # scalar_operand's checks passed, its answer
+    else:
+        zp = scalar_operand(call, i, what, dtype)
     if zp != 0 and not allowed:
         call.error_if(True, f"{what} != 0 (zero points are only allowed for int8)")
     return zp

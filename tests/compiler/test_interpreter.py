@@ -248,3 +248,19 @@ def test_kernel_errors_say_where_the_op_is():
     with pytest.raises(TosaError, match="written twice") as e:
         run_graph(twice, {"x": np.zeros(2, np.int8), "a": np.zeros(2, np.int8)})
     assert e.value.where == "test.tosa op #1 -> z"
+
+
+def test_plan_call_sets_every_opcall_field():
+    """_PlanCall builds its OpCall fields itself: every field OpCall declares is set, and `where`
+    is the plan's text."""
+    import dataclasses
+
+    from compiler import interpreter
+    from firmware_model.tosa_ops.registry import OpCall
+
+    op = Operator("ADD", ["x", "a"], ["y"])
+    plan = interpreter._OpPlan(op, 3, "m.tosa", "kernel")
+    call = interpreter._PlanCall("ADD", {"k": 1}, [1], [2], [3], plan, "kind", {"e": 0})
+    want = OpCall("ADD", {"k": 1}, [1], [2], [3], "m.tosa op #3 -> y", "kind", {"e": 0})
+    for f in dataclasses.fields(OpCall):
+        assert getattr(call, f.name) == getattr(want, f.name), f.name
