@@ -155,6 +155,13 @@ def attr_value(call: OpCall, name: str, dtype: DType) -> int:
     return int(v)
 
 
+_STORAGE_OF = {t: t.storage for t in DType if t.has_storage}
+
+
 def out(call: OpCall, values: np.ndarray, i: int = 0) -> np.ndarray:
     """Values already in range, stored in output i's storage type."""
-    return np.asarray(values).astype(call.output_specs[i].dtype.storage, copy=False)
+    dtype = call.output_specs[i].dtype
+    storage = _STORAGE_OF.get(dtype) or dtype.storage      # (the latter names a type without one)
+    if type(values) is np.ndarray and values.dtype == storage:
+        return values                                       # what astype(copy=False) returns
+    return np.asarray(values).astype(storage, copy=False)
