@@ -563,8 +563,8 @@ class Interpreter:
         else:
             plan = _OpPlan(op, idx, source, "kernel")
             specs = self._specs
-            plan.in_specs = in_specs = [specs.get(t) for t in op.inputs]
-            plan.out_specs = out_specs = [specs.get(t) for t in op.outputs]
+            plan.in_specs = in_specs = list(map(specs.get, op.inputs))       # (no comprehension frame)
+            plan.out_specs = out_specs = list(map(specs.get, op.outputs))
             try:
                 arity = OP_ARITY.get(name)
                 if arity is not None:
