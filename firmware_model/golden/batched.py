@@ -86,24 +86,26 @@ class NotBatchable(Exception):
     """The decode has something the segments do not express: it runs step by step."""
 
 
-def _box_positions(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> np.ndarray:
+def _box_positions(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int,
+                   written: bool = False) -> np.ndarray:
     """The byte addresses of a DMA pattern in the order it moves them (i2, i1, i0); read-only,
-    kept by the pattern (a program repeats its patterns)."""
+    kept by the pattern (a program repeats its patterns). `written`: the pattern a transfer writes,
+    whose bytes must be distinct (a byte written twice would need the transfer's write order: not
+    expressed); a pattern read may repeat bytes (overlapping windows)."""
     key = (base, len0, len1, len2, stride1, stride2)
-    pos = _BOXES.get(key)
-    if pos is None:
+    made = _BOXES.get(key)
+    if made is None:
         pos = (base + np.arange(len2, dtype=np.int64)[:, None, None] * stride2
                + np.arange(len1, dtype=np.int64)[None, :, None] * stride1
                + np.arange(len0, dtype=np.int64)[None, None, :]).reshape(-1)
-        # Bytes a step writes twice would need its write order: not expressed.
         runs_apart = (len1 == 1 or stride1 >= len0) and (len2 == 1 or stride2 >= (len1 - 1) * stride1 + len0)
-        if not runs_apart and len(np.unique(pos)) != len(pos):
-            raise NotBatchable("a transfer moves a byte twice")
         pos.flags.writeable = False
         if len(_BOXES) >= 1 << 16:
             _BOXES.clear()
-        _BOXES[key] = pos
-    return pos
+        made = _BOXES[key] = (pos, runs_apart or len(np.unique(pos)) == len(pos))
+    if written and not made[1]:
+        raise NotBatchable("a transfer writes a byte twice")
+    return made[0]
 
 
 _BOXES: dict[tuple, np.ndarray] = {}
@@ -155,19 +157,19 @@ class _Segment:
         epos = _box_positions(*plan.ext)
         if self.stored and self.c.ext_mask[epos].any():
             return False
-        self.writable(sram)[_box_positions(*plan.on_chip)] = EXT0 + epos
+        self.writable(sram)[_box_positions(*plan.on_chip, written=True)] = EXT0 + epos
         return True
 
     def store(self, sram: Sram, plan) -> None:
         if plan.bytes:
-            epos = _box_positions(*plan.ext)
+            epos = _box_positions(*plan.ext, written=True)
             self.stores.append((epos, self.codes(sram)[_box_positions(*plan.on_chip)]))
             self.c.ext_mask[epos] = True
             self.stored.append(epos)
 
     def fill(self, sram: Sram, value: int, plan) -> None:
         if plan.bytes:
-            self.writable(sram)[_box_positions(*plan.on_chip)] = value & 0xFF
+            self.writable(sram)[_box_positions(*plan.on_chip, written=True)] = value & 0xFF
 
     def mac(self, pc: int, regs: dict, sub: int, plan, probe_class) -> bool:
         """A MAC tile with an output stage; False when it reads bytes a tile of the segment

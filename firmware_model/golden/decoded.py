@@ -38,6 +38,7 @@ from firmware_model.golden.dma import DMA_REGS, dma_plan, fill_plan
 from firmware_model.golden import timing_model as tm
 from firmware_model.golden.eltwise_unit import prepare_eltwise
 from firmware_model.golden.mac_unit import prepare_mac
+from firmware_model.golden.pool_unit import prepare_pool
 
 # What a step does (its tuple's first field; the second is the command's index, the third its opcode):
 #   S_DMA     (S_DMA, pc, op, sram, to_sram, DmaPlan)
@@ -117,6 +118,8 @@ def prepare(cfg, op: Opcode, regs: dict, sub: int, plan):
         return prepare_eltwise(cfg, regs, sub, plan)
     if op == Opcode.MAC:
         return prepare_mac(cfg, regs, sub, plan)
+    if op == Opcode.POOL:
+        return prepare_pool(cfg, regs, sub, plan)
     return None
 
 

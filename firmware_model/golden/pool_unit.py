@@ -199,3 +199,74 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, 
                + np.arange(oc, dtype=np.int64)[None, None, :] * esize)
     write_elements(mem, offsets, out, out_dt, "POOL output", rng=regions["output"])
     return PoolResult(plan.cycles, plan.elements, plan.taps, dict(regions), np.asarray(out).reshape(oh, ow, oc), plan)
+
+
+def prepare_pool(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan):
+    """execute_pool with its registers decoded once (the golden model's decoded program,
+    decoded.py): a function of (memories, probe) that computes and stores what execute_pool does,
+    with what depends on the registers alone made beforehand: the input box's byte addresses
+    (_read_box's), the windows' clipped tap indices and real-position mask, AVG's
+    reciprocal_scale of each window's count, the output element addresses and the prepared
+    output stage. Equal to execute_pool (tests/firmware_model/golden/test_decoded.py)."""
+    from firmware_model.arch.isa import OUTPUT_STAGE_REGS
+    from firmware_model.golden.output_stage import prepare_output_stage, write_elements
+
+    r = Registers(regs)
+    mode, in_dt, out_dt = plan.mode, plan.in_dtype, plan.out_dtype
+    oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
+    kh, kw = r.kernel_h, r.kernel_w
+    ih, iw = r.pool_in_h, r.pool_in_w
+    regions = plan.regions
+    size = ELEMENT_BYTES[in_dt]
+    box = bool(ih and iw and oc)
+    if box:                         # _read_box: element (y, x, k) at IFM_ADDR + y*row + x*pix + k*size
+        offs = (r.ifm_addr + np.arange(ih, dtype=np.int64)[:, None, None] * r.ifm_row_stride
+                + np.arange(iw, dtype=np.int64)[None, :, None] * r.ifm_pix_stride
+                + np.arange(oc, dtype=np.int64)[None, None, :] * size)
+        box_bytes = offs[..., None] + np.arange(size, dtype=np.int64)
+    rows, cols, count = plan.rows, plan.cols, plan.count
+    real_r, real_c = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
+    tap_r = np.clip(rows, 0, ih - 1)[:, :, None, None]
+    tap_c = np.clip(cols, 0, iw - 1)[None, None, :, :]
+    real = (real_r[:, :, None, None] & real_c[None, None, :, :])[..., None]     # (oh, kh, ow, kw, 1)
+    ifm_zp = r.ifm_zp
+    if mode == PoolMode.AVG:
+        m, s = numerics.reciprocal_scale(count)
+        avg_m, avg_s = m.astype(np.int64)[:, :, None], s.astype(np.int64)[:, :, None]
+    stage = prepare_output_stage({int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}, plan.stage, "POOL")
+    param = regions.get("param")
+    esize = ELEMENT_BYTES[out_dt]
+    out_offsets = (r.ofm_addr + np.arange(oh, dtype=np.int64)[:, None, None] * r.ofm_row_stride
+                   + np.arange(ow, dtype=np.int64)[None, :, None] * r.ofm_pix_stride
+                   + np.arange(oc, dtype=np.int64)[None, None, :] * esize)
+    out_rng = regions["output"]
+
+    def run(mem: Memories, probe=None) -> None:
+        if box:
+            raw = mem.sram[Sram.INPUT][box_bytes]
+            x = np.ascontiguousarray(raw).view(f"<i{size}")[..., 0].astype(np.int64)
+        else:
+            x = np.zeros((ih, iw, oc), np.int64)
+        if probe is not None:
+            probe("box", x)
+        taps = x[tap_r, tap_c] if x.size else np.zeros((oh, kh, ow, kw, oc), np.int64)
+        if mode in (PoolMode.MAX, PoolMode.MIN):
+            fill = np.iinfo(np.int64).min if mode == PoolMode.MAX else np.iinfo(np.int64).max
+            reduce_ = np.max if mode == PoolMode.MAX else np.min
+            value = reduce_(np.where(real, taps, fill), axis=(1, 3)) if taps.size else np.zeros((oh, ow, oc), np.int64)
+        else:
+            acc = wrap(np.where(real, taps - ifm_zp, 0).sum(axis=(1, 3)), 32)
+            if mode == PoolMode.SUM:
+                value = acc
+            else:
+                scaled = numerics.apply_scale_32(acc, avg_m, avg_s, False, require=False)
+                value = numerics.apply_add_s(scaled, r.ofm_zp, DType.INT32, require=False)
+                value = numerics.apply_clip_s(value, out_dt.min, out_dt.max)
+        multiplier = shift = None
+        if param is not None:
+            m_, s_ = load_records(mem, param)
+            multiplier = np.broadcast_to(m_, value.shape)
+            shift = np.broadcast_to(s_, value.shape)
+        out = stage(mem, value, multiplier, shift, probe)
+        write_elements(mem, out_offsets, out, out_dt, "POOL output", rng=out_rng)
+    return run
