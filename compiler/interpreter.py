@@ -206,11 +206,24 @@ def _fmt(shape) -> str:
 class Interpreter:
     """A session running one graph; variables persist across `run` calls."""
 
+    # Defaults a session replaces when it gets there (class attributes: a one-shot session, the
+    # conformance set's, never stores them).
+    invocations = 0
+    _implicit: "list[_Variable] | tuple" = ()
+    # Ops whose value does not depend on the invocation: CONST/CONST_SHAPE and ops fed only by
+    # them (e.g. a RESHAPE of weights). Kernels are pure, so their outputs from a successful
+    # invocation are reused by later ones (that one checked their rules). Found when a
+    # second invocation starts (_find_constants): a one-shot session never needs them.
+    _constant_ops: "set[int] | None" = None
+    _constant_tensors: "set[str] | None" = None
+    _constant_values: "dict[str, np.ndarray] | None" = None
+    # The ops a later invocation runs (the constant ones are reused), in graph order.
+    _varying_ops: "list | None" = None
+
     def __init__(self, graph: Graph):
         self.graph = graph
         self.block: Block = graph.main
         self.source = graph.source
-        self.invocations = 0
         variable_tensors, any_variable = self._check_tensors()      # also the main block's specs (self._specs)
         if any_variable:
             self._variables = self._collect_variables(variable_tensors)
@@ -224,19 +237,8 @@ class Interpreter:
                 if op.op == "VARIABLE":
                     declared_by_op.add(self._variable_of(op, len(declared_by_op)).uid)
             self._implicit = [v for v in self._variables.values() if v.uid not in declared_by_op]
-        else:
-            self._implicit = ()
-        # Ops whose value does not depend on the invocation: CONST/CONST_SHAPE and ops fed only by
-        # them (e.g. a RESHAPE of weights). Kernels are pure, so their outputs from a successful
-        # invocation are reused by later ones (that one checked their rules). Found when a
-        # second invocation starts (_find_constants): a one-shot session never needs them.
-        self._variable_tensors = variable_tensors
-        self._constant_ops: set[int] | None = None
-        self._constant_tensors: set[str] | None = None
-        self._constant_values: dict[str, np.ndarray] | None = None
+        self._variable_tensors = variable_tensors       # (for _find_constants)
         self._plans: list[_OpPlan | None] = [None] * len(self.block.operators)
-        # The ops a later invocation runs (the constant ones are reused), in graph order.
-        self._varying_ops: list | None = None
 
     def _check_tensors(self) -> tuple[list[tuple[Block, list]], bool]:
         """The graph's declared tensors, looked at once: the inputs, outputs and variables must
