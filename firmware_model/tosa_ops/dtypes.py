@@ -46,50 +46,24 @@ class DType(enum.IntEnum):
         return self in _INT_BITS
 
     @property
-    def bits(self) -> int:
-        """Width of the TOSA type in bits (the value range, not the storage)."""
-        bits = _BITS.get(self)
-        if bits is None:
-            raise ValueError(f"{self.name} has no integer width")
-        return bits
-
-    @property
     def has_storage(self) -> bool:
         """Whether npu-bench can hold values of this type (the integer profile, bool, shape)."""
         return self in _STORAGE
 
-    @property
-    def storage(self) -> np.dtype:
-        """The numpy dtype that holds values of this type (int48 in int64, shape in int64)."""
-        try:
-            return _STORAGE_DTYPES[self]
-        except KeyError:
-            raise UnsupportedDType(f"{self.name} is not supported by npu-bench (integer profile only)") from None
-
-    # Kernels ask these in every prepare: looked up in tables made once from `bits` (below).
-    @property
-    def min(self) -> int:
-        """-(1 << (bits - 1))"""
-        try:
-            return _MIN[self]
-        except KeyError:                # no width: `bits` says so
-            return -(1 << (self.bits - 1))
-
-    @property
-    def max(self) -> int:
-        """(1 << (bits - 1)) - 1"""
-        try:
-            return _MAX[self]
-        except KeyError:                # no width: `bits` says so
-            return (1 << (self.bits - 1)) - 1
-
-    @property
-    def umax(self) -> int:
-        """Largest value of the unsigned reading of this type (uint8/uint16 in RESCALE): (1 << bits) - 1."""
-        try:
-            return _UMAX[self]
-        except KeyError:                # no width: `bits` says so
-            return (1 << self.bits) - 1
+    # Each type that has them carries, as plain attributes set below (kernels read them in every
+    # prepare, and an attribute is read without a call):
+    #   bits     width of the TOSA type in bits (the value range, not the storage)
+    #   min      -(1 << (bits - 1))
+    #   max      (1 << (bits - 1)) - 1
+    #   umax     (1 << bits) - 1, the largest value of the unsigned reading (uint8/uint16 in RESCALE)
+    #   storage  the numpy dtype that holds its values (int48 in int64, shape in int64)
+    # The other types say why they have none:
+    def __getattr__(self, name: str):
+        if name in ("bits", "min", "max", "umax"):
+            raise ValueError(f"{self.name} has no integer width")
+        if name == "storage":
+            raise UnsupportedDType(f"{self.name} is not supported by npu-bench (integer profile only)")
+        raise AttributeError(f"{type(self).__name__} has no attribute '{name}'")
 
     @property
     def size_bytes(self) -> int:
@@ -107,11 +81,8 @@ _INT_BITS = {
     DType.SHAPE: 64,
 }
 
-# bits of every type that has a width (BOOL 1), and min / max / umax made from them
+# bits of every type that has a width (BOOL 1)
 _BITS = {**_INT_BITS, DType.BOOL: 1}
-_MIN = {t: -(1 << (b - 1)) for t, b in _BITS.items()}
-_MAX = {t: (1 << (b - 1)) - 1 for t, b in _BITS.items()}
-_UMAX = {t: (1 << b) - 1 for t, b in _BITS.items()}
 
 _STORAGE = {
     DType.BOOL: np.bool_,
@@ -124,6 +95,12 @@ _STORAGE = {
     DType.SHAPE: np.int64,
 }
 _STORAGE_DTYPES = {t: np.dtype(v) for t, v in _STORAGE.items()}    # made once: DType.storage is asked often
+
+for _t, _b in _BITS.items():           # DType's bits / min / max / umax (see the class)
+    _t.bits, _t.min, _t.max, _t.umax = _b, -(1 << (_b - 1)), (1 << (_b - 1)) - 1, (1 << _b) - 1
+for _t, _d in _STORAGE_DTYPES.items():  # and storage
+    _t.storage = _d
+del _t, _b, _d
 
 
 def wrap(values: np.ndarray, bits: int) -> np.ndarray:

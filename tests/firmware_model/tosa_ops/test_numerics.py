@@ -353,7 +353,7 @@ def test_apply_lookup_s_matches_reference_model():
 
 
 def test_dtype_ranges_from_their_tables():
-    """DType.bits / min / max / umax come from tables made once: every type with a width has
+    """DType.bits / min / max / umax / storage are attributes set once: every type with a width has
     bits from _INT_BITS (BOOL 1) and the two's-complement ranges of that width; the others raise
     ValueError, as `bits` does."""
     from firmware_model.tosa_ops.dtypes import _INT_BITS, DType
@@ -367,3 +367,12 @@ def test_dtype_ranges_from_their_tables():
             for prop in ("bits", "min", "max", "umax"):
                 with pytest.raises(ValueError):
                     getattr(t, prop)
+    from firmware_model.tosa_ops.dtypes import _STORAGE, UnsupportedDType
+    for t in DType:
+        if t in _STORAGE:
+            assert t.storage == np.dtype(_STORAGE[t]) and t.size_bytes == np.dtype(_STORAGE[t]).itemsize
+        else:
+            with pytest.raises(UnsupportedDType, match="not supported"):
+                t.storage
+    with pytest.raises(AttributeError):
+        DType.INT8.no_such_attribute
