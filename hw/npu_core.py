@@ -205,10 +205,10 @@ class NpuCore(wiring.Component):
         wiring.connect(m, ost.o, writer.i)
         m.d.comb += [
             # the MAC's, the ELTWISE's and the POOL's vector paths (one command at a time); the
-            # POOL's is never AVG, so every stage configuration is the registers', as the MAC's
+            # stage's configuration is the registers' but for AVG's scaling (the POOL's out_cfg)
             vst.i_valid.eq(mac.vout_valid | elt.vout_valid | pool.vout_valid),
             vst.i.eq(Mux(active == Opcode.POOL, pool.vout, Mux(active == Opcode.ELTWISE, elt.vout, mac.vout))),
-            vst.cfg.eq(mac_cfg),
+            vst.cfg.eq(Mux(active == Opcode.POOL, pool.out_cfg, mac_cfg)),   # AVG: its own scaling
             vwriter.i_valid.eq(vst.o_valid), vwriter.i.eq(vst.o), vwriter.esize.eq(mac_esize),
         ]
         # one command at a time: at most one writer stores in a clock

@@ -25,12 +25,13 @@ Schedule: cycle_model.pool_vector_cycles.
 """
 
 from amaranth import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.checks import POOL_RULES
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import POOL_PIPELINE, VPOOL_PIPELINE
+from firmware_model.arch.cycle_model import POOL_PIPELINE, VPOOL_AVG_PIPELINE, VPOOL_PIPELINE
 from firmware_model.arch.isa import LutMode, OutMode, PoolMode, Status
 from firmware_model.tosa_ops.dtypes import DType
 from hw.dma_engine import bits_for
@@ -40,13 +41,15 @@ from hw.output_stage import VALUE_BITS
 from hw.pool_unit import FRONT_LATENCY, REGISTER_MAP, PoolFront
 from hw.register_map import AmaranthOps, drive_map, rules_pass
 from hw.vector_output_stage import LATENCY as VECTOR_STAGE_LATENCY
-from hw.vector_output_stage import vector_in_layout
+from hw.vector_output_stage import side_layout, vector_in_layout
 from hw.vector_writer import LATENCY as VECTOR_WRITER_LATENCY
 
 # tap read 1 + front + output stage + write 1: the pipeline the cycle model counts
 assert 1 + FRONT_LATENCY + OUTPUT_STAGE_LATENCY + 1 == POOL_PIPELINE
 # the vector path: tap read 1 + the window register 1 + the vector stage + the writer's register
 assert 1 + 1 + VECTOR_STAGE_LATENCY + VECTOR_WRITER_LATENCY == VPOOL_PIPELINE
+# AVG on the vector path: tap read 1 + the front (its divider) + the vector stage + the writer's register
+assert 1 + FRONT_LATENCY + VECTOR_STAGE_LATENCY + VECTOR_WRITER_LATENCY == VPOOL_AVG_PIPELINE
 
 
 class PoolSequencer(wiring.Component):
@@ -73,7 +76,11 @@ class PoolSequencer(wiring.Component):
         status = Signal(8)
         drive_map(m, REGISTER_MAP, front.cfg, regs, sub)
         m.d.comb += [self.out_cfg.eq(front.out_cfg), self.status.eq(status)]
-        wiring.connect(m, front.o, wiring.flipped(self.out))
+        # the scalar path's results go to the core's output stage; on the vector path the front
+        # only runs AVG's divider for the windows (its results feed the vector stage's scaling)
+        vec = Signal(name="vec")                        # this command takes the vector path
+        m.d.comb += [self.out.valid.eq(front.o.valid & ~vec), self.out.payload.eq(front.o.payload),
+                     front.o.ready.eq(vec | self.out.ready)]
 
         i_size, o_size = Signal(4), Signal(4)
         m.d.comb += self.esize.eq(o_size)
@@ -107,14 +114,15 @@ class PoolSequencer(wiring.Component):
 
         # the tap enters the front the clock after its read
         issued = Signal()
+        avg = Signal(name="vec_avg")    # a vector AVG: the front's divider gives each window's scale
         r_vec = Signal()                # the tap read last clock is a vector path's
         r_off = Signal(range(W))
         r_pad, r_last = Signal(), Signal()
         r_tag = Signal(32)
         m.d.sync += issued.eq(0)
         m.d.comb += [
-            front.i.valid.eq(issued & ~r_vec),
-            front.i.payload.value.eq((self.i_data >> (r_off * 8))[:32]),
+            front.i.valid.eq(issued & (~r_vec | avg)),
+            front.i.payload.value.eq(Mux(r_vec, 0, (self.i_data >> (r_off * 8))[:32])),
             front.i.payload.pad.eq(r_pad),
             front.i.payload.last.eq(r_last),
             front.i.payload.multiplier.eq(self.p_data.multiplier),
@@ -125,7 +133,6 @@ class PoolSequencer(wiring.Component):
         # ---- the vector path (module docstring) ----
         R = cfg.mac_rows
         lg_r = R.bit_length() - 1
-        vec = Signal(name="vec")                        # this command takes the vector path
         lanes_lg = Signal(range(lg_r + 1), name="vec_lanes_lg")   # log2 of the lanes of a block
         blk_n = Signal(range(R + 1), name="vec_block_n")          # channels of the current block
         i_lg, o_lg = Signal(2), Signal(3)                          # log2 of the element sizes
@@ -145,7 +152,7 @@ class PoolSequencer(wiring.Component):
         fit_lg = Signal(range(lg_w + 1))                 # align / size, as a log
         m.d.comb += fit_lg.eq(align_lg - in_lg_now)
         vec_now = Signal()
-        m.d.comb += vec_now.eq((sub != PoolMode.AVG) & (regs.lut_mode == LutMode.OFF) & (size_out != 8)
+        m.d.comb += vec_now.eq((regs.lut_mode == LutMode.OFF) & (size_out != 8)
                                & (size_in != 0) & (align_lg >= in_lg_now))
 
         # the block's lanes: the word at the tap's offset, lane j the j-th element, signed
@@ -165,7 +172,21 @@ class PoolSequencer(wiring.Component):
         vin_valid = Signal(name="vec_window_valid")
         vin = Signal(vector_in_layout(R), name="vec_window")
         m.d.sync += vin_valid.eq(0)
-        m.d.comb += [self.vout_valid.eq(vin_valid), self.vout.eq(vin)]
+        # AVG: a window's lane sums wait in a FIFO for the divider's (multiplier, shift), which
+        # the front offers FRONT_LATENCY clocks after the window's last tap (at most that many
+        # windows of one tap each are in flight)
+        m.submodules.avg_fifo = avg_fifo = SyncFIFOBuffered(width=32 * R + side_layout().size,
+                                                            depth=FRONT_LATENCY + 4)
+        fifo_in = Signal(data.StructLayout({"sums": data.ArrayLayout(signed(32), R), "side": side_layout()}))
+        fifo_out = Signal.like(fifo_in)
+        m.d.comb += [avg_fifo.w_data.eq(fifo_in), fifo_out.eq(avg_fifo.r_data),
+                     avg_fifo.r_en.eq(vec & avg & front.o.valid)]
+        m.d.comb += [self.vout_valid.eq(Mux(avg, vec & front.o.valid, vin_valid)),
+                     self.vout.side.eq(Mux(avg, fifo_out.side, vin.side))]
+        for j in range(R):
+            m.d.comb += [self.vout.values[j].eq(Mux(avg, fifo_out.sums[j], vin.values[j])),
+                         self.vout.multipliers[j].eq(Mux(avg, front.o.payload.multiplier, vin.multipliers[j])),
+                         self.vout.shifts[j].eq(Mux(avg, front.o.payload.shift, vin.shifts[j]))]
         zp = Signal(signed(32))
         m.d.comb += zp.eq(regs.ifm_zp)
         for j in range(R):
@@ -179,13 +200,16 @@ class PoolSequencer(wiring.Component):
                          lowv.eq(Mux(~r_pad & (xj < run_min[j]), xj, run_min[j]))]
             window = Signal(signed(32), name=f"vec_window_{j}")
             m.d.comb += window.eq(Mux(sub == PoolMode.MAX, high, Mux(sub == PoolMode.MIN, lowv, total)))
+            m.d.comb += fifo_in.sums[j].eq(total)
             with m.If(r_vec & r_last):
                 m.d.sync += [run_sum[j].eq(0), run_max[j].eq(-(1 << 31)), run_min[j].eq((1 << 31) - 1),
                              vin.values[j].eq(window), vin.multipliers[j].eq(lane_mult[j]),
                              vin.shifts[j].eq(lane_shift[j])]
             with m.Elif(r_vec):
                 m.d.sync += [run_sum[j].eq(total), run_max[j].eq(high), run_min[j].eq(lowv)]
-        with m.If(r_vec & r_last):
+        m.d.comb += [fifo_in.side.addr.eq(r_tag), fifo_in.side.nbytes.eq(r_nbytes), fifo_in.side.words.eq(r_words),
+                     avg_fifo.w_en.eq(r_vec & r_last & avg)]
+        with m.If(r_vec & r_last & ~avg):
             m.d.sync += [vin_valid.eq(1), vin.side.addr.eq(r_tag), vin.side.nbytes.eq(r_nbytes),
                          vin.side.words.eq(r_words)]
         # RECORDS: the record of lane rec_j arrives the clock after its read
@@ -229,7 +253,7 @@ class PoolSequencer(wiring.Component):
                     m.next = "SETUP"
             with m.State("SETUP"):
                 lanes_now = Mux(fit_lg > lg_r, lg_r, fit_lg)
-                m.d.sync += [vec.eq(vec_now), lanes_lg.eq(lanes_now), i_lg.eq(in_lg_now),
+                m.d.sync += [vec.eq(vec_now), avg.eq(sub == PoolMode.AVG), lanes_lg.eq(lanes_now), i_lg.eq(in_lg_now),
                              o_lg.eq(Mux(size_out == 4, 2, Mux(size_out == 2, 1, 0))),
                              rescale.eq((regs.out_mode & OutMode.RESCALE) != 0),
                              blk_n.eq(Mux(regs.ofm_c < (1 << lanes_now), regs.ofm_c, 1 << lanes_now)),
@@ -297,7 +321,8 @@ class PoolSequencer(wiring.Component):
                                 o_col.eq(0), o_row.eq(0), c.eq(c + blk_n), c_off.eq(c_off + step_c_in),
                                 o_c.eq(o_c + step_c_out), blk_n.eq(Mux(rest < (1 << lanes_lg), rest, 1 << lanes_lg))]
                         with m.Else():
-                            m.d.sync += [vdrain.eq(VPOOL_PIPELINE - 1 + words), drain.eq(0)]
+                            m.d.sync += [vdrain.eq(Mux(avg, VPOOL_AVG_PIPELINE, VPOOL_PIPELINE) - 1 + words),
+                                         drain.eq(0)]
                             m.next = "DRAIN"
                         with m.If(more_cols | more_rows | more_blocks):
                             m.d.sync += records_next.eq(new_block & rescale)

@@ -339,8 +339,11 @@ def pool_command_cycles(*, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int, ke
 # the outer loop; with RESCALE a block first reads its channels' records, one per clock. A
 # window's taps take one clock each; the next window waits until the writer has stored this
 # one's words. After the last tap: the read 1, the window register 1, the vector stage 5, the
-# writer's register 1, then the words.
+# writer's register 1, then the words. AVG: the window's reciprocal_scale comes from the scalar
+# unit's divider, fed the same taps: the read 1, the unit's front 33 (window 1, divider 32), the
+# vector stage 5, the writer's register 1, then the words (the lanes' sums wait in a FIFO).
 VPOOL_PIPELINE = 8
+VPOOL_AVG_PIPELINE = 40
 
 
 def pool_vector_lanes(cfg: NpuConfig, *, in_size: int, ifm_addr: int, ifm_row_stride: int,
@@ -354,22 +357,21 @@ def pool_vector_lanes(cfg: NpuConfig, *, in_size: int, ifm_addr: int, ifm_row_st
 
 def pool_uses_vector(cfg: NpuConfig, *, mode: int, lut_mode: int, in_size: int, out_size: int,
                      ifm_addr: int, ifm_row_stride: int, ifm_pix_stride: int) -> bool:
-    """Whether a POOL command takes the vector path: not AVG (its reciprocal divider is the scalar
-    unit's), no table (one LUT read port), no 8-byte output (the writer's two-clock case), and
-    pixels aligned to at least one element (pool_vector_lanes). hw/pool_sequencer.py decides the
-    same at SETUP."""
+    """Whether a POOL command takes the vector path: no table (one LUT read port), no 8-byte
+    output (the writer's two-clock case), and pixels aligned to at least one element
+    (pool_vector_lanes). hw/pool_sequencer.py decides the same at SETUP."""
     lanes = pool_vector_lanes(cfg, in_size=in_size, ifm_addr=ifm_addr, ifm_row_stride=ifm_row_stride,
                               ifm_pix_stride=ifm_pix_stride)
-    return mode != PoolMode.AVG and lut_mode == LutMode.OFF and out_size != 8 and lanes > 0
+    return lut_mode == LutMode.OFF and out_size != 8 and lanes > 0
 
 
 def pool_vector_cycles(cfg: NpuConfig, *, lanes: int, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
                        kernel_w: int, out_size: int, ofm_addr: int, ofm_row_stride: int, ofm_pix_stride: int,
-                       rescale: bool) -> int:
+                       rescale: bool, avg: bool = False) -> int:
     """Clocks of a vector-path POOL command (pool_uses_vector) from its start to its done pulse:
     per block of `lanes` channels (the last one the rest) its records when it rescales, then per
-    window max(taps, the words its results touch) — the last window its taps, the pipeline and
-    its words."""
+    window max(taps, the words its results touch) — the last window its taps, the pipeline (AVG's
+    the longer) and its words."""
     taps = kernel_h * kernel_w
     c0 = np.arange(0, ofm_c, lanes, dtype=np.int64)
     n = np.minimum(lanes, ofm_c - c0)                                          # channels per block
@@ -377,7 +379,8 @@ def pool_vector_cycles(cfg: NpuConfig, *, lanes: int, ofm_h: int, ofm_w: int, of
             + np.arange(ofm_w, dtype=np.int64)[None, None, :] * ofm_pix_stride + (c0 * out_size)[:, None, None])
     words = vector_write_words(cfg.word_bytes, addr, (n * out_size)[:, None, None]).ravel()
     records = int(n.sum()) if rescale else 0
-    return POOL_FIXED + records + int(np.maximum(words[:-1], taps).sum()) + taps + VPOOL_PIPELINE + int(words[-1])
+    pipeline = VPOOL_AVG_PIPELINE if avg else VPOOL_PIPELINE
+    return POOL_FIXED + records + int(np.maximum(words[:-1], taps).sum()) + taps + pipeline + int(words[-1])
 
 
 # Elementwise unit, vector path (hw/eltwise_sequencer.py): `lanes` elements per clock, one word of

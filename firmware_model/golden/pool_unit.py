@@ -131,7 +131,7 @@ def pool_plan(cfg: NpuConfig, regs, sub: int) -> PoolPlan:
         cycles = pool_vector_cycles(cfg, lanes=pool_vector_lanes(cfg, **pixels), ofm_h=oh, ofm_w=ow, ofm_c=oc,
                                     kernel_h=kh, kernel_w=kw, out_size=out_size, ofm_addr=r.ofm_addr,
                                     ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
-                                    rescale=rescale_on)
+                                    rescale=rescale_on, avg=mode == PoolMode.AVG)
     else:
         cycles = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw)
     return PoolPlan(mode, in_dt, out_dt, rows, cols, count, regions, stage, cycles, oh * ow * oc, oh * ow * oc * kh * kw)

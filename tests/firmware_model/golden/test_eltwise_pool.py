@@ -395,7 +395,8 @@ def pool(mode: PoolMode, x, in_dt, *, kernel_hw, stride, pad_tl, out_hw, out_dt,
         rescale = bool(regs.get(int(Reg.OUT_MODE), 0) & OutMode.RESCALE)
         expect = pool_vector_cycles(CFG, lanes=pool_vector_lanes(CFG, **pixels), ofm_h=oh, ofm_w=ow, ofm_c=c,
                                     kernel_h=kernel_hw[0], kernel_w=kernel_hw[1], out_size=os_, ofm_addr=128,
-                                    ofm_row_stride=ow * c * os_, ofm_pix_stride=c * os_, rescale=rescale)
+                                    ofm_row_stride=ow * c * os_, ofm_pix_stride=c * os_, rescale=rescale,
+                                    avg=mode == PoolMode.AVG)
     else:
         expect = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=c, kernel_h=kernel_hw[0], kernel_w=kernel_hw[1])
     assert result.cycles == expect
