@@ -90,7 +90,8 @@ def reciprocal_scale(value) -> tuple[np.ndarray, np.ndarray]:
 def reciprocal_scale_int(value: int) -> tuple[int, int]:
     """reciprocal_scale of one count as Python integers (what AVG_POOL2D prepares per count):
     k = 32 - count_leading_zeros(value - 1) is the bit length of value - 1."""
-    _require(value > 0, "reciprocal_scale", "value > 0")
+    if value <= 0:
+        _require(False, "reciprocal_scale", "value > 0")
     k = (value - 1).bit_length()
     return (((1 << 30) + 1) << k) // value, 30 + k
 
