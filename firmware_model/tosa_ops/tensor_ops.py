@@ -357,10 +357,10 @@ def depthwise_conv2d(call: OpCall):
     def execute(ins):
         x = _shifted(np.asarray(ins[0]), izp, dt)
         if m != 1:
-            x = np.repeat(x, m, axis=3)                        # input channel c, once per output c*M + j
+            x = x.repeat(m, axis=3)                            # input channel c, once per output c*M + j
         xp = _pad_zero(x, pt, pb, pl, pr)
         acc = np.zeros(acc_shape, dt)
-        tmp = np.empty_like(acc)
+        tmp = np.empty(acc_shape, dt)
         for y0, x0, w_tap in taps:
             tap = xp[:, y0:y0 + (oh - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
             np.multiply(tap, w_tap, out=tmp)
