@@ -25,7 +25,7 @@ from firmware_model.tosa_ops.registry import OpCall, register, register_plan
 
 I8, I16, I32, I48 = DType.INT8, DType.INT16, DType.INT32, DType.INT48
 
-RESCALE_TYPES = [(i, o) for i in (I8, I16, I32, I48) for o in (I8, I16, I32)]
+RESCALE_TYPES = frozenset((i, o) for i in (I8, I16, I32, I48) for o in (I8, I16, I32))
 TABLE_TYPES = {(I8, I8, I8): 256, (I16, I16, I32): 513}
 # RESCALE evaluates blocks of about this many elements at a time (int64 temporaries stay in cache).
 CHUNK = 1 << 15
@@ -168,8 +168,10 @@ class _RescalePlan:
         rzs = [r - izp * m for m, r in zip(ms, rs)]
         if per_channel:
             self.mult, self.shift = mult.astype(np.int64), shift.astype(np.int64)
-            self.rnd = np.array(rs, np.int64)
-            self.rnd_izp = np.array(rzs, np.int64)
+            if self.fold_izp:
+                self.rnd_izp = np.array(rzs, np.int64)
+            else:
+                self.rnd = np.array(rs, np.int64)
             self.extra = np.array(es, np.int64) if ext else None
         else:                                           # Python integers broadcast as scalars
             self.mult, self.shift, self.rnd, self.rnd_izp = ms[0], ss[0], rs[0], rzs[0]
