@@ -387,7 +387,10 @@ def transpose_conv2d(call: OpCall):
     bias = _bias_vector(call, bc, oc)
 
     x, w = np.asarray(call.inputs[0]), np.asarray(call.inputs[1])
-    dt = _compute_dtype(kh * kw * ic * _absmax(x, izp) * _absmax(w, wzp))
+    # exact in the cheapest type for any values of the operand types (|x - input_zp| and
+    # |w - weight_zp| bounded by their types' ranges, as DEPTHWISE_CONV2D's product): no reductions
+    dt = _compute_dtype(kh * kw * ic * max(abs(in_t.min - izp), abs(in_t.max - izp))
+                        * max(abs(w_t.min - wzp), abs(w_t.max - wzp)))
     xs = _shifted(x, izp, dt).reshape(n * ih * iw, ic)
     wmat = _shifted(w, wzp, dt).transpose(1, 2, 0, 3).reshape(kh * kw * oc, ic).T  # (IC, KH*KW*OC)
     # Input pixel (iy, ix) adds weight tap (ky, kx) into the full-size output at
