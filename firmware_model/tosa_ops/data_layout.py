@@ -15,6 +15,7 @@ from firmware_model.tosa_ops.op_utils import (attr, attr_int_list, check_output_
 from firmware_model.tosa_ops.registry import OpCall, register, register_plan
 
 LAYOUT_TYPES = (DType.BOOL, DType.INT8, DType.INT16, DType.INT32)
+_PAD_TYPES = frozenset((t, t, t) for t in LAYOUT_TYPES)       # (input1, pad_const, output)
 
 
 @register("CONCAT")
@@ -43,7 +44,7 @@ def concat(call: OpCall):
 
 @register("PAD")
 def pad(call: OpCall):
-    dt = check_types(call, [(t, t, t) for t in LAYOUT_TYPES], (0, 2))[0]
+    dt = check_types(call, _PAD_TYPES, (0, 2))[0]
     shape1 = shape_of(call, 0)
     check_rank(call, shape1, "input1")
     padding = shape_operand(call, 1, "padding")

@@ -235,7 +235,7 @@ class _RescalePlan:
 @register_plan("TABLE", static=(1,))
 def table(call: OpCall):
     _check_arity(call, 2)
-    combo = check_types(call, list(TABLE_TYPES), in_idx=(0, 1), out_idx=(0,))
+    combo = check_types(call, TABLE_TYPES, in_idx=(0, 1), out_idx=(0,))
     size = TABLE_TYPES[combo]
     tab = np.asarray(call.inputs[1]).reshape(-1)
     call.error_if(len(shape_of(call, 1)) != 1 or tab.size != size,
