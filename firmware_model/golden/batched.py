@@ -212,6 +212,10 @@ class _Segment:
                      np.arange(*rg["output"], dtype=np.int64))
         return True
 
+    def sram_written(self) -> int:
+        """SRAM bytes whose code changed (what finish writes back: Segment.sram_writes)."""
+        return sum(int(np.count_nonzero(p != self.c.identity[s])) for s, p in self.prov.items())
+
     def close(self) -> None:
         for epos in self.stored:
             self.c.ext_mask[epos] = False
@@ -518,6 +522,22 @@ class _Compiler:
         return Segment(seg.first, gathers, made, start, sram_writes, ext_write)
 
 
+def _small(cfg, step) -> bool:
+    """Whether a compute command's bytes (a MAC's input vectors, weights and records; an
+    ELTWISE's ranges) are few enough to be worth a segment: at most 8 x MAX_BYTES_PER_TILE (the
+    distinct input boxes a segment gathers are fewer than its tiles'). A bigger one stays a
+    step, and is not compiled (blazeface on large: 0.5 s of compile for no segment)."""
+    plan = step[5]
+    if step[2] == Opcode.MAC:
+        oh, ow, oc = plan.out_shape
+        w = plan.region.weight[1] - plan.region.weight[0]
+        rows = -(-oc // cfg.mac_rows) * cfg.mac_rows
+        n = oh * ow * (w // rows if rows else 0) + w + plan.region.param[1] - plan.region.param[0]
+    else:
+        n = sum(b - a for a, b in plan.regions.values())
+    return n <= 8 * MAX_BYTES_PER_TILE
+
+
 def compile_steps(cfg, steps: list, probe_class) -> list | None:
     """The decode's steps with its segments (S_BATCH steps) in place of the runs they compute;
     None when the decode is not expressed (NotBatchable) or has no segment worth making.
@@ -535,7 +555,9 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
     def close(seg, upto: int) -> None:
         nonlocal made
         seg.close()
-        if len(seg.tiles) >= MIN_TILES:
+        # the SRAM bytes the segment writes back are part of what it moves: a first bound, before
+        # the work of finish (a large NPU's segments stop here)
+        if len(seg.tiles) >= MIN_TILES and seg.sram_written() <= MAX_BYTES_PER_TILE * len(seg.tiles):
             made_seg = comp.finish(seg, steps)
             if (made_seg.moved() <= MAX_BYTES_PER_TILE * len(seg.tiles)
                     and len(seg.tiles) >= MIN_TILES_PER_GROUP * len(made_seg.groups)):
@@ -549,8 +571,8 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
         while i < len(steps):
             step = steps[i]
             kind = step[0]
-            mac = kind == D.S_UNIT and step[2] == Opcode.MAC and step[5].stage is not None
-            elt = kind == D.S_UNIT and step[2] == Opcode.ELTWISE
+            mac = kind == D.S_UNIT and step[2] == Opcode.MAC and step[5].stage is not None and _small(cfg, step)
+            elt = kind == D.S_UNIT and step[2] == Opcode.ELTWISE and _small(cfg, step)
             if seg is None:
                 if kind in (D.S_DMA, D.S_FILL) or mac or elt:
                     seg = _Segment(comp, i)
