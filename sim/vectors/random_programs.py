@@ -19,7 +19,7 @@ import numpy as np
 
 from compiler.npu.base import CommandWriter
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import EltOp, Opcode, Reg, Sram
+from firmware_model.arch.isa import EltOp, Opcode, PoolMode, Reg, Sram
 from firmware_model.arch.program import Placement, Program
 from firmware_model.arch.registers import Registers
 from firmware_model.tosa_ops.dtypes import DType
@@ -164,8 +164,9 @@ def eltwise_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, lis
 
 
 def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[TileSpec]]:
-    """Random POOL commands of the pooling unit's vectors (the default configuration); `corners`:
-    instead, its corner commands and AVG reciprocal commands for the counts 1..24, 100 and 129."""
+    """Random POOL commands of the pooling unit's vectors (the default configuration) and a 1 x 1
+    window into int32 results; `corners`: instead, its corner commands and AVG reciprocal commands
+    for the counts 1..24, 100 and 129."""
     from firmware_model.golden.memories import Memories
     from sim.vectors import pool as pv
     from sim.vectors.output_stage import table_run
@@ -177,8 +178,16 @@ def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[T
     if corners:
         made = pv.corner_commands(rng, mem) + pv.reciprocal_commands(rng, mem, list(range(1, 25)) + [100, 129])
         commands = [pv.finish(c, mem, rng) for c in made]      # their operands stored again in turn
-    for k in range(len(commands) if commands else n):
-        c = commands[k] if commands else pv.random_command(rng, mem, f"program {k}")
+    def directed():
+        """A 1 x 1 window into int32 results: on the core's vector path a window's results take
+        more output words than its one tap, so the next window waits for the writer (GAP)."""
+        g = pv.Geometry(1, 1, 1, 1, 0, 0, 4, 8, 4, 8, 8)
+        box = pv._draw(rng, DType.INT8, g.ih * g.iw * g.oc).reshape(g.ih, g.iw, g.oc)
+        return pv.finish(pv.PoolCommand("1x1 into int32", int(PoolMode.SUM), DType.INT8, 3, g, box,
+                                        pv.OutStage(ofm_dtype=DType.INT32), DType.INT32), mem, rng)
+
+    for k in range(len(commands) if commands else n + 1):
+        c = commands[k] if commands else pv.random_command(rng, mem, f"program {k}") if k < n else directed()
         r = Registers(c.regs)
         size = DType(r.ofm_dtype).size_bytes
         end = r.ofm_addr + (r.ofm_h - 1) * r.ofm_row_stride + (r.ofm_w - 1) * r.ofm_pix_stride + r.ofm_c * size
