@@ -125,6 +125,31 @@ def mac_tiles(cfg: NpuConfig, rng, n: int, ifm_dtype: DType = DType.INT8) -> lis
     return out
 
 
+def int16_table_past_int16_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
+    """A random MAC tile that rescales to int32 into an int16 table and feeds it values past int16,
+    so the LUT engine's clip to int16 decides results (random draws reach it about once in a
+    hundred tiles): drawn until one does."""
+    from firmware_model.arch.isa import LutMode
+    from firmware_model.golden.mac_unit import execute_mac
+    from firmware_model.golden.memories import Memories
+    from sim.vectors.random_tiles import random_tile
+
+    while True:
+        t = random_tile(cfg, rng, tile_id)
+        regs = t["regs"]
+        if regs[int(Reg.LUT_MODE)] != LutMode.INT16 or regs[int(Reg.RESCALE_DTYPE)] != DType.INT32:
+            continue
+        mem = Memories(cfg)                   # the values the table is fed: the tile without it
+        for sram, (image, _) in t["images"].items():
+            mem.sram[sram][:] = image
+        execute_mac(cfg, mem, {**regs, int(Reg.LUT_MODE): int(LutMode.OFF)}, t["mode"])
+        a, b = t["output_range"]
+        fed = mem.sram[Sram.OUTPUT][a:b].view("<i4")
+        if np.any((fed > 32767) | (fed < -32768)):
+            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
+                            fill=int(rng.integers(0, 256)))
+
+
 def _whole(mem, srams) -> dict:
     return {s: (mem.sram[s].copy(), (0, len(mem.sram[s]))) for s in srams}
 
