@@ -38,6 +38,7 @@ from hw.register_map import AmaranthOps, drive_map, rules_pass
 from hw.vector_output_stage import LATENCY as VECTOR_STAGE_LATENCY
 from hw.vector_output_stage import side_layout, vector_in_layout
 from hw.vector_writer import LATENCY as VECTOR_WRITER_LATENCY
+from hw.vector_writer import alignment_log2, element_log2, write_words
 
 # SRAM read 1 + front + output stage + write 1: the pipeline the cycle model counts
 assert 1 + FRONT_LATENCY + OUTPUT_STAGE_LATENCY + 1 == ELT_PIPELINE
@@ -127,23 +128,11 @@ class EltwiseSequencer(wiring.Component):
         a_lg, b_lg = Signal(2, name="vec_a_lg"), Signal(2, name="vec_b_lg")
         a_scalar, b_scalar = Signal(name="vec_a_scalar"), Signal(name="vec_b_scalar")
 
-        def log2_size(size):
-            return Mux(size == 4, 2, Mux(size == 2, 1, 0))
-
-        def alignment_lg(addr):
-            """log2 of the largest power of two (at most the word) dividing addr's offset in its word."""
-            out = Signal(range(lg_w + 1))
-            m.d.comb += out.eq(lg_w)
-            for bit in reversed(range(lg_w)):
-                with m.If(addr[bit]):
-                    m.d.comb += out.eq(bit)
-            return out
-
         vn = Signal(range(R + 1), name="vec_n")            # elements of the vector issued now
         nbytes = Signal(16, name="vec_nbytes")
         words = Signal(16, name="vec_words")
         m.d.comb += [vn.eq(Mux(left < (1 << lanes_lg), left, 1 << lanes_lg)), nbytes.eq(vn << o_lg),
-                     words.eq(((o_ptr & (W - 1)) + nbytes + W - 1) >> lg_w)]
+                     words.eq(write_words(o_ptr, nbytes, W))]
         gap = Signal(16, name="vec_gap")
         vdrain = Signal(range(ELT_PIPELINE + 16), name="vec_drain")
 
@@ -187,8 +176,8 @@ class EltwiseSequencer(wiring.Component):
         sa, sb, so = x.size_of(regs.elt_a_dtype), x.size_of(regs.elt_b_dtype), x.size_of(regs.ofm_dtype)
         unary = sub == EltOp.COPY
         a_sc, b_sc = (v_mode & EltMode.A_SCALAR) != 0, (v_mode & EltMode.B_SCALAR) != 0
-        al_a, al_b = alignment_lg(regs.elt_a_addr), alignment_lg(regs.elt_b_addr)
-        sa_lg, sb_lg = log2_size(sa), log2_size(sb)
+        al_a, al_b = alignment_log2(regs.elt_a_addr, W), alignment_log2(regs.elt_b_addr, W)
+        sa_lg, sb_lg = element_log2(sa), element_log2(sb)
         fit_a = Signal(signed(5), name="vec_fit_a")
         fit_b = Signal(signed(5), name="vec_fit_b")
         m.d.comb += [fit_a.eq(Mux(a_sc, lg_r, al_a - sa_lg)),
@@ -223,7 +212,7 @@ class EltwiseSequencer(wiring.Component):
                 m.d.sync += [
                     vec.eq(small & (lanes_now >= 0) & (regs.lut_mode == LutMode.OFF) & (regs.elt_channels <= 1)),
                     lanes_lg.eq(Mux(lanes_now > lg_r, lg_r, lanes_now)),
-                    o_lg.eq(log2_size(so)), a_lg.eq(sa_lg), b_lg.eq(sb_lg), a_scalar.eq(a_sc), b_scalar.eq(b_sc),
+                    o_lg.eq(element_log2(so)), a_lg.eq(sa_lg), b_lg.eq(sb_lg), a_scalar.eq(a_sc), b_scalar.eq(b_sc),
                 ]
                 m.next = "CHECK"
             with m.State("CHECK"):

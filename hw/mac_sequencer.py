@@ -40,6 +40,7 @@ from hw.output_stage import OutputStageIn
 from hw.vector_output_stage import LATENCY as VECTOR_STAGE_LATENCY
 from hw.vector_output_stage import vector_in_layout
 from hw.vector_writer import LATENCY as VECTOR_WRITER_LATENCY
+from hw.vector_writer import write_words
 
 # Register-file fields the sequencer uses after SETUP (latched there).
 LATCHED = ('dilation_h', 'dilation_w', 'ifm_cblocks', 'ifm_zp', 'kernel_h', 'kernel_w', 'ofm_addr', 'ofm_c', 'ofm_h', 'ofm_pix_stride', 'ofm_row_stride', 'ofm_w', 'param_addr', 'stride_h', 'stride_w', 'wgt_addr', 'wgt_zp')
@@ -246,7 +247,7 @@ class MacSequencer(wiring.Component):
         # words the pixel's bytes touch in the output SRAM (cycle_model.vector_write_words)
         lg_w = (cfg.word_bytes).bit_length() - 1
         m.d.comb += v_addr.eq(oe_pix + oe_chan)
-        m.d.comb += v_words.eq(((v_addr[:lg_w] if lg_w else 0) + oe_lanes * esize + (cfg.word_bytes - 1)) >> lg_w)
+        m.d.comb += v_words.eq(write_words(v_addr, oe_lanes * esize, cfg.word_bytes))
 
         # busy as a function of the state (a continuous assignment: an `always @*` driven only by
         # a state that never changed would stay X in an event-driven simulator such as Icarus)

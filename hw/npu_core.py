@@ -193,23 +193,25 @@ class NpuCore(wiring.Component):
         m.d.comb += mac_esize.eq(AmaranthOps.size_of(regs.ofm_dtype))
         drive_map(m, OUTPUT_STAGE_MAP, mac_cfg, regs, cp.unit_sub)
         m.d.comb += mac_cfg.raw.eq((regs.ofm_dtype == DType.INT48) & ((regs.out_mode & OutMode.RESCALE) == 0))
+        # The running unit's stage configuration and element size serve both output paths: the
+        # scalar stage and writer, and the vector stage and writer (a unit's vector path runs
+        # with the same registers; the POOL's out_cfg carries AVG's own scaling).
+        stage_cfg = Signal.like(ost.cfg)
+        stage_esize = Signal(4)
         with m.Switch(active):
             for op, unit in units:
                 with m.Case(op):
                     m.d.comb += [ost.i.valid.eq(unit.out.valid), ost.i.payload.eq(unit.out.payload),
-                                 unit.out.ready.eq(ost.i.ready)]
+                                 unit.out.ready.eq(ost.i.ready), vst.i.eq(unit.vout)]
                     if op == Opcode.MAC:
-                        m.d.comb += [ost.cfg.eq(mac_cfg), writer.esize.eq(mac_esize)]
+                        m.d.comb += [stage_cfg.eq(mac_cfg), stage_esize.eq(mac_esize)]
                     else:
-                        m.d.comb += [ost.cfg.eq(unit.out_cfg), writer.esize.eq(unit.esize)]
+                        m.d.comb += [stage_cfg.eq(unit.out_cfg), stage_esize.eq(unit.esize)]
         wiring.connect(m, ost.o, writer.i)
         m.d.comb += [
-            # the MAC's, the ELTWISE's and the POOL's vector paths (one command at a time); the
-            # stage's configuration is the registers' but for AVG's scaling (the POOL's out_cfg)
-            vst.i_valid.eq(mac.vout_valid | elt.vout_valid | pool.vout_valid),
-            vst.i.eq(Mux(active == Opcode.POOL, pool.vout, Mux(active == Opcode.ELTWISE, elt.vout, mac.vout))),
-            vst.cfg.eq(Mux(active == Opcode.POOL, pool.out_cfg, mac_cfg)),   # AVG: its own scaling
-            vwriter.i_valid.eq(vst.o_valid), vwriter.i.eq(vst.o), vwriter.esize.eq(mac_esize),
+            ost.cfg.eq(stage_cfg), writer.esize.eq(stage_esize),
+            vst.i_valid.eq(mac.vout_valid | elt.vout_valid | pool.vout_valid), vst.cfg.eq(stage_cfg),
+            vwriter.i_valid.eq(vst.o_valid), vwriter.i.eq(vst.o), vwriter.esize.eq(stage_esize),
         ]
         # one command at a time: at most one writer stores in a clock
         vector_writes = vwriter.sram.en.any()

@@ -43,6 +43,7 @@ from hw.register_map import AmaranthOps, drive_map, rules_pass
 from hw.vector_output_stage import LATENCY as VECTOR_STAGE_LATENCY
 from hw.vector_output_stage import side_layout, vector_in_layout
 from hw.vector_writer import LATENCY as VECTOR_WRITER_LATENCY
+from hw.vector_writer import alignment_log2, element_log2, write_words
 
 # tap read 1 + front + output stage + write 1: the pipeline the cycle model counts
 assert 1 + FRONT_LATENCY + OUTPUT_STAGE_LATENCY + 1 == POOL_PIPELINE
@@ -138,17 +139,12 @@ class PoolSequencer(wiring.Component):
         i_lg, o_lg = Signal(2), Signal(3)                          # log2 of the element sizes
         rescale = Signal(name="vec_rescale")
         # SETUP's decision (cycle_model.pool_uses_vector, pool_vector_lanes)
-        low = Signal(max(1, lg_w), name="vec_low")
-        m.d.comb += low.eq((regs.ifm_addr | regs.ifm_row_stride | regs.ifm_pix_stride)[:max(1, lg_w)] if lg_w else 0)
         align_lg = Signal(range(lg_w + 1), name="vec_align_lg")
-        m.d.comb += align_lg.eq(lg_w)
-        for b in reversed(range(lg_w)):
-            with m.If(low[b]):
-                m.d.comb += align_lg.eq(b)
+        m.d.comb += align_lg.eq(alignment_log2(regs.ifm_addr | regs.ifm_row_stride | regs.ifm_pix_stride, W))
         size_in = x.size_of(regs.ifm_dtype)
         size_out = x.size_of(regs.ofm_dtype)
         in_lg_now = Signal(2)
-        m.d.comb += in_lg_now.eq(Mux(size_in == 4, 2, Mux(size_in == 2, 1, 0)))
+        m.d.comb += in_lg_now.eq(element_log2(size_in))
         fit_lg = Signal(range(lg_w + 1))                 # align / size, as a log
         m.d.comb += fit_lg.eq(align_lg - in_lg_now)
         vec_now = Signal()
@@ -225,7 +221,7 @@ class PoolSequencer(wiring.Component):
         words = Signal(16, name="vec_words")
         taps = Signal(32, name="vec_taps")
         gap = Signal(16, name="vec_gap")
-        m.d.comb += [nbytes.eq(blk_n << o_lg), words.eq(((tag & (W - 1)) + nbytes + W - 1) >> lg_w)]
+        m.d.comb += [nbytes.eq(blk_n << o_lg), words.eq(write_words(tag, nbytes, W))]
         step_c_in, step_c_out = Signal(32), Signal(32)   # a block's bytes in and out
         vdrain = Signal(16, name="vec_drain")
         records_next = Signal()                          # GAP: a block with records follows
@@ -254,7 +250,7 @@ class PoolSequencer(wiring.Component):
             with m.State("SETUP"):
                 lanes_now = Mux(fit_lg > lg_r, lg_r, fit_lg)
                 m.d.sync += [vec.eq(vec_now), avg.eq(sub == PoolMode.AVG), lanes_lg.eq(lanes_now), i_lg.eq(in_lg_now),
-                             o_lg.eq(Mux(size_out == 4, 2, Mux(size_out == 2, 1, 0))),
+                             o_lg.eq(element_log2(size_out)),
                              rescale.eq((regs.out_mode & OutMode.RESCALE) != 0),
                              blk_n.eq(Mux(regs.ofm_c < (1 << lanes_now), regs.ofm_c, 1 << lanes_now)),
                              step_c_in.eq(size_in << lanes_now), step_c_out.eq(size_out << lanes_now),

@@ -8,7 +8,7 @@ vector arrives (LATENCY 1). The next vector must not arrive before the last word
 sequencer spaces its pixels by their word counts, so there is no back-pressure.
 """
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -16,6 +16,29 @@ from hw.output_writer import write_port_signature
 from hw.vector_output_stage import vector_out_layout
 
 LATENCY = 1
+
+
+def write_words(addr, nbytes, word_bytes: int):
+    """The words `nbytes` contiguous bytes from byte address `addr` touch: the writer's clocks for
+    one vector (cycle_model.vector_write_words, as logic). The sequencers space their vectors by
+    it."""
+    lg_w = word_bytes.bit_length() - 1
+    return (addr[:lg_w] + nbytes + (word_bytes - 1)) >> lg_w
+
+
+def element_log2(size):
+    """log2 of an element size of 1, 2 or 4 bytes (a register's size_of), as logic."""
+    return Mux(size == 4, 2, Mux(size == 2, 1, 0))
+
+
+def alignment_log2(value, word_bytes: int):
+    """log2 of the largest power of two, at most the word, dividing `value`'s offset in its word
+    (cycle_model._alignment, as logic): how many elements a vector path may read at once."""
+    lg_w = word_bytes.bit_length() - 1
+    out = Const(lg_w, range(lg_w + 1))
+    for bit in reversed(range(lg_w)):
+        out = Mux(value[bit], bit, out)
+    return out
 
 
 class VectorWriter(wiring.Component):
