@@ -128,13 +128,13 @@ def mac_tiles(cfg: NpuConfig, rng, n: int, ifm_dtype: DType = DType.INT8) -> lis
 def int16_table_past_int16_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random MAC tile that rescales to int32 into an int16 table and feeds it values past int16,
     so the LUT engine's clip to int16 decides results (random draws reach it about once in a
-    hundred tiles): drawn until one does."""
+    hundred tiles): drawn until one does, at most DIRECTED_DRAWS times."""
     from firmware_model.arch.isa import LutMode
     from firmware_model.golden.mac_unit import execute_mac
     from firmware_model.golden.memories import Memories
     from sim.vectors.random_tiles import random_tile
 
-    while True:
+    for _ in range(DIRECTED_DRAWS):
         t = random_tile(cfg, rng, tile_id)
         regs = t["regs"]
         if regs[int(Reg.LUT_MODE)] != LutMode.INT16 or regs[int(Reg.RESCALE_DTYPE)] != DType.INT32:
@@ -148,6 +148,12 @@ def int16_table_past_int16_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
         if np.any((fed > 32767) | (fed < -32768)):
             return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
                             fill=int(rng.integers(0, 256)))
+    raise RuntimeError(f"no random MAC tile on '{cfg.name}' fed an int16 table past int16 in "
+                       f"{DIRECTED_DRAWS} draws")
+
+
+# Draws a directed tile may take before its generator gives up (it needs about a hundred).
+DIRECTED_DRAWS = 20_000
 
 
 def _whole(mem, srams) -> dict:

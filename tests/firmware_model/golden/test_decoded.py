@@ -379,18 +379,8 @@ def test_mac_refusal_gives_the_segment_back(tmp_path, config, segments):
     from compiler.pipeline import compile_graph
     from compiler.tosa_io import read_tosa
 
-    G, I8, feed = M.G, M.I8, M.feed
-    g = G()
-    x = g.input((1, 6, 6, 3), I8)
-    rng = np.random.default_rng(8)
-    w = rng.integers(-20, 20, (4, 3, 3, 3))
-    w[0] = 1
-    out = g.rescale(g.conv(x, w, [10, -20, 30, 2000], -128, 0), [1 << 30] * 4, [12, 36, 36, 36], 0, 0, I8,
-                    per_channel=True)
-    model = g.write(tmp_path / "m.tosa", [g.clamp(out, -100, 100)])
-    good = -128 + rng.integers(0, 21, (1, 6, 6, 3))
-    bad = good.copy()
-    bad[0, 4:, 4:, :] = 127
+    g, model, good, bad = M.conv_rescale_require_case(tmp_path)
+    feed = M.feed
     cfg = load_config(config)
     program = compile_graph(read_tosa(model), cfg, out=io.StringIO()).program
     ends = check_same(program, cfg, [feed(g, good), feed(g, bad), feed(g, good), feed(g, bad)])

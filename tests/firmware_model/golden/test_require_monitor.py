@@ -288,9 +288,10 @@ def test_output_stage_rescale_after_add(tmp_path):
 
 # ---- MAC: CONV2D, DEPTHWISE_CONV2D, MATMUL -------------------------------------------------------
 
-def test_conv_output_stage_rescale(tmp_path):
-    """CONV2D -> RESCALE (per channel) -> CLAMP on the MAC: channel 0's shift of 12 REQUIREs its
-    biased accumulator within +-2^11."""
+def conv_rescale_require_case(tmp_path):
+    """CONV2D -> RESCALE (per channel) -> CLAMP whose channel 0's shift of 12 REQUIREs its biased
+    accumulator within +-2^11: (graph, model, an input that keeps it, one that breaks it at the
+    corner). Also test_decoded's refused MAC segment."""
     g = G()
     x = g.input((1, 6, 6, 3), I8)
     rng = np.random.default_rng(8)
@@ -302,6 +303,13 @@ def test_conv_output_stage_rescale(tmp_path):
     good = -128 + rng.integers(0, 21, (1, 6, 6, 3))                  # 27 taps of x - zp <= 20, + 10
     bad = good.copy()
     bad[0, 4:, 4:, :] = 127                                          # 12 taps of 255 at the corner
+    return g, model, good, bad
+
+
+def test_conv_output_stage_rescale(tmp_path):
+    """CONV2D -> RESCALE (per channel) -> CLAMP on the MAC: channel 0's shift of 12 REQUIREs its
+    biased accumulator within +-2^11."""
+    g, model, good, bad = conv_rescale_require_case(tmp_path)
     agree(model, feed(g, good), feed(g, bad), "RESCALE")
 
 
