@@ -38,9 +38,9 @@ from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.cycle_model import LUT_ENTRY_BYTES, sram_word_bytes
+from firmware_model.arch.cycle_model import sram_word_bytes
 from firmware_model.arch.isa import LutMode, Sram
-from firmware_model.arch.config import INT16_TABLE_ENTRIES, NpuConfig
+from firmware_model.arch.config import INT16_TABLE_ENTRIES, LUT_ENTRY_BYTES, NpuConfig
 
 LATENCY = 2
 MODE_BITS = 2

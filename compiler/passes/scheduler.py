@@ -22,7 +22,8 @@ import numpy as np
 from compiler.errors import CompileError
 from compiler.npu.base import NPU_OP
 from firmware_model.arch.isa import Sram
-from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.config import LUT_ENTRY_BYTES, NpuConfig
+from firmware_model.arch.cycle_model import sram_word_bytes
 from firmware_model.arch.program import Placement
 
 ALIGN = 64
@@ -75,7 +76,8 @@ def sram_buffers(cfg: NpuConfig, sram: Sram, count: int) -> list[int]:
     else:
         size = {Sram.INPUT: cfg.input_sram, Sram.WEIGHT: cfg.weight_sram, Sram.OUTPUT: cfg.output_sram,
                 Sram.VARIABLE: cfg.variable_sram, Sram.LUT: cfg.lut_entries}[sram]
-        unit = cfg.word_bytes // 2 if sram == Sram.LUT else cfg.word_bytes   # LUT: entries of a word
+        # a buffer starts on a DMA word (for the LUT SRAM, counted in entries)
+        unit = sram_word_bytes(cfg, Sram.LUT) // LUT_ENTRY_BYTES if sram == Sram.LUT else cfg.word_bytes
     part = (size // count) // unit * unit
     return [k * part for k in range(count)]
 

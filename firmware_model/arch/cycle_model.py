@@ -15,7 +15,7 @@ from collections import deque
 
 import numpy as np
 
-from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.config import LUT_ENTRY_BYTES, NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES, LutMode, PoolMode, Sram
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -28,7 +28,8 @@ DMA_QUEUE_DEPTH = 4
 # A transfer keeps the engine busy `latency + beats + DMA_TAIL` clocks from the clock it is popped
 # (the last beat's write, the return to IDLE); an empty transfer only its pop clock.
 DMA_TAIL = 2
-LUT_ENTRY_BYTES = 2
+# An empty transfer (a length of 0) takes only its pop clock, from IDLE.
+EMPTY_TRANSFER_CYCLES = 1
 
 
 def sram_word_bytes(cfg: NpuConfig, sram: Sram) -> int:
@@ -78,7 +79,7 @@ def dma_busy_cycles(cfg: NpuConfig, sram: Sram, *, fill: bool = False, **geometr
     the clock it can pop the next: ext.latency (not for FILL) + beats + DMA_TAIL, or 1 when empty."""
     beats = dma_beats(cfg, sram, fill=fill, **geometry)
     if beats == 0:
-        return 1
+        return EMPTY_TRANSFER_CYCLES
     return (0 if fill else cfg.ext_latency) + beats + DMA_TAIL
 
 
@@ -147,7 +148,7 @@ class Timeline:
             push = max(d, self.pops[0] + 1)
         self.stall += push - d
         prev_idle = self.dma_idle
-        if busy == 1:                                   # empty: the pop clock, from IDLE
+        if busy == EMPTY_TRANSFER_CYCLES:               # empty: the pop clock, from IDLE
             pop = max(push + 1, prev_idle)
             self.dma_idle = self.next_free = pop + 1
         else:
