@@ -143,6 +143,7 @@ _new_spec = partial(tuple.__new__, TensorSpec)
 _SHAPE = DType.SHAPE
 # bytes per element of each type with storage (the size check takes 1 for the others: a lower bound)
 _ITEMSIZE = {t: t.storage.itemsize for t in DType if t.has_storage}
+_MAX_ITEMSIZE = max(_ITEMSIZE.values())
 
 
 _KERNEL_INFO: dict[str, tuple] = {}
@@ -247,35 +248,30 @@ class Interpreter:
         same pass makes the main block's tensor specs (self._specs).
         Returns each block's variable tensors, in the graph's order, and whether there are any."""
         limit = limits.tensor_limit()
-        total = 0
-        too_large = None
+        # The sum over every tensor of |product of its dimensions| bounds each tensor's size in
+        # elements and their total (limits.tensor_bytes counts a tensor with an unknown dimension
+        # as 0, the bound as the product's magnitude): when that many elements of the widest type
+        # fit in one tensor limit, no size rule can fail and the sizes are not looked at one by one
+        # (_check_sizes, otherwise). Numpy dimensions (a product that may wrap) make the bound a
+        # numpy integer, and then _check_sizes too.
+        bound = 0
         variables = []
         any_variable = False
         main = self.block
-        for b in [b for r in self.graph.regions for b in r.blocks]:      # Graph.blocks()
-            tensors = b.tensors
-            # each tensor's spec (the main block's) and limits.tensor_bytes: 0 for an unknown
-            # dimension; numpy dimensions (whose product may wrap) again in Python integers below.
-            # (min(shape) without `default=`: a keyword makes min several times slower)
-            specs, sizes, found = {}, [], []
-            for name, t in tensors.items():
-                shape, dtype = tuple(t.shape), t.dtype
-                specs[name] = _new_spec((shape, dtype))
-                sizes.append(_ITEMSIZE.get(dtype, 1) * prod(shape) if not shape or min(shape) >= 0 else 0)
+        blocks = [b for r in self.graph.regions for b in r.blocks]      # Graph.blocks()
+        for b in blocks:
+            specs, found = {}, []
+            for name, t in b.tensors.items():
+                shape = tuple(t.shape)
+                specs[name] = _new_spec((shape, t.dtype))
+                bound += abs(prod(shape))
                 if t.is_variable:
                     found.append(t)
             if b is main:
                 self._specs = specs
-            subtotal = sum(sizes)
-            if type(subtotal) is not int:       # a numpy size among them
-                sizes = [limits.tensor_bytes(t.shape, _ITEMSIZE.get(t.dtype, 1)) for t in tensors.values()]
-                subtotal = sum(sizes)
-            if too_large is None and sizes and max(sizes) > limit:
-                t = next(t for t, n in zip(tensors.values(), sizes) if n > limit)
-                too_large = (t, _ITEMSIZE.get(t.dtype, 1))
-            total += subtotal
             variables.append((b, found))
-            any_variable = any_variable or bool(found)
+            if found:
+                any_variable = True
         # Inputs, outputs and variables must hold integer-profile values: say which one does not
         # before a run tries to store it.
         specs = self._specs
@@ -285,17 +281,43 @@ class Interpreter:
                 if spec is not None and spec.dtype not in _STORAGE:
                     raise TosaUnsupported(f"{self.source}: graph {kind} '{name}' has element type {spec.dtype.name}, "
                                           "outside npu-bench's integer profile")
-        for _, found in variables:
-            for t in found:
-                if not t.dtype.has_storage:
-                    raise TosaUnsupported(f"{self.source}: variable '{t.variable_name or t.name}' has element type "
-                                          f"{t.dtype.name}, outside npu-bench's integer profile")
+        if any_variable:
+            for _, found in variables:
+                for t in found:
+                    if not t.dtype.has_storage:
+                        raise TosaUnsupported(f"{self.source}: variable '{t.variable_name or t.name}' has element "
+                                              f"type {t.dtype.name}, outside npu-bench's integer profile")
+        if type(bound) is not int or bound * _MAX_ITEMSIZE > limit:
+            self._check_sizes(blocks, limit)
+        return variables, any_variable
+
+    def _check_sizes(self, blocks: list[Block], limit: int) -> None:
+        """No tensor larger than `limit` bytes (the first one in graph order is named), and the
+        declared tensors together within limits.GRAPH_FACTOR limits."""
+        total = 0
+        too_large = None
+        for b in blocks:
+            tensors = b.tensors
+            # limits.tensor_bytes: 0 for an unknown dimension; numpy dimensions (whose product may
+            # wrap) again in Python integers below. (min(shape) without `default=`: a keyword makes
+            # min several times slower)
+            sizes = []
+            for t in tensors.values():
+                shape = tuple(t.shape)
+                sizes.append(_ITEMSIZE.get(t.dtype, 1) * prod(shape) if not shape or min(shape) >= 0 else 0)
+            subtotal = sum(sizes)
+            if type(subtotal) is not int:       # a numpy size among them
+                sizes = [limits.tensor_bytes(t.shape, _ITEMSIZE.get(t.dtype, 1)) for t in tensors.values()]
+                subtotal = sum(sizes)
+            if too_large is None and sizes and max(sizes) > limit:
+                t = next(t for t, n in zip(tensors.values(), sizes) if n > limit)
+                too_large = (t, _ITEMSIZE.get(t.dtype, 1))
+            total += subtotal
         if too_large is not None:
             t, itemsize = too_large
             limits.check_tensor(f"{self.source}: tensor '{t.name}'", t.shape, itemsize, limit)
         if total > limits.GRAPH_FACTOR * limit:
             limits.check_total(f"{self.source}: the graph's declared tensors", total)
-        return variables, any_variable
 
     # ---- variables ----------------------------------------------------------------------
 
@@ -407,7 +429,7 @@ class Interpreter:
         check `run` makes: operand lists, the kernel's ERROR_IF / REQUIRE rules, declared output
         shapes, the variable rules. The compiler's validation runs graphs op by op with this."""
         work, seen = invocation
-        self._execute(idx, op, env, work, seen)
+        self._execute(idx, op, env, work, seen, typed=False)
 
     # ---- running ------------------------------------------------------------------------
 
@@ -647,7 +669,11 @@ class Interpreter:
         plan.kind = "const"
         plan.const_values = [value]
 
-    def _execute(self, idx: int, op: Operator, env, work, seen) -> None:
+    def _execute(self, idx: int, op: Operator, env, work, seen, typed: bool = True) -> None:
+        """Run op #idx on the values in `env`, adding its outputs. `typed`: every value in `env` is
+        known to be of its tensor's declared storage type — true of a run's (the inputs, CONST
+        data, kernel results and variable values are each checked where they enter), not of
+        values an execute_op caller placed there, whose types are then checked here."""
         plan = self._plans[idx]
         if plan is None or plan.op is not op:
             plan = self._plan(idx, op)
@@ -680,28 +706,19 @@ class Interpreter:
         if plan.fault is not None:
             raise plan.fault.with_traceback(None)
         name = op.op                        # (plan.where is formatted only for a message)
-
-        in_arrays, in_specs = [], plan.in_specs
-        mistyped = False                    # an input whose data is not of its declared type, said below
-        for i, tname in enumerate(op.inputs):
-            spec = in_specs[i]
-            if spec is None:
-                raise TosaError(name, f"input {i} '{tname}' is not a tensor of the graph", plan.where)
-            arr = env.get(tname)
-            if arr is None:
-                if tname in self._uid_of_tensor:
-                    raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", plan.where)
-                raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", plan.where)
-            if arr.dtype != _STORAGE.get(spec.dtype):   # (None for a type without storage)
-                mistyped = True
-            in_arrays.append(arr)
-        out_specs = plan.out_specs
-        for i, tname in enumerate(op.outputs):
-            if out_specs[i] is None:
-                raise TosaError(name, f"output {i} '{tname}' is not a tensor of the graph", plan.where)
+        in_specs, out_specs = plan.in_specs, plan.out_specs
+        # Every input a tensor of the graph that an op has written, every output a tensor of the
+        # graph not written yet: seen at once, and when one is not, _operand_fault says which.
+        try:
+            in_arrays = list(map(env.__getitem__, op.inputs))
+        except KeyError:
+            in_arrays = None
+        if in_arrays is None or None in in_specs or None in out_specs:
+            in_arrays = self._operand_fault(plan, op, env)
+        for tname in op.outputs:
             if tname in env:
-                raise TosaError(name, f"output '{tname}' is written twice", plan.where)
-        if mistyped:
+                self._operand_fault(plan, op, env)
+        if not typed:                       # a value of the caller's: is it of its declared type?
             for arr, tname, spec in zip(in_arrays, op.inputs, in_specs):
                 if arr.dtype != (_STORAGE.get(spec.dtype) or spec.dtype.storage):
                     raise TosaError(name, f"input '{tname}' holds {arr.dtype} data, declared {spec.dtype.name}", plan.where)
@@ -743,6 +760,28 @@ class Interpreter:
                 plan.execute = prepared
             elif plan.cacheable is None and plan.shapes_known:
                 plan.candidate = prepared
+
+    def _operand_fault(self, plan: _OpPlan, op: Operator, env) -> list:
+        """The first operand of a kernel op that is not as it must be, raised: in input order an
+        input that is no tensor of the graph or not written yet, then in output order an output
+        that is no tensor of the graph or already written. (Returns the inputs' values if none.)"""
+        name = op.op
+        in_arrays, in_specs = [], plan.in_specs
+        for i, tname in enumerate(op.inputs):
+            if in_specs[i] is None:
+                raise TosaError(name, f"input {i} '{tname}' is not a tensor of the graph", plan.where)
+            arr = env.get(tname)
+            if arr is None:
+                if tname in self._uid_of_tensor:
+                    raise TosaError(name, f"input {i} '{tname}' is a variable: read it with a variable read", plan.where)
+                raise TosaError(name, f"input {i} '{tname}' is read before any op writes it", plan.where)
+            in_arrays.append(arr)
+        for i, tname in enumerate(op.outputs):
+            if plan.out_specs[i] is None:
+                raise TosaError(name, f"output {i} '{tname}' is not a tensor of the graph", plan.where)
+            if tname in env:
+                raise TosaError(name, f"output '{tname}' is written twice", plan.where)
+        return in_arrays
 
     def _call_kernel(self, plan: _OpPlan, fn, arg):
         """fn(arg) (a kernel on its call, a prepare on its call, an execute on its inputs), with

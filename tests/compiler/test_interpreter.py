@@ -264,3 +264,75 @@ def test_plan_call_sets_every_opcall_field():
     want = OpCall("ADD", {"k": 1}, [1], [2], [3], "m.tosa op #3 -> y", "kind", {"e": 0})
     for f in dataclasses.fields(OpCall):
         assert getattr(call, f.name) == getattr(want, f.name), f.name
+
+
+def test_declared_size_bound_gives_the_exact_rules_answer(monkeypatch):
+    """The tensor pass's bound (sum of |product of dims| x the widest item) lets a graph through
+    only when the exact size rules do; either way Interpreter(graph) says what the exact rules
+    (_check_sizes, always run when the bound is made useless) say: over random declared shapes
+    with unknown dimensions, numpy dimensions and tensors near the limit, per tensor and in total."""
+    import random
+
+    from compiler import interpreter
+    from firmware_model.tosa_ops import limits
+
+    def g(shapes):
+        ts = [Tensor("x", [4], I8), Tensor("y", [4], I8)] + [Tensor(f"t{i}", s, dt) for i, (s, dt) in enumerate(shapes)]
+        return graph(ts, [Operator("IDENTITY", ["x"], ["y"])], ["x"], ["y"])
+
+    def outcome(gr):
+        try:
+            Interpreter(gr)
+            return None
+        except limits.ResourceLimitError as e:
+            return str(e)
+
+    monkeypatch.setenv(limits.ENV_VAR, "0.0625")            # 64 KiB
+    rng = random.Random(16)
+    dims = [-1, 0, 1, 2, 3, 16, 64, 100]
+    at_limit = [([256, 256], I8), ([128, 128], I32), ([64, 256], DType.INT16), ([64, 128], DType.INT48),
+                ([2, 64, 256], I8), ([-1, 256, 256], I32), ([257, 256], I8)]
+    seen = {None: 0, "tensor": 0, "together": 0}
+    for _ in range(3000):
+        shapes = []
+        for _ in range(rng.randint(1, 9)):
+            if rng.random() < 0.5:                              # at (or just over) the limit
+                shapes.append(rng.choice(at_limit))
+                continue
+            s = [rng.choice(dims) for _ in range(rng.randint(0, 4))]
+            if rng.random() < 0.1:
+                s = [np.int64(d) for d in s]
+            shapes.append((s, rng.choice([I8, DType.INT16, I32, DType.INT48, DType.BOOL, DType.FP32])))
+        gr = g(shapes)
+        fast = outcome(gr)
+        with monkeypatch.context() as m:
+            m.setattr(interpreter, "_MAX_ITEMSIZE", 1 << 80)    # the bound never lets a graph through
+            exact = outcome(gr)
+        assert fast == exact, shapes
+        seen[None if exact is None else "together" if "together" in exact else "tensor"] += 1
+    assert min(seen.values()) > 50, seen
+
+
+def test_operand_faults_and_caller_value_types():
+    """A kernel op's operands are looked at in order (inputs: not a tensor, not written yet; then
+    outputs: not a tensor, written twice), and execute_op, whose caller places values itself,
+    checks each input value's type against its declaration."""
+    ts = [Tensor("x", [2], I32), Tensor("a", [2], I32), Tensor("s", [2], I32)]
+    x = np.zeros(2, np.int32)
+    cases = [(["x", "nope"], ["s"], "input 1 'nope' is not a tensor"),
+             (["s", "nope"], ["s"], "input 0 's' is read before"),
+             (["x", "a"], ["nope"], "output 0 'nope' is not a tensor"),
+             (["x", "a"], ["x"], "output 'x' is written twice")]
+    for ins, outs, message in cases:
+        gr = graph(ts, [Operator("ADD", ins, outs)], ["x", "a"], [])
+        with pytest.raises(TosaError, match=message):
+            Interpreter(gr).run({"x": x, "a": x})
+    gr = graph(ts, [Operator("ADD", ["x", "a"], ["s"])], ["x", "a"], ["s"])
+    it = Interpreter(gr)
+    env, inv = it.checking_invocation({"x": x, "a": x}, {})
+    env["a"] = np.zeros(2, np.int8)
+    with pytest.raises(TosaError, match="input 'a' holds int8 data, declared INT32"):
+        it.execute_op(0, gr.main.operators[0], env, inv)
+    env["a"] = x
+    it.execute_op(0, gr.main.operators[0], env, inv)
+    assert env["s"].dtype == np.int32
