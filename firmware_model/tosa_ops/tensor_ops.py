@@ -495,24 +495,27 @@ def avg_pool2d(call: OpCall):
     # count[y, x] = rows[y] * cols[x]; reciprocal_scale is taken once per count that occurs.
     (ky, kx), (oh, ow) = k, o
     row_counts, col_counts = _valid_count(ih, ky, s[0], pt, oh), _valid_count(iw, kx, s[1], pl, ow)
+    rs, qs = sorted(set(row_counts)), sorted(set(col_counts))
     scales = {}                                     # count -> (multiplier, shift)
+    flat = []                                       # (multiplier, shift, round) per (row count, column count)
     try:
-        for cnt in sorted({r * q for r in set(row_counts) for q in set(col_counts)}):
-            scales[cnt] = numerics.reciprocal_scale_int(cnt)
+        for r in rs:
+            for q in qs:
+                ms = scales.get(r * q)
+                if ms is None:
+                    ms = scales[r * q] = numerics.reciprocal_scale_int(r * q)
+                flat += (ms[0], ms[1], 1 << (ms[1] - 1))
     except TosaUnpredictable as e:
         raise _unpredictable_from(call, e) from e
     if len(scales) == 1:
         # one count for every position: (multiplier, shift, apply_scale_32's round) as scalars
-        ((m3, sh3),) = scales.values()
-        rnd3 = 1 << (sh3 - 1)
+        m3, sh3, rnd3 = flat[:3]
     else:
         # (multiplier, shift, round 1 << (shift - 1)) of each output position's count, (OH, OW, 1)
-        # each: a table over (distinct row count, distinct column count) indexed per row and column
-        rs, qs = sorted(set(row_counts)), sorted(set(col_counts))
-        table = np.array([[(m, sh, 1 << (sh - 1)) for m, sh in (scales[r * q] for q in qs)] for r in rs], np.int64)
-        ri, qi = {r: i for i, r in enumerate(rs)}, {q: i for i, q in enumerate(qs)}
-        # table[row index][:, column index] (take: a third of fancy indexing's time)
-        params = table.take([ri[r] for r in row_counts], 0).take([qi[q] for q in col_counts], 1)
+        # each: the table over (distinct row count, distinct column count) indexed per row and
+        # column (take: a third of fancy indexing's time)
+        table = np.array(flat, np.int64).reshape(len(rs), len(qs), 3)
+        params = table.take(list(map(rs.index, row_counts)), 0).take(list(map(qs.index, col_counts)), 1)
         m3, sh3, rnd3 = params[:, :, 0:1], params[:, :, 1:2], params[:, :, 2:3]
     # |x - input_zp| over the type's values bounds the sums: apply_scale_32's REQUIREs and
     # apply_add_s's then hold for every input when the bounds below say so (they do for int8 and
