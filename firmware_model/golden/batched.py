@@ -51,9 +51,9 @@ import numpy as np
 from firmware_model.arch.config import ACC_BITS
 from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, Opcode, Reg, Sram, decode_param_records
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.mac_unit import accumulate, accumulator_bound, exact_dot, lanes_per_word
+from firmware_model.golden.mac_unit import accumulate, accumulator_bound, exact_dot, lanes_per_word, record_operands
 from firmware_model.golden.memories import memory_bytes
-from firmware_model.golden.output_stage import prepare_output_stage
+from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
 BATCH_AFTER = 1         # runs of a decode one by one before its segments are made (tests: 0)
@@ -252,12 +252,13 @@ class _Group:
         self.P, self.K, self.oc, self.R, self.L = oh * ow, kh * kw * cb * lanes, oc, R, L
         self.kblocks = kh * kw * cb
         self.ifm_zp, self.wgt_zp = r.ifm_zp, r.wgt_zp
-        bound = accumulator_bound(self.K, ifm_dtype, self.ifm_zp, self.wgt_zp)
+        self.bound = bound = accumulator_bound(self.K, ifm_dtype, self.ifm_zp, self.wgt_zp)
         self.acc_wraps = bound >= 1 << (ACC_BITS - 1)
         self.acc32_wraps = bound >= 1 << 31
         self.out_dtype = f"<i{ELEMENT_BYTES[DType(r.ofm_dtype)]}"
         self.stage = prepare_output_stage({int(k): first_regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS},
                                           plan.stage, "MAC")
+        self.stage_plan = plan.stage
         self.lut_range = plan.stage.lut_range
         self.lut = None if tiles[0].lut is None else vindex(tiles[0].lut)
 
@@ -265,6 +266,8 @@ class _Group:
         w_id, ws = _distinct_rows([t.w for t in tiles])
         self.p_id, ps = _distinct_rows([t.p for t in tiles])
         self.x, self.w, self.p = vindex(xs), vindex(ws), vindex(ps)     # (distinct, bytes) value indices
+        self.w_get, self.p_get = _getter(self.w), _getter(self.p)
+        self._w_memo = self._p_memo = None
         # Tiles sharing an input box and tiles sharing a weight block: the input boxes with the same
         # set of weight blocks make one matrix product (a layer's spatial tiles times its channel blocks).
         by_x: dict[int, list[int]] = {}
@@ -282,42 +285,108 @@ class _Group:
                                np.array([xpos[int(x_id[t])] for t in ts]), np.array([wpos[int(w_id[t])] for t in ts])))
         self.G = len(tiles)
         self.out0, self.out1 = out0, out0 + self.G * self.P * oc * ELEMENT_BYTES[DType(r.ofm_dtype)]
+        xis, wset, ts, xpos, wpos = self.parts[0]
+        self.single = (len(self.parts) == 1 and len(wset) == 1 and len(xis) == self.G
+                       and np.array_equal(ts, np.arange(self.G)) and np.array_equal(xpos, np.arange(self.G)))
 
     def sizes(self) -> int:
         return self.x.size + self.w.size + self.p.size
 
     def run(self, V: np.ndarray, probe) -> None:
-        P, K, oc, R, L, lanes = self.P, self.K, self.oc, self.R, self.L, self.lanes
+        P, K, oc = self.P, self.K, self.oc
         nx = len(self.x)
         # execute_mac's x and w (float64 holds every operand and partial sum exactly: exact_dot)
         x = V[self.x].view(self.in_dtype).astype(np.float64).reshape(nx, P, K)
         x -= self.ifm_zp
-        nw = len(self.w)
-        w_rows = V[self.w].reshape(nw, self.n_ocb, self.kblocks, R, L)
-        w = w_rows[..., :lanes].view(np.int8).astype(np.float64)
-        w = w.transpose(0, 2, 4, 1, 3).reshape(nw, K, self.n_ocb * R)
-        w -= self.wgt_zp
-        N = self.n_ocb * R
-        acc = np.empty((self.G, P, oc), dtype=np.int64)
-        for xis, wset, ts, xpos, wpos in self.parts:
-            a = x[xis].reshape(-1, K)
-            b = w[wset].transpose(1, 0, 2).reshape(K, -1)
-            sums = exact_dot(a, b).reshape(len(xis), P, len(wset), N)
-            acc[ts] = sums[xpos, :, wpos, :oc]
+        weights = self._weights(_take(V, self.w_get))
+        if self.single:                     # one input box per tile, one weight block: no reordering
+            acc = exact_dot(x.reshape(-1, K), weights[0]).reshape(nx, P, -1)[:, :, :oc]
+        else:
+            N = self.n_ocb * self.R
+            acc = np.empty((self.G, P, oc), dtype=np.int64)
+            for (xis, wset, ts, xpos, wpos), b in zip(self.parts, weights):
+                a = x[xis].reshape(-1, K)
+                sums = exact_dot(a, b).reshape(len(xis), P, len(wset), N)
+                acc[ts] = sums[xpos, :, wpos, :oc]
         if self.acc_wraps:
             acc = accumulate(0, acc)
-        np_ = len(self.p)
-        bias, multiplier, shift = decode_param_records(V[self.p].reshape(-1))
-        bias, multiplier, shift = (a.reshape(np_, 1, oc)[self.p_id] for a in (bias, multiplier, shift))
+        bias, multiplier, shift, ops, bias_fits = self._records(_take(V, self.p_get))
         if self.ifm_dtype == DType.INT16:
             value = np.clip(acc + bias, DType.INT48.min, DType.INT48.max)      # finish_accumulator
-        else:
-            value = wrap((wrap(acc, 32) if self.acc32_wraps else acc) + wrap(bias, 32), 32)
+        else:                               # finish_accumulator, bias wrapped with its record
+            if self.acc32_wraps:
+                acc = wrap(acc, 32)
+            value = acc + bias
+            if not bias_fits:
+                value = wrap(value, 32)
         mem = None
         if self.lut is not None:
             mem = _TableOnly(self.lut_range, V[self.lut])
-        out = self.stage(mem, value, multiplier, shift, probe)
+        out = self.stage(mem, value, multiplier, shift, probe, ops, wrapped=self.ifm_dtype != DType.INT16)
         V[self.out0:self.out1] = np.ascontiguousarray(out.astype(self.out_dtype)).view(np.uint8).reshape(-1)
+
+    def _weights(self, raw: np.ndarray) -> list[np.ndarray]:
+        """Each part's weight matrix (K, weight blocks x N) as float64 less WGT_ZP, from the
+        group's weight bytes (nw, bytes); the last one made is kept with its bytes (a layer's
+        weights are the same bytes at every invocation)."""
+        key = raw.tobytes()
+        if self._w_memo is not None and self._w_memo[0] == key:
+            return self._w_memo[1]
+        R, L, lanes, K = self.R, self.L, self.lanes, self.K
+        nw = len(self.w)
+        w_rows = raw.reshape(nw, self.n_ocb, self.kblocks, R, L)
+        w = w_rows[..., :lanes].view(np.int8).astype(np.float64)
+        w = w.transpose(0, 2, 4, 1, 3).reshape(nw, K, self.n_ocb * R)
+        w -= self.wgt_zp
+        made = [np.ascontiguousarray(w[wset].transpose(1, 0, 2).reshape(K, -1)) for _, wset, _, _, _ in self.parts]
+        self._w_memo = (key, made)
+        return made
+
+    def _records(self, raw: np.ndarray) -> tuple:
+        """The tiles' parameter records as the group computes with them, from its distinct
+        parameter blocks' bytes (mac_unit.record_operands: the bias wrapped to int32 for int8
+        inputs): the bias and apply_scale_32's operands spread over the group's (G, P, oc)
+        values (numpy's broadcasting of a (G, 1, oc) operand runs an inner loop per oc
+        elements: 2.3x slower on 2,048 values), the multiplier and shift (G, 1, oc) as the probe
+        sees them, and whether acc + bias provably fits int32 (accumulator_bound plus the
+        largest |bias|: then finish_accumulator's wrap32 changes nothing). The last one made is
+        kept with its bytes."""
+        key = raw.tobytes()
+        if self._p_memo is not None and self._p_memo[0] == key:
+            return self._p_memo[1]
+        np_, oc, full = len(self.p), self.oc, (self.G, self.P, self.oc)
+        blocks = [record_operands(row, self.ifm_dtype, self.stage_plan) for row in raw]
+        per_tile = lambda arrays: np.stack(arrays).reshape(np_, 1, oc)[self.p_id]       # noqa: E731
+        spread = lambda arrays: np.ascontiguousarray(np.broadcast_to(per_tile(arrays), full))  # noqa: E731
+        bias = spread([b[0] for b in blocks])
+        multiplier, shift = per_tile([b[1] for b in blocks]), per_tile([b[2] for b in blocks])
+        ops = None
+        if blocks[0][3] is not None:
+            o = [b[3] for b in blocks]
+            ops = Scale32Operands(spread([q.multiplier for q in o]), spread([q.shift for q in o]),
+                                  spread([q.round for q in o]),
+                                  None if o[0].double is None else spread([q.double for q in o]))
+        bias_fits = (self.ifm_dtype != DType.INT16 and not self.acc32_wraps
+                     and self.bound + int(np.abs(bias).max(initial=0)) < 1 << 31)
+        made = (bias, multiplier, shift, ops, bias_fits)
+        self._p_memo = (key, made)
+        return made
+
+
+def _getter(index: np.ndarray):
+    """How to read V at `index` (value indices, any shape): the index itself, or where its values
+    are consecutive (a block of bytes the segment found together), a slice of V and the shape."""
+    flat = index.reshape(-1)
+    if flat.size and flat[-1] - flat[0] == flat.size - 1 and (flat.size == 1 or bool(np.all(np.diff(flat) == 1))):
+        return slice(int(flat[0]), int(flat[-1]) + 1), index.shape
+    return index
+
+
+def _take(V: np.ndarray, get) -> np.ndarray:
+    """V at a _getter's index (a view where it is a slice)."""
+    if type(get) is tuple:
+        return V[get[0]].reshape(get[1])
+    return V[get]
 
 
 class _EltGroup:
@@ -371,6 +440,7 @@ class Segment:
         self.size = size
         self.sram_writes = sram_writes  # (Sram, byte addresses, value indices)
         self.ext_write = ext_write      # (byte addresses, value indices) or None
+        self._moves = None              # the gathers and writes as _copies (made at the first run)
 
     def moved(self) -> int:
         """Bytes an invocation gathers and writes through index arrays."""
@@ -380,15 +450,17 @@ class Segment:
     def run(self, mem, monitor, probes) -> bool:
         """Compute and write the segment; False (nothing written, the monitor as it was) when a
         REQUIRE check failed inside or anything raised: its steps are then run one by one."""
+        moves = self._moves
+        if moves is None:
+            moves = self._moves = self._plan_moves()
+        gathers, writes = moves
         try:
             V = np.empty(self.size, dtype=np.uint8)
-            for a, b, src, idx in self.gathers:
+            for src, copy in gathers:
                 if src == "const":
-                    V[a:b] = idx
-                elif src == "ext":
-                    V[a:b] = mem.ext[idx]
+                    V[copy[0]:copy[1]] = copy[2]
                 else:
-                    V[a:b] = mem.sram[src][idx]
+                    _move(V, mem.ext if src == "ext" else mem.sram[src], copy)
             for g in self.groups:
                 g.run(V, probes.get(g.pc) if probes is not None else None)
         except Exception:                   # noqa: BLE001 - the steps one by one say what happens
@@ -398,11 +470,47 @@ class Segment:
         if monitor is not None and monitor.failure is not None:
             monitor.failure = None
             return False
-        for s, pos, vi in self.sram_writes:
-            mem.sram[s][pos] = V[vi]
-        if self.ext_write is not None:
-            mem.ext[self.ext_write[0]] = V[self.ext_write[1]]
+        for dst, copy in writes:
+            _move(mem.ext if dst == "ext" else mem.sram[dst], V, copy)
         return True
+
+    def _plan_moves(self) -> tuple[list, list]:
+        """The gathers and writes as _copies (made at the segment's first run)."""
+        gathers = []
+        for a, b, src, idx in self.gathers:
+            if src == "const":
+                gathers.append((src, (a, b, idx)))
+            else:
+                gathers.append((src, _copies(np.arange(a, b, dtype=np.intp), np.asarray(idx, dtype=np.intp))))
+        writes = [(s, _copies(pos, vi)) for s, pos, vi in self.sram_writes]
+        if self.ext_write is not None:
+            writes.append(("ext", _copies(*self.ext_write)))
+        return gathers, writes
+
+
+def _copies(dst: np.ndarray, src: np.ndarray):
+    """How to do out[dst] = in[src] (positions, same length): as slice copies ("runs", [(dst
+    start, src start, length)]) where the positions advance together in few runs (a slice copy
+    costs about what 250 bytes through an index do), else through the index arrays ("index",
+    dst, src)."""
+    dst, src = np.asarray(dst, dtype=np.intp), np.asarray(src, dtype=np.intp)
+    if len(dst) == 0:
+        return ("runs", [])
+    brk = np.flatnonzero((np.diff(dst) != 1) | (np.diff(src) != 1)) + 1
+    if len(brk) + 1 <= 1 + len(dst) // 256:
+        starts = [0, *brk.tolist()]
+        ends = [*brk.tolist(), len(dst)]
+        return ("runs", [(int(dst[a]), int(src[a]), b - a) for a, b in zip(starts, ends)])
+    return ("index", dst, src)
+
+
+def _move(out: np.ndarray, inp: np.ndarray, copy) -> None:
+    """out[dst] = in[src] as _copies planned it."""
+    if copy[0] == "runs":
+        for d, s, n in copy[1]:
+            out[d:d + n] = inp[s:s + n]
+    else:
+        out[copy[1]] = inp[copy[2]]
 
 
 class _Compiler:
@@ -483,16 +591,16 @@ class _Compiler:
                 out0 += n
             order.append((key, tiles))
 
-        small = np.int32 if n_known + seg.scratch < 1 << 31 else np.int64
-
         def vindex(c: np.ndarray) -> np.ndarray:
-            """Value indices of codes (int32 where they fit: half the index bytes to gather with)."""
+            """Value indices of codes, as np.intp: numpy gathers through an index array of its own
+            index type without converting it (an int32 index made a gather of 18,000 bytes 3.5x
+            slower: 36 us against 10.6)."""
             c = np.asarray(c, dtype=np.int64)
             scr = c >= SCR0
             out = np.searchsorted(known, np.where(scr, 0, c))
             if scr.any():
                 out = np.where(scr, remap[np.where(scr, c - SCR0, 0)], out)
-            return out.astype(small)
+            return out.astype(np.intp)
 
         made, start = [], n_known
         for key, tiles in order:

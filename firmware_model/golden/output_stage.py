@@ -285,20 +285,41 @@ def apply_scale_32_unwrapped(value: np.ndarray, ops: Scale32Operands) -> np.ndar
 
 def prepare_output_stage(regs: dict[int, int], plan: StagePlan, unit: str):
     """apply_output_stage(mem, regs, value, multiplier, shift, unit=unit, probe, plan=plan) with the
-    registers bound: a function stage(mem, value, multiplier, shift, probe, scale32_ops=None) ->
-    the values to store (int64). `scale32_ops`: the scale32_operands of (multiplier, shift) made
-    beforehand (a caller that reads the same records again keeps them); made here when None."""
+    registers bound: a function stage(mem, value, multiplier, shift, probe, scale32_ops=None,
+    wrapped=False) -> the values to store (int64). `scale32_ops`: the scale32_operands of
+    (multiplier, shift) made beforehand (a caller that reads the same records again keeps them);
+    made here when None. `wrapped`: the caller's values are int64 holding int32 values already
+    (then wrap32 of them changes nothing and is left out); `value` may then be overwritten.
+
+    The scale32 rescale runs in place on one array (value * multiplier and what follows): the
+    same int64 expressions as apply_scale_32_unwrapped, one temporary instead of one per step. The
+    rescale's saturation to RESCALE_DTYPE's range [lo, hi] and the clamp [CLAMP_MIN, CLAMP_MAX]
+    are one clip to [max(lo, CLAMP_MIN), min(hi, CLAMP_MAX)] when the two ranges overlap (a clip
+    to [lo, hi] then to [cl, ch] with cl <= hi and lo <= ch is the clip to the intersection; with
+    ch < lo, both give ch, as the clip to [max(lo, cl), ch] does); when CLAMP_MIN > hi the two
+    clips stay apart."""
     r = Registers(regs)
     ofm_zp, clamp_min, clamp_max = np.int64(r.ofm_zp), np.int64(r.clamp_min), np.int64(r.clamp_max)
     rescale, scale32, double_round = plan.rescale, plan.scale32, plan.double_round
+    lo = hi = None
     if rescale:
         rdt = plan.rescale_dtype
         lo, hi = (0, rdt.umax) if plan.unsigned_out else (rdt.min, rdt.max)
         lo, hi = np.int64(lo), np.int64(hi)
+    # the clips after the rescale: one when the ranges overlap (docstring)
+    if rescale and r.clamp_min <= hi:
+        clips = ((np.int64(max(lo, clamp_min)), np.int64(min(hi, clamp_max))),)
+    elif rescale:
+        clips = ((lo, hi), (clamp_min, clamp_max))
+    else:
+        clips = ((clamp_min, clamp_max),)
+    i64_min, i64_max = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    clips = tuple((None if a == i64_min else a, None if b == i64_max else b) for a, b in clips)
     lut_range, lut_mode = plan.lut_range, plan.lut_mode
+    s32 = np.int64(32)
 
     def stage(mem: Memories, value: np.ndarray, multiplier=None, shift=None, probe=None,
-              scale32_ops: Scale32Operands | None = None) -> np.ndarray:
+              scale32_ops: Scale32Operands | None = None, wrapped: bool = False) -> np.ndarray:
         value = np.asarray(value, dtype=np.int64)
         if rescale:
             if probe is not None:
@@ -306,17 +327,33 @@ def prepare_output_stage(regs: dict[int, int], plan: StagePlan, unit: str):
             if scale32:
                 if scale32_ops is None:
                     scale32_ops = scale32_operands(multiplier, shift, double_round)
-                v = wrap(value, 32)                                     # rescale_operands (int32 value)
-                # apply_add_s(wrap32(x), zp, INT32) = wrap32(wrap32(x) + zp) = wrap32(x + zp):
-                # both wraps reduce modulo 2^32 and x + zp stays far inside int64.
-                value = wrap(apply_scale_32_unwrapped(v, scale32_ops) + ofm_zp, 32)
+                v = value if wrapped else wrap(value, 32)               # rescale_operands (int32 value)
+                # apply_scale_32_unwrapped(v, ops) + ofm_zp, then wrap32: apply_add_s(wrap32(x), zp,
+                # INT32) = wrap32(wrap32(x) + zp) = wrap32(x + zp): both wraps reduce modulo 2^32
+                # and x + zp stays far inside int64.
+                t = v * scale32_ops.multiplier
+                t += scale32_ops.round
+                if scale32_ops.double is not None:
+                    t += np.where(v >= 0, scale32_ops.double, -scale32_ops.double)
+                t >>= scale32_ops.shift
+                if ofm_zp:
+                    t += ofm_zp
+                t <<= s32
+                t >>= s32
+                value = t
             else:
                 v, m = mac_unit.rescale_operands(value, multiplier, False)
                 value = numerics.apply_scale_16(v, m, np.asarray(shift, dtype=np.int64) & 63,
                                                 require=False).astype(np.int64)
                 value = numerics.apply_add_s(value, ofm_zp, DType.INT32, require=False)
-            value = np.minimum(np.maximum(value, lo), hi)               # apply_clip_s / apply_clip_u
-        value = np.minimum(np.maximum(value, clamp_min), clamp_max)     # apply_clip_s(CLAMP_MIN, CLAMP_MAX)
+        own = rescale or wrapped            # `value` is this call's to overwrite
+        for a, b in clips:                                              # apply_clip_s / apply_clip_u
+            if a is not None:
+                value = np.maximum(value, a, out=value if own else None)
+                own = True
+            if b is not None:
+                value = np.minimum(value, b, out=value if own else None)
+                own = True
         if lut_range is not None:
             table = mem.sram[Sram.LUT][lut_range[0]:lut_range[1]].view("<i2").astype(np.int64)
             if lut_mode == LutMode.INT8:

@@ -52,7 +52,7 @@ def random_case(rng):
     return {int(k): v for k, v in regs.items()}
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(100))
 def test_prepared_stage_equals_apply_output_stage(seed):
     rng = np.random.default_rng(seed)
     regs = random_case(rng)
@@ -69,10 +69,41 @@ def test_prepared_stage_equals_apply_output_stage(seed):
     pa, pb = Recorder(), Recorder()
     want, _ = apply_output_stage(mem, regs, value, multiplier, shift, unit="MAC", probe=pa, plan=plan)
     stage = prepare_output_stage(regs, plan, "MAC")
+    before = value.copy()
     got = stage(mem, value, multiplier, shift, pb)
     assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert np.array_equal(value, before)            # the caller's values are left as they were
     assert [p for p, _ in pa.seen] == [p for p, _ in pb.seen]
     assert all(np.array_equal(u, v) for (_, x), (_, y) in zip(pa.seen, pb.seen) for u, v in zip(x, y))
+    # wrapped=True: values already int32 (what a MAC group hands over), overwritten at will
+    v32 = wrap(value, 32)
+    want32, _ = apply_output_stage(mem, regs, v32, multiplier, shift, unit="MAC", plan=plan)
+    assert np.array_equal(stage(mem, v32.copy(), multiplier, shift, None, wrapped=True), want32)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_prepared_stage_clips(seed):
+    """The rescale's saturation and the clamp made one clip where their ranges overlap (and kept
+    apart where CLAMP_MIN is above the rescale type's maximum): clamps drawn around the rescale
+    type's range, including empty ones (CLAMP_MIN > CLAMP_MAX)."""
+    rng = np.random.default_rng(1000 + seed)
+    rdt = DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))
+    out_mode = int(OutMode.RESCALE | OutMode.SCALE32 | (OutMode.UNSIGNED_OUT if rng.random() < 0.3 else 0)
+                   | (OutMode.DOUBLE_ROUND if rng.random() < 0.3 else 0))
+    if rng.random() < 0.2:
+        out_mode = int(rng.integers(0, 16))
+    near = np.array([rdt.min, rdt.max, rdt.umax, 0, -1, 1, rdt.min - 1, rdt.max + 1, -(1 << 31), (1 << 31) - 1])
+    pick = lambda: int(np.clip(rng.choice(near) + rng.integers(-2, 3), -(1 << 31), (1 << 31) - 1))  # noqa: E731
+    regs = {int(Reg.OUT_MODE): out_mode, int(Reg.RESCALE_DTYPE): int(rdt), int(Reg.OFM_ZP): 0,
+            int(Reg.CLAMP_MIN): pick() & 0xFFFFFFFF, int(Reg.CLAMP_MAX): pick() & 0xFFFFFFFF}
+    mem = Memories(CFG)
+    plan = stage_plan(CFG, regs, "MAC")
+    value = edge_values(rng, 40).reshape(5, 8)
+    multiplier = rng.integers(0, 1 << 31, 8, dtype=np.int64)
+    shift = rng.choice(np.array([1, 2, 20, 31, 32, 40], dtype=np.int64), 8)
+    want, _ = apply_output_stage(mem, regs, value, multiplier, shift, unit="MAC", plan=plan)
+    stage = prepare_output_stage(regs, plan, "MAC")
+    assert np.array_equal(stage(mem, value, multiplier, shift), want)
 
 
 @pytest.mark.parametrize("ifm_dtype", [DType.INT8, DType.INT16])
