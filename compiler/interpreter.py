@@ -80,6 +80,8 @@ VARIABLE_WRITE_KIND = "VariableWriteAttribute"
 VARIABLE_KINDS = (VARIABLE_READ_KIND, VARIABLE_WRITE_KIND)
 # Ops never treated as invocation-independent (state, control flow, opaque).
 NEVER_CACHED = {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE", "CUSTOM", "COND_IF", "WHILE_LOOP"}
+# Ops that may have a plan other than a kernel op's (Interpreter._special_plan).
+_SPECIAL_OPS = frozenset({"VARIABLE", "IDENTITY", "VARIABLE_READ", "VARIABLE_WRITE", "CONST", "CONST_SHAPE"})
 
 
 @dataclass
@@ -573,18 +575,10 @@ class Interpreter:
         """What an op's execution needs that does not change between invocations, found once:
         its message prefix, its kind, the operand specs, its kernel, and the first static fault of
         its operand lists (raised when the op runs, so faults surface in graph order)."""
-        name, kind = op.op, op.attr_kind
+        name = op.op
         source = self.source
-        if name == "VARIABLE":
-            plan = _OpPlan(op, idx, source, "declare")
-        elif (name == "IDENTITY" and kind == VARIABLE_READ_KIND) or name == "VARIABLE_READ":
-            plan = _OpPlan(op, idx, source, "read")
-        elif (name == "IDENTITY" and kind == VARIABLE_WRITE_KIND) or name == "VARIABLE_WRITE":
-            plan = _OpPlan(op, idx, source, "write")
-        elif name in ("CONST", "CONST_SHAPE") and self._usual_constant(op):
-            plan = _OpPlan(op, idx, source, "const")
-            plan.const_values = [self.block.tensors[op.outputs[0]].data]
-        else:
+        plan = self._special_plan(idx, op) if name in _SPECIAL_OPS else None
+        if plan is None:
             plan = _OpPlan(op, idx, source, "kernel")
             specs = self._specs
             plan.in_specs = in_specs = list(map(specs.get, op.inputs))       # (no comprehension frame)
@@ -631,6 +625,22 @@ class Interpreter:
                     self._plan_constant(plan)
         self._plans[idx] = plan
         return plan
+
+    def _special_plan(self, idx: int, op: Operator) -> "_OpPlan | None":
+        """The plan of a variable op (declare, read, write) or of a CONST / CONST_SHAPE with the
+        usual operands and data; None for the others (planned as kernel ops)."""
+        name, kind = op.op, op.attr_kind
+        if name == "VARIABLE":
+            return _OpPlan(op, idx, self.source, "declare")
+        if (name == "IDENTITY" and kind == VARIABLE_READ_KIND) or name == "VARIABLE_READ":
+            return _OpPlan(op, idx, self.source, "read")
+        if (name == "IDENTITY" and kind == VARIABLE_WRITE_KIND) or name == "VARIABLE_WRITE":
+            return _OpPlan(op, idx, self.source, "write")
+        if name in ("CONST", "CONST_SHAPE") and self._usual_constant(op):
+            plan = _OpPlan(op, idx, self.source, "const")
+            plan.const_values = [self.block.tensors[op.outputs[0]].data]
+            return plan
+        return None
 
     def _usual_constant(self, op: Operator) -> bool:
         """A CONST / CONST_SHAPE op as graphs have it: no inputs, one output (a tensor of the

@@ -124,7 +124,12 @@ class Graph:
     @property
     def main(self) -> Block:
         """The entry block: block `main` of region `main` (or the first block of the first region)."""
-        for r in self.regions:
+        regions = self.regions
+        if regions:                         # the usual graph: region `main` first, block `main` first in it
+            r = regions[0]
+            if r.name == "main" and r.blocks and r.blocks[0].name == "main":
+                return r.blocks[0]
+        for r in regions:
             if r.name == "main":
                 for b in r.blocks:
                     if b.name == "main":

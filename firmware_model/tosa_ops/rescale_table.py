@@ -72,7 +72,8 @@ def rescale(call: OpCall):
 
     # The spec's ERROR_IFs, in its order, looked at one by one when one of them may hold (each
     # needs a zero point, an unsigned side, scale32 with int48 or a double round without scale32).
-    if _rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, rounding_mode):
+    if (_rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, rounding_mode)
+            and _rescale_rule_holds(in_t, out_t, izp, ozp, in_u, out_u, scale32, rounding_mode)):
         _check_rescale_rules(call, in_t, out_t, izp, ozp, in_u, out_u, scale32, rounding_mode)
     shape = shape_of(call, 0)
     call.error_if(per_channel and len(shape) < 1, "per_channel with a rank-0 input")
@@ -96,6 +97,24 @@ def rescale(call: OpCall):
 def _rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, rounding_mode) -> bool:
     return bool(izp or ozp or in_u or out_u or (scale32 and in_t == I48)
                 or (not scale32 and rounding_mode == numerics.DOUBLE_ROUND))
+
+
+def _rescale_rule_holds(in_t, out_t, izp, ozp, in_u, out_u, scale32, rounding_mode) -> bool:
+    """Whether one of _check_rescale_rules' conditions holds (the same conditions, or-ed: one
+    test, without a call per rule; the rules are then looked at one by one for the first)."""
+    return bool((in_t != I8 and (in_t != I16 or not in_u) and izp != 0)
+                or (out_t != I8 and (out_t != I16 or not out_u) and ozp != 0)
+                or (in_t == I16 and in_u and izp not in (0, 32768))
+                or (out_t == I16 and out_u and ozp not in (0, 32768))
+                or (scale32 and in_t == I48)
+                or (not scale32 and rounding_mode == numerics.DOUBLE_ROUND)
+                or (in_u and out_u)
+                or (out_t == I32 and in_u)
+                or (in_t == I32 and out_u)
+                or (in_t == I48 and out_u)
+                or (in_t == I48 and in_u)
+                or (in_t == I32 and in_u)
+                or (out_t == I32 and out_u))
 
 
 def _check_rescale_rules(call: OpCall, in_t, out_t, izp, ozp, in_u, out_u, scale32, rounding_mode) -> None:

@@ -457,10 +457,12 @@ def _pool_common(call: OpCall, n_in: int):
 
 
 def _window_reduce(xp: np.ndarray, k: tuple[int, int], s: tuple[int, int], o: tuple[int, int],
-                   ufunc) -> np.ndarray:
-    """Separable window reduction (sum or max) of a padded NHWC tensor: first along W, then H."""
+                   ufunc, dtype=None) -> np.ndarray:
+    """Separable window reduction (sum or max) of a padded NHWC tensor: first along W, then H;
+    in `dtype` (xp's own type when None)."""
     (ky, kx), (sy, sx), (oh, ow) = k, s, o
-    rows = xp[:, :, 0:(ow - 1) * sx + 1:sx].copy()
+    first = xp[:, :, 0:(ow - 1) * sx + 1:sx]
+    rows = first.copy() if dtype is None else first.astype(dtype)
     for j in range(1, kx):
         ufunc(rows, xp[:, :, j:j + (ow - 1) * sx + 1:sx], out=rows)
     acc = rows[:, 0:(oh - 1) * sy + 1:sy].copy()
@@ -497,44 +499,76 @@ def avg_pool2d(call: OpCall):
     row_counts, col_counts = _valid_count(ih, ky, s[0], pt, oh), _valid_count(iw, kx, s[1], pl, ow)
     rs, qs = sorted(set(row_counts)), sorted(set(col_counts))
     scales = {}                                     # count -> (multiplier, shift)
-    flat = []                                       # (multiplier, shift, round) per (row count, column count)
     try:
         for r in rs:
             for q in qs:
-                ms = scales.get(r * q)
-                if ms is None:
-                    ms = scales[r * q] = numerics.reciprocal_scale_int(r * q)
-                flat += (ms[0], ms[1], 1 << (ms[1] - 1))
+                if r * q not in scales:
+                    scales[r * q] = numerics.reciprocal_scale_int(r * q)
     except TosaUnpredictable as e:
         raise _unpredictable_from(call, e) from e
-    if len(scales) == 1:
-        # one count for every position: (multiplier, shift, apply_scale_32's round) as scalars
-        m3, sh3, rnd3 = flat[:3]
-    else:
-        # (multiplier, shift, round 1 << (shift - 1)) of each output position's count, (OH, OW, 1)
-        # each: the table over (distinct row count, distinct column count) indexed per row and
-        # column (take: a third of fancy indexing's time)
-        table = np.array(flat, np.int64).reshape(len(rs), len(qs), 3)
-        params = table.take(list(map(rs.index, row_counts)), 0).take(list(map(qs.index, col_counts)), 1)
-        m3, sh3, rnd3 = params[:, :, 0:1], params[:, :, 1:2], params[:, :, 2:3]
     # |x - input_zp| over the type's values bounds the sums: apply_scale_32's REQUIREs and
     # apply_add_s's then hold for every input when the bounds below say so (they do for int8 and
     # int16: count x 2^16 < 2^(shift - 1) = 2^(29 + ceil(log2 count))), and the fast execute
     # below leaves them out; otherwise the primitives run with their REQUIREs.
     lo, hi = io_t.min, io_t.max
     bound = max(abs(lo - izp), abs(hi - izp))
-    dt = np.int32 if ky * kx * bound < AVG_INT32_SUM_BOUND else np.int64
-    proven = True
+    # The proven path sums the values as they are (sum_x over the count taps inside) and folds
+    # the zero points into the rounding constant:
+    #   ((sum_x - count * input_zp) * m + round) >> shift + output_zp
+    #     == (sum_x * m + (round - count * input_zp * m + (output_zp << shift))) >> shift
+    # (an integer times 2^shift added before the shift comes out whole) when every int64 term
+    # stays below 2^63 (checked per count with |x| <= max(-min, max)). apply_clip_s runs on a
+    # side only where a result can lie beyond it: the scaling is monotone (m >= 0), so the sums'
+    # extremes, count x (min or max - input_zp), give the results' range.
+    bx = max(-lo, hi)
+    proven = fold = True
+    clip_lo = clip_hi = False
+    rounding = {}                                   # count -> the round added before the shift
     for cnt, (m, sh) in scales.items():
         half = 1 << (sh - 1)                       # apply_scale_32's round, and its value bound
         scaled = (cnt * bound * m + half) >> sh
-        proven &= m >= 0 and 2 <= sh <= 62 and cnt * bound < half and \
+        proven = proven and m >= 0 and 2 <= sh <= 62 and cnt * bound < half and \
             numerics.INT32_MIN <= -scaled + ozp and scaled + ozp <= numerics.INT32_MAX
+        rounding[cnt] = rnd = half - cnt * izp * m + (ozp << sh)
+        fold = fold and cnt * bx * m + abs(rnd) < 1 << 63
+        clip_lo = clip_lo or ((cnt * (lo - izp) * m + half) >> sh) + ozp < lo
+        clip_hi = clip_hi or ((cnt * (hi - izp) * m + half) >> sh) + ozp > hi
+    fold = fold and proven
+    if not fold:                                    # (no int8 or int16 pool) the plain round
+        rounding = {cnt: 1 << (sh - 1) for cnt, (m, sh) in scales.items()}
+        # sums of (value - input_zp)
+        dt = np.int32 if ky * kx * bound < AVG_INT32_SUM_BOUND else np.int64
+        if not proven:
+            clip_lo = clip_hi = True
+    else:                                           # sums of the values as they are
+        dt = np.int32 if ky * kx * bx < AVG_INT32_SUM_BOUND else np.int64
+    if len(scales) == 1:
+        # one count for every position: (multiplier, shift, round) as scalars (the multiplier an
+        # int64 array of one value: an int32 sum times it is int64)
+        ((cnt, (m, sh)),) = scales.items()
+        m3, sh3, rnd3 = np.array([m], np.int64), sh, rounding[cnt]
+    else:
+        # (multiplier, shift, round) of each output position's count, (OH, OW, 1) each: the table
+        # over (distinct row count, distinct column count) indexed per row and column (take: a
+        # third of fancy indexing's time)
+        flat = []
+        for r in rs:
+            for q in qs:
+                m, sh = scales[r * q]
+                flat += (m, sh, rounding[r * q])
+        table = np.array(flat, np.int64).reshape(len(rs), len(qs), 3)
+        params = table.take(list(map(rs.index, row_counts)), 0).take(list(map(qs.index, col_counts)), 1)
+        m3, sh3, rnd3 = params[:, :, 0:1], params[:, :, 1:2], params[:, :, 2:3]
     storage = io_t.storage
+    padded = pt or pb or pl or pr
 
     def scale(a, m, sh, rnd):
         """apply_scale_32, apply_add_s(., output_zp) and apply_clip_s of a block of sums."""
-        if proven:         # their REQUIREs proven above
+        if fold:           # their REQUIREs proven above; the zero points in rnd
+            v = a * m                              # (int64: m is an int64 array)
+            v += rnd
+            v >>= sh
+        elif proven:
             v = a.astype(np.int64) * m
             v += rnd
             v >>= sh
@@ -542,12 +576,23 @@ def avg_pool2d(call: OpCall):
                 v += ozp
         else:
             v = numerics.apply_add_s(numerics.apply_scale_32(a, m, sh, False), ozp, DType.INT32)
-        np.maximum(v, lo, out=v)                   # apply_clip_s(v, minimum, maximum)
-        np.minimum(v, hi, out=v)
+        if clip_lo:                                # apply_clip_s(v, minimum, maximum)
+            np.maximum(v, lo, out=v)
+        if clip_hi:
+            np.minimum(v, hi, out=v)
         return v.astype(storage)
 
     def execute(ins):
-        acc = _window_reduce(_pad_zero(_shifted(np.asarray(ins[0]), izp, dt), pt, pb, pl, pr), k, s, o, np.add)
+        x = np.asarray(ins[0])
+        if fold:           # the values as they are, 0 outside the input (padding adds nothing)
+            if padded:
+                xp = np.zeros((n, ih + pt + pb, iw + pl + pr, c), dt)
+                xp[:, pt:pt + ih, pl:pl + iw] = x
+            else:
+                xp = x
+            acc = _window_reduce(xp, k, s, o, np.add, dt)
+        else:
+            acc = _window_reduce(_pad_zero(_shifted(x, izp, dt), pt, pb, pl, pr), k, s, o, np.add)
         try:
             if acc.size <= POOL_SCALE_BLOCK:       # one block: the (OH, OW, 1) parameters broadcast
                 return [scale(acc, m3, sh3, rnd3)]

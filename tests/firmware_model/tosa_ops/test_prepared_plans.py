@@ -365,16 +365,30 @@ def avg_pool_reference(x, izp, ozp, kernel, stride, pad, io_t):
     return out.astype(io_t.storage)
 
 
+@pytest.mark.parametrize("zps", ["random", (0, 0), (-128, 127), (127, -128)])
+@pytest.mark.parametrize("blocks", [False, True])
 @pytest.mark.parametrize("io_t", [I8, I16])
 @pytest.mark.parametrize("kernel,stride,pad", [((2, 2), (1, 1), (0, 0, 0, 0)), ((3, 3), (2, 2), (1, 1, 1, 1)),
-                                               ((3, 2), (1, 2), (2, 0, 1, 0))])
-def test_avg_pool2d_equals_the_spec(io_t, kernel, stride, pad):
+                                               ((3, 2), (1, 2), (2, 0, 1, 0)), ((1, 1), (1, 1), (0, 0, 0, 0)),
+                                               ((7, 9), (1, 1), (0, 0, 0, 0)), ((4, 5), (3, 4), (3, 0, 4, 0))])
+def test_avg_pool2d_equals_the_spec(monkeypatch, zps, blocks, io_t, kernel, stride, pad):
+    """AVG_POOL2D's execute (the zero points folded into the rounding constant, the clip on the
+    sides a result can reach; the scaling in blocks or at once) against the spec's loops, values
+    at the type's extremes, zero points at theirs."""
+    from firmware_model.tosa_ops import tensor_ops
+    if blocks:
+        monkeypatch.setattr(tensor_ops, "POOL_SCALE_BLOCK", 7)
     n, ih, iw, c = 2, 7, 9, 3
     (ky, kx), (sy, sx), (pt, pb, pl, pr) = kernel, stride, pad
     # the parametrisation only holds shapes TOSA allows (a whole number of strides)
     assert not ((ih + pt + pb - ky) % sy or (iw + pl + pr - kx) % sx)
     oh, ow = (ih + pt + pb - ky) // sy + 1, (iw + pl + pr - kx) // sx + 1
-    izp, ozp = (int(RNG.integers(-128, 128)), int(RNG.integers(-128, 128))) if io_t == I8 else (0, 0)
+    if io_t != I8:
+        izp, ozp = 0, 0
+    elif zps == "random":
+        izp, ozp = int(RNG.integers(-128, 128)), int(RNG.integers(-128, 128))
+    else:
+        izp, ozp = zps
     specs = [TensorSpec((n, ih, iw, c), io_t), TensorSpec((1,), io_t), TensorSpec((1,), io_t)]
     execute = plan("AVG_POOL2D", specs, TensorSpec((n, oh, ow, c), io_t),
                    dict(kernel=list(kernel), stride=list(stride), pad=list(pad), acc_type=int(I32)),

@@ -335,8 +335,9 @@ def test_table_output_shape_mismatch_is_an_error(out_shape):
 
 def test_rescale_rules_are_looked_at_whenever_one_may_hold():
     """RESCALE checks its thirteen ERROR_IFs on zero points, signedness and rounding only when
-    _rescale_rules_may_fail says one may hold: over every type pair, zero-point sample, flag and
-    rounding mode, whenever a rule holds (_check_rescale_rules raises) the guard is True."""
+    _rescale_rules_may_fail says one may hold and _rescale_rule_holds that one does: over every type
+    pair, zero-point sample, flag and rounding mode, whenever a rule holds (_check_rescale_rules
+    raises) both guards are True, and _rescale_rule_holds is False whenever none does."""
     import itertools
 
     from firmware_model.errors import TosaError
@@ -348,10 +349,13 @@ def test_rescale_rules_are_looked_at_whenever_one_may_hold():
     for (in_t, out_t), izp, ozp, in_u, out_u, scale32, mode in itertools.product(
             rt.RESCALE_TYPES, (0, 1, -1, 32768), (0, 1, -1, 32768), (False, True), (False, True), (False, True),
             (numerics.SINGLE_ROUND, numerics.DOUBLE_ROUND, numerics.INEXACT_ROUND)):
+        case = (in_t, out_t, izp, ozp, in_u, out_u, scale32, mode)
         try:
             rt._check_rescale_rules(call, in_t, out_t, izp, ozp, in_u, out_u, scale32, mode)
         except TosaError:
             held += 1
-            assert rt._rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, mode), \
-                (in_t, out_t, izp, ozp, in_u, out_u, scale32, mode)
+            assert rt._rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, mode), case
+            assert rt._rescale_rule_holds(*case), case
+        else:
+            assert not rt._rescale_rule_holds(*case), case
     assert held > 1000
