@@ -32,6 +32,14 @@ the end of t+1 (the trees combined, plus the old value); the accumulator read po
 to that write, so a vector for the same accumulator in t+1, or an `rd_addr` in t+1, sees the new
 value. LATENCY (2) is the clocks from a beat to its write. No data-dependent stalls.
 
+Window mode (`window=True`, for MacMode.DEPTHWISE): a register of `cols` words of factors, each
+word one input pixel's cols int8 channels minus the zero point. `win_shift` shifts the clock's `x`
+word in at lane 0 (the older words move up a lane); lanes at or past `win_len` hold zero. A beat
+with `dw` set takes, for row r, lane l's factor from channel r mod cols of window word l (the
+window as shifted in that clock): the rows become channels and the lanes a run of input pixels
+along the row, and the weight block holds each channel's taps (firmware_model.golden.mac_unit.
+depthwise_sums). int8 only.
+
 The arithmetic is firmware_model.golden.mac_unit's (`mac_block_sums`, `accumulate`); the unit bench
 (tests/test_unit_mac_array.py) checks it against those functions.
 """
@@ -74,7 +82,8 @@ def vector_layout(cols: int, depth: int) -> data.StructLayout:
 class MacArray(wiring.Component):
     """rows x cols MACs and `depth` accumulator words of rows int48 lanes."""
 
-    def __init__(self, rows: int, cols: int, depth: int, output_port: bool = False, prefetch: bool = False):
+    def __init__(self, rows: int, cols: int, depth: int, output_port: bool = False, prefetch: bool = False,
+                 window: bool = False):
         if cols < 2 or cols & (cols - 1):
             raise ValueError(f"cols = {cols}: the MAC array needs a power of two >= 2 (int16 lane pairs)")
         if not 1 <= rows <= 64 or cols > 64:
@@ -82,6 +91,7 @@ class MacArray(wiring.Component):
         self.rows, self.cols, self.depth = rows, cols, depth
         self.output_port = output_port
         self.prefetch = prefetch
+        self.window = window
         # The accumulator SRAM (a bench may load or read it by backdoor).
         self.acc_mem = memory.Memory(shape=unsigned(ACC_BITS * rows), depth=depth, init=[])
         members = {
@@ -102,6 +112,10 @@ class MacArray(wiring.Component):
             # vectors stream past the active one; `swap` makes it the active block (next clock).
             members["w_shadow"] = In(1)
             members["swap"] = In(1)
+        if window:
+            members["dw"] = In(1)
+            members["win_shift"] = In(1)
+            members["win_len"] = In(range(cols + 1))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -142,6 +156,26 @@ class MacArray(wiring.Component):
             int16_factor = byte.as_signed() if c % 2 else byte.as_unsigned()
             m.d.comb += xc.eq(Mux(x.int16, int16_factor, byte.as_signed() - x.zp))
             xs.append(xc)
+        # per row: the broadcast word's factors, or (window mode, dw) the window's channel r
+        row_xs = [xs] * rows
+        if self.window:
+            win = [[Signal(signed(10), name=f"win_{l}_{c}") for c in range(cols)] for l in range(cols)]
+            view = [[Signal(signed(10), name=f"wview_{l}_{c}") for c in range(cols)] for l in range(cols)]
+            for lane in range(cols):
+                newer = xs if lane == 0 else win[lane - 1]
+                inside = lane < self.win_len
+                for c in range(cols):
+                    m.d.comb += view[lane][c].eq(Mux(inside, Mux(self.win_shift, newer[c], win[lane][c]), 0))
+                    with m.If(self.win_shift):
+                        m.d.sync += win[lane][c].eq(view[lane][c])
+            row_xs = []
+            for r in range(rows):
+                per_lane = []
+                for lane in range(cols):
+                    f = Signal(signed(10), name=f"xr_{r}_{lane}")
+                    m.d.comb += f.eq(Mux(self.dw, view[lane][r % cols], xs[lane]))
+                    per_lane.append(f)
+                row_xs.append(per_lane)
 
         # ---- products and two balanced adder trees per row (even lanes, odd lanes) ----
         # The two trees' results are registered separately and combined (int16: odd << 8) in the
@@ -152,7 +186,7 @@ class MacArray(wiring.Component):
             prods = []
             for c in range(cols):
                 prod = Signal(signed(PRODUCT_BITS), name=f"p_{r}_{c}")
-                m.d.comb += prod.eq(xs[c] * weights[r][c])
+                m.d.comb += prod.eq(row_xs[r][c] * weights[r][c])
                 prods.append(prod)
             even = self._tree(m, prods[0::2], f"e_{r}")
             odd = self._tree(m, prods[1::2], f"o_{r}")

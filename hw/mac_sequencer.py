@@ -13,6 +13,12 @@ Loop order (weight-stationary, accumulators in SRAM), for each block of `rows` o
 The timing is fixed by this loop and nothing else (no data-dependent stalls), so
 `firmware_model.arch.cycle_model.mac_command_cycles` predicts it exactly; docs/isa.md gives the formula.
 
+MacMode DEPTHWISE runs the same loop with the array in window mode (hw/mac_array.py): a step is a
+kernel row and a window pass (cycle_model.depthwise_passes) instead of a kernel position and a
+channel block, and its stream reads the input words of each output row one a clock, in order,
+shifting each into the window: the pass's length for the row's first pixel, then STRIDE_W per
+pixel, a beat when a pixel's last word arrives (cycle_model.depthwise_stream_clocks).
+
 MacMode CONV2D and MATMUL; int8 inputs (int32 accumulator: the sum and the bias add wrap at 32
 bits) and int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per
 word, IFM_ZP 0; the bias add saturates to int48 once); results rescaled to int8/int16/int32, with
@@ -26,7 +32,7 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import OutMode, Status
+from firmware_model.arch.isa import MacMode, OutMode, Status
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.checks import MAC_RTL_GAPS, MAC_RULES
@@ -97,7 +103,7 @@ class MacSequencer(wiring.Component):
         op = SimpleNamespace(**{name: Signal(32, name=f"op_{name}") for name in LATCHED})
 
         # The MAC array holds the accumulator SRAM (acc_depth words of R int48 lanes).
-        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth, output_port=True, prefetch=True)
+        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth, output_port=True, prefetch=True, window=True)
         half = cfg.acc_depth // 2
 
         # ---- operation parameters, latched at SETUP/CHECK ----
@@ -112,6 +118,12 @@ class MacSequencer(wiring.Component):
         esize = Signal(4)
         rescale_on = Signal()
         int16 = Signal()            # IFM_DTYPE is INT16: the array's int16 x int8 mode
+        dwm = Signal()              # MacMode.DEPTHWISE: the array's window mode
+        n_kx = Signal(32)           # steps along the kernel row: KERNEL_W, or the window passes
+        span = Signal(32)           # DEPTHWISE: input pixels the kernel row's taps span
+        rem = Signal(32)            # DEPTHWISE: span left from this pass on
+        win_len = Signal(range(L + 1))
+        need = Signal(32)           # DEPTHWISE: words still to read for the stream's next beat
 
         # ---- loop state ----
         ocb = Signal(32)
@@ -149,6 +161,12 @@ class MacSequencer(wiring.Component):
             mac.x.payload.zp.eq(op.ifm_zp[:9].as_signed()),
             mac.x.payload.int16.eq(int16),
         ]
+
+        m.d.comb += win_len.eq(Mux(rem < L, rem, L))
+        m.d.comb += [mac.dw.eq(dwm), mac.win_len.eq(win_len)]
+        s1_shift = Signal()
+        m.d.sync += s1_shift.eq(0)
+        m.d.comb += mac.win_shift.eq(s1_shift)
 
         # ---- accumulate pipeline: clock t issues the input read of pixel p; t+1 has the vector
         # and hands it to the MAC array (which reads acc[p] then); the array writes acc[p] at the
@@ -297,7 +315,7 @@ class MacSequencer(wiring.Component):
         loaded = Signal()
         has_next = Signal()        # the step about to stream is not its block's last
         start_loader = Signal()
-        m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= op.kernel_w) & (ky + 1 >= op.kernel_h)))
+        m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= n_kx) & (ky + 1 >= op.kernel_h)))
         with m.If(start_loader):
             m.d.sync += [kl.eq(0), kl_base.eq(wblk + R), loading.eq(has_next)]
         with m.Elif(loading):
@@ -341,6 +359,9 @@ class MacSequencer(wiring.Component):
                 # running command, and the wide register file stays out of the per-clock logic.
                 m.d.sync += [getattr(op, name).eq(getattr(regs, name)) for name in LATCHED]
                 m.d.sync += int16.eq(regs.ifm_dtype == DType.INT16)
+                # (24-bit operands: a span the weight-range rule accepts is below 2^24)
+                m.d.sync += [dwm.eq(mode == MacMode.DEPTHWISE),
+                             span.eq(((regs.kernel_w[:24] - 1) * regs.dilation_w[:24] + 1)[:32])]
                 m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += self.busy.eq(1)
@@ -348,7 +369,10 @@ class MacSequencer(wiring.Component):
                     row_step.eq(op.stride_h * row_words),
                     pix_step.eq(op.stride_w * pix_words),
                     ky_step.eq(op.dilation_h * row_words),
-                    kx_step.eq(op.dilation_w * pix_words),
+                    # a DEPTHWISE pass starts mac.cols pixels after the one before
+                    kx_step.eq(Mux(dwm, pix_words << lg_l, op.dilation_w * pix_words)),
+                    n_kx.eq(Mux(dwm, (span + (L - 1)) >> lg_l, op.kernel_w)),
+                    rem.eq(span),
                     ocb.eq(0), ky.eq(0), kx.eq(0), icb.eq(0), k.eq(0),
                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0),
                     wblk.eq(op.wgt_addr >> lg_l),
@@ -367,7 +391,7 @@ class MacSequencer(wiring.Component):
                 m.d.sync += k.eq(k + 1)
                 with m.If(k == R):
                     m.d.sync += [k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
-                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb)]
+                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len)]
                     m.d.comb += start_loader.eq(1)
                     m.next = "STREAM"
             with m.State("SWAP"):
@@ -376,21 +400,29 @@ class MacSequencer(wiring.Component):
                 with m.If(loaded):
                     m.d.comb += [mac.swap.eq(1), start_loader.eq(1)]
                     m.d.sync += [loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
-                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb)]
+                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len)]
                     m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += self.busy.eq(1)
-                m.d.sync += [s1_valid.eq(1), s1_p.eq(p + Mux(acc_half, half, 0)), s1_first.eq(first_step),
-                             p.eq(p + 1)]
-                last_x = ox + 1 == op.ofm_w
-                with m.If(last_x):
-                    m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
-                                 pix_ptr.eq(row_ptr + row_step)]
-                    with m.If(oy + 1 == op.ofm_h):
-                        m.d.sync += drain.eq(0)
-                        m.next = "STREAM_TAIL"
+                # CONV2D/MATMUL: a pixel's vector every clock. DEPTHWISE: the row's words in order,
+                # each shifted into the window; a beat with a pixel's last word.
+                beat = Signal()
+                m.d.comb += beat.eq(~dwm | (need == 1))
+                m.d.sync += [s1_valid.eq(beat), s1_shift.eq(dwm), s1_p.eq(p + Mux(acc_half, half, 0)),
+                             s1_first.eq(first_step)]
+                with m.If(~beat):
+                    m.d.sync += [need.eq(need - 1), pix_ptr.eq(pix_ptr + pix_words)]
                 with m.Else():
-                    m.d.sync += [ox.eq(ox + 1), pix_ptr.eq(pix_ptr + pix_step)]
+                    m.d.sync += [p.eq(p + 1), need.eq(op.stride_w)]
+                    last_x = ox + 1 == op.ofm_w
+                    with m.If(last_x):
+                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
+                                     pix_ptr.eq(row_ptr + row_step), need.eq(win_len)]
+                        with m.If(oy + 1 == op.ofm_h):
+                            m.d.sync += drain.eq(0)
+                            m.next = "STREAM_TAIL"
+                    with m.Else():
+                        m.d.sync += [ox.eq(ox + 1), pix_ptr.eq(pix_ptr + Mux(dwm, pix_words, pix_step))]
             with m.State("STREAM_TAIL"):
                 # two clocks: the last pixel's MAC, then its accumulator write
                 m.d.comb += self.busy.eq(1)
@@ -403,11 +435,11 @@ class MacSequencer(wiring.Component):
                 with m.If(icb + 1 < op.ifm_cblocks):
                     m.d.sync += icb.eq(icb + 1)
                     m.next = "SWAP"
-                with m.Elif(kx + 1 < op.kernel_w):
-                    m.d.sync += [icb.eq(0), kx.eq(kx + 1), kx_base.eq(kx_base + kx_step)]
+                with m.Elif(kx + 1 < n_kx):
+                    m.d.sync += [icb.eq(0), kx.eq(kx + 1), kx_base.eq(kx_base + kx_step), rem.eq(rem - L)]
                     m.next = "SWAP"
                 with m.Elif(ky + 1 < op.kernel_h):
-                    m.d.sync += [icb.eq(0), kx.eq(0), ky.eq(ky + 1),
+                    m.d.sync += [icb.eq(0), kx.eq(0), ky.eq(ky + 1), rem.eq(span),
                                  ky_base.eq(ky_base + ky_step), kx_base.eq(ky_base + ky_step)]
                     m.next = "SWAP"
                 with m.Else():
@@ -428,7 +460,7 @@ class MacSequencer(wiring.Component):
                 with m.If(~oe_busy):
                     m.d.comb += oe_start.eq(1)
                     with m.If(more_ocb):
-                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0),
+                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0), rem.eq(span),
                                      ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1),
                                      acc_half.eq(acc_half ^ overlap)]
                         with m.If(overlap):
@@ -497,7 +529,7 @@ class MacSequencer(wiring.Component):
                 m.d.sync += drain.eq(drain + 1)
                 with m.If(drain == OUTPUT_DRAIN - 1):
                     with m.If(more_ocb):
-                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0),
+                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0), rem.eq(span),
                                      ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1)]
                         m.next = "W_LOAD"
                     with m.Else():

@@ -3,9 +3,11 @@ RESCALE, CLAMP) fused.
 
 Lowering: CONV2D / DEPTHWISE_CONV2D (channel multiplier 1) [-> RESCALE [-> CLAMP]] with int8 input
 and weights and constant weights, bias and zero points, when the intermediate tensors feed
-nothing else. A depthwise tile is an ordinary MAC command over the one input word that holds its
-channels, with block-diagonal weights (the off-diagonal entries equal the weight zero point and
-so contribute nothing): no separate datapath, at the cost of using one lane per row.
+nothing else. A depthwise tile's input box holds only its own channels (one word a pixel). An int8
+depthwise layer runs in the array's DEPTHWISE mode (`window_mode`: rows are channels, the lanes a
+window of input pixels along the row, docs/isa.md); int16 inputs, and arrays with fewer rows than
+lanes, take the block-diagonal CONV2D form (the off-diagonal weights equal the weight zero point
+and so contribute nothing), one lane per row.
 
 Width unfolding (`NpuConv.unfolded`): when a word holds the channels of two or more input pixels,
 the layer runs over its input unfolded along the width (a word holds u = mac.cols // C pixels'
@@ -40,11 +42,12 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
                                round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, load_table, only_consumer, table_fits
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
-from firmware_model.golden.mac_unit import lanes_per_word
+from firmware_model.golden.mac_unit import depthwise_window, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import (dma_busy_cycles, element_write_clocks, mac_command_cycles,
-                                             mac_vector_cycles, uses_vector_output)
+from firmware_model.arch.cycle_model import (depthwise_passes, depthwise_stream_clocks, dma_busy_cycles,
+                                             element_write_clocks, mac_command_cycles, mac_vector_cycles,
+                                             uses_vector_output)
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -126,6 +129,28 @@ class NpuConv(NpuOperation):
     def lanes(self, cfg: NpuConfig) -> int:
         """Input channels in one SRAM word."""
         return lanes_per_word(cfg.mac_cols, self.ifm_dtype)
+
+    def window_mode(self, cfg: NpuConfig) -> bool:
+        """Does the layer run in the MAC array's DEPTHWISE mode (docs/isa.md): rows are channels,
+        lanes a window of input pixels along the row? For int8 depthwise layers when a block of
+        rows covers a word's channels (mac.rows >= mac.cols); else the block-diagonal CONV2D form,
+        one lane per row."""
+        return self.depthwise and self.ifm_dtype == DType.INT8 and cfg.mac_rows >= cfg.mac_cols
+
+    def mac_steps(self, cfg: NpuConfig) -> int:
+        """Reduction steps (weight blocks) per block of output channels."""
+        kh, kw = self.kernel
+        if self.window_mode(cfg):
+            return kh * len(depthwise_passes(cfg, kw, self.dilation[1]))
+        return kh * kw * (1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)))
+
+    def mac_streams(self, cfg: NpuConfig, th: int, tw: int) -> list[int]:
+        """Each step's stream clocks for a th x tw tile (cycle_model.mac_block_cycles)."""
+        kh, kw = self.kernel
+        if self.window_mode(cfg):
+            return kh * [depthwise_stream_clocks(th, tw, self.stride[1], n)
+                         for n in depthwise_passes(cfg, kw, self.dilation[1])]
+        return self.mac_steps(cfg) * [th * tw]
 
     @property
     def kernel(self) -> tuple[int, int]:
@@ -211,8 +236,9 @@ class NpuConv(NpuOperation):
         in_h = (th - 1) * sh + (kh - 1) * dh + 1
         in_w = (tw - 1) * sw + (kw - 1) * dw + 1
         opix = round_up(tc * self.out_dtype.size_bytes, L)
-        wcb = 1 if self.depthwise else cb
-        return ConvGeometry(in_h, in_w, in_h * in_w * cb * L, ceil_div(tc, R) * kh * kw * wcb * R * L, tc,
+        if self.depthwise:
+            cb = 1          # a depthwise tile's box holds only its own channels' word
+        return ConvGeometry(in_h, in_w, in_h * in_w * cb * L, ceil_div(tc, R) * self.mac_steps(cfg) * R * L, tc,
                             opix, th * tw * opix, th * tw)
 
     @staticmethod
@@ -232,6 +258,12 @@ class NpuConv(NpuOperation):
         spatial = n * ceil_div(oh, th) * ceil_div(ow, tw)
         slices = ceil_div(oc, tc)
         in_per_tile = g.in_h * g.in_w * ic * self.ifm_dtype.size_bytes
+        if self.depthwise:
+            # each channel slice loads its own channels' box: the whole input once per spatial tile
+            in_per_tile = g.in_h * g.in_w * tc * self.ifm_dtype.size_bytes
+            w_total = g.weight_bytes * slices + slices * tc * PARAM_RECORD_BYTES
+            out_total = n * oh * ow * oc * self.out_dtype.size_bytes
+            return spatial * slices * in_per_tile + w_total + out_total, "channels-outer"
         w_total = g.weight_bytes * slices + slices * tc * PARAM_RECORD_BYTES
         out_total = n * oh * ow * oc * self.out_dtype.size_bytes
         # spatial-outer: the input box stays while every channel slice runs over it
@@ -257,19 +289,21 @@ class NpuConv(NpuOperation):
         slices = ceil_div(oc, tc)
         tiles = spatial * slices
         n_ocb = ceil_div(tc, R)
-        steps = kh * kw * (1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)))
         pixels = th * tw
         if uses_vector_output(self.out_dtype, self.stage.lut_mode):
             # pixels start on words (the output pixel stride is a whole number of words): the
             # formula's word count without mac_command_cycles' per-pixel addresses
-            mac = mac_vector_cycles(cfg, pixels, steps,
+            mac = mac_vector_cycles(cfg, pixels, self.mac_streams(cfg, th, tw),
                                     [pixels * ceil_div(min(R, tc - b * R) * esize, W) for b in range(n_ocb)])
         else:
+            window = self.window_mode(cfg)
             mac = mac_command_cycles(cfg, ofm_h=th, ofm_w=tw, ofm_c=tc, kernel_h=kh, kernel_w=kw,
-                                     ifm_cblocks=steps // (kh * kw), write_clocks=element_write_clocks(cfg, esize))
+                                     ifm_cblocks=1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)),
+                                     write_clocks=element_write_clocks(cfg, esize), depthwise=window,
+                                     stride_w=self.stride[1], dilation_w=self.dilation[1])
 
         pix = g.in_bytes // (g.in_h * g.in_w)
-        row_bytes = self.in_shape[3] * self.ifm_dtype.size_bytes
+        row_bytes = (tc if self.depthwise else self.in_shape[3]) * self.ifm_dtype.size_bytes
         load_in = dma_busy_cycles(cfg, Sram.INPUT, sram_addr=0, len0=row_bytes, len1=g.in_w, len2=g.in_h,
                                   sram_stride1=pix, sram_stride2=g.in_w * pix)
         if row_bytes != pix or any(self.pad):
@@ -343,12 +377,15 @@ class NpuConv(NpuOperation):
         lanes = self.lanes(cfg)
         _, kh, kw, wic = self.weights.shape
         n_ocb = ceil_div(tc, R)
+        if self.window_mode(cfg):
+            return self.window_blocks(cfg, c0, tc)
         if self.depthwise:
-            # Block-diagonal: row r holds channel c0+r's weight in lane (c0+r) % lanes, every
-            # other entry the weight zero point, which adds nothing: one input word feeds the rows.
+            # Block-diagonal: row r holds channel c0+r's weight in lane r (the tile's input box
+            # holds its own channels from lane 0), every other entry the weight zero point, which
+            # adds nothing: one input word feeds the rows.
             w = np.full((n_ocb * R, kh, kw, 1, lanes), self.weight_zp, dtype=np.int8)
             rows = np.arange(tc)
-            w[rows, :, :, 0, (c0 + rows) % lanes] = self.weights[c0:c0 + tc, :, :, 0]
+            w[rows, :, :, 0, rows] = self.weights[c0:c0 + tc, :, :, 0]
             cb = 1
         else:
             cb = ceil_div(wic, lanes)
@@ -359,6 +396,25 @@ class NpuConv(NpuOperation):
             w = np.concatenate([w, np.zeros(w.shape[:-1] + (L - lanes,), np.int8)], axis=-1)
         blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
         return np.ascontiguousarray(blocks).tobytes()
+
+    def window_blocks(self, cfg: NpuConfig, c0: int, tc: int) -> bytes:
+        """Weights of channels [c0, c0+tc) for the DEPTHWISE mode: a block of rows x cols per
+        kernel row and window pass, row r channel c0+r, lane l the tap the window's lane l holds
+        in that pass (mac_unit.depthwise_window: pass j lane l sees input pixel j*cols +
+        length_j - 1 - l of the row's span, where tap kx sits at kx*DILATION_W); every other
+        entry the weight zero point (adds nothing)."""
+        R, L = cfg.mac_rows, cfg.mac_cols
+        _, kh, kw, _ = self.weights.shape
+        dw = self.dilation[1]
+        offset, inside = depthwise_window(cfg, kw, dw)
+        passes = len(offset)
+        w = np.full((kh, passes, R, L), self.weight_zp, dtype=np.int8)
+        taps = self.weights[c0:c0 + tc, :, :, 0]                      # (tc, kh, kw)
+        for j in range(passes):
+            for lane in range(L):
+                if inside[j, lane] and offset[j, lane] % dw == 0:
+                    w[:, j, :tc, lane] = taps[:, :, offset[j, lane] // dw].T
+        return np.ascontiguousarray(w).tobytes()
 
     def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
         unfolded = self.unfolded(cfg)
@@ -412,8 +468,8 @@ class NpuConv(NpuOperation):
         dh, dw = self.dilation
         pt, _, pl, _ = self.pad
         lanes = self.lanes(cfg)
-        cb = ceil_div(C, lanes)
-        pix = cb * L
+        cb = 1 if self.depthwise else ceil_div(C, lanes)
+        pix = cb * L                   # a pixel in the input box (a depthwise tile: its channels' word)
         isize = self.ifm_dtype.size_bytes
         row_bytes = C * isize          # one pixel's channels in external memory
         esize = self.out_dtype.size_bytes
@@ -432,7 +488,7 @@ class NpuConv(NpuOperation):
             nonlocal n_in, n_w
             g = self.geometry(cfg, t.th, t.tw, t.tc)
             iy0, ix0 = t.y0 * sh - pt, t.x0 * sw - pl
-            key = (t.n, iy0, ix0, g.in_h, g.in_w)
+            key = (t.n, iy0, ix0, g.in_h, g.in_w, t.c0 if self.depthwise else 0)
             in_slot = next((s for s, v in resident_in.items() if v == key), None)
             if in_slot is None:
                 in_slot = n_in % plan.buffers
@@ -446,16 +502,18 @@ class NpuConv(NpuOperation):
                     uy, ux = self.upsample
                     ry0, ry1 = _real_range(iy0, g.in_h, H, uy)
                     rx0, rx1 = _real_range(ix0, g.in_w, W, ux)
-                    whole = (uy == ux == 1 and row_bytes == pix and ry0 * uy == iy0 and rx0 * ux == ix0
+                    # the bytes of a pixel the box takes: all its channels, or a depthwise tile's
+                    run, first = (t.tc * isize, t.c0 * isize) if self.depthwise else (row_bytes, 0)
+                    whole = (uy == ux == 1 and run == pix and ry0 * uy == iy0 and rx0 * ux == ix0
                              and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
                     if not whole:
                         w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes,
                               value=self.input_zp & 0xFF)
                     if ry1 > ry0 and rx1 > rx0:
                         w.dma(Opcode.DMA_LOAD, Sram.INPUT,
-                              ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * row_bytes,
+                              ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * row_bytes + first,
                               sram_addr=in_addr + ((ry0 * uy - iy0) * g.in_w + (rx0 * ux - ix0)) * pix,
-                              len0=row_bytes, len1=rx1 - rx0, len2=ry1 - ry0,
+                              len0=run, len1=rx1 - rx0, len2=ry1 - ry0,
                               ext_s1=row_bytes, ext_s2=W * row_bytes, sram_s1=ux * pix,
                               sram_s2=uy * g.in_w * pix)
             w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
@@ -487,10 +545,8 @@ class NpuConv(NpuOperation):
             in_slot, w_slot, _ = slots[k]
             in_addr = bufs[Sram.INPUT][in_slot]
             out_addr = bufs[Sram.OUTPUT][k % plan.buffers]
-            # Depthwise: the MAC reads only the word holding the tile's channels.
-            word = (t.c0 // lanes) * L if self.depthwise else 0
             regs = {
-                Reg.IFM_ADDR: in_addr + word, Reg.IFM_ROW_STRIDE: g.in_w * pix, Reg.IFM_PIX_STRIDE: pix,
+                Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: g.in_w * pix, Reg.IFM_PIX_STRIDE: pix,
                 Reg.IFM_CBLOCKS: 1 if self.depthwise else cb, Reg.IFM_ZP: self.input_zp,
                 Reg.IFM_DTYPE: int(self.ifm_dtype),
                 Reg.WGT_ADDR: bufs[Sram.WEIGHT][w_slot], Reg.WGT_ZP: self.weight_zp,
@@ -509,7 +565,8 @@ class NpuConv(NpuOperation):
                     slots[k + 1] = load(tiles[k + 1])
                     ahead = slots[k + 1][2]
                 slack = stored + ahead
-            mac_index = w.emit(Opcode.MAC, MacMode.CONV2D, slack)
+            mode = MacMode.DEPTHWISE if self.window_mode(cfg) else MacMode.CONV2D
+            mac_index = w.emit(Opcode.MAC, mode, slack)
             before = w.dma_count
             w.dma(Opcode.DMA_STORE, Sram.OUTPUT,
                   ext=ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize,

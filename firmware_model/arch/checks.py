@@ -169,14 +169,27 @@ def output_stage_rules(bypassed=None) -> tuple[Rule, ...]:
                  for rule in rules)
 
 
+def depthwise_pass_count(x, r, cfg: NpuConfig):
+    """Window passes per kernel row of a DEPTHWISE command (cycle_model.depthwise_passes):
+    ceil(((KERNEL_W - 1) * DILATION_W + 1) / mac.cols), saturating with the span."""
+    span = _mul(x, r.kernel_w - 1, r.dilation_w) + 1
+    return (span + (cfg.mac_cols - 1)) >> (cfg.mac_cols.bit_length() - 1)
+
+
 def _mac_raw48(x, r):
     return x.all(r.ofm_dtype == DType.INT48, x.not_(x.flag(r.out_mode, _RESCALE)))
 
 
 # ---- MAC (docs/isa.md, "The MAC command"), in the order the checks apply ----
 MAC_RULES: tuple[Rule, ...] = (
-    Rule("mode", Status.BAD_MODE, "the mode is CONV2D or MATMUL", ("sub",),
-         lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.MATMUL))),
+    Rule("mode", Status.BAD_MODE, "the mode is CONV2D, DEPTHWISE or MATMUL", ("sub",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.DEPTHWISE, MacMode.MATMUL))),
+    Rule("depthwise operands", Status.BAD_MODE,
+         "a DEPTHWISE command takes int8 inputs, one input word per pixel (IFM_CBLOCKS = 1) and at most "
+         "min(mac.rows, mac.cols) output channels (row r reads channel r of the window's words)",
+         ("sub", "IFM_DTYPE", "IFM_CBLOCKS", "OFM_C"),
+         lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE, x.any(
+             r.ifm_dtype != DType.INT8, r.ifm_cblocks != 1, r.ofm_c > min(cfg.mac_rows, cfg.mac_cols)))),
     Rule("input type", Status.BAD_MODE, "IFM_DTYPE is INT8 or INT16", ("IFM_DTYPE",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_dtype, DType.INT8, DType.INT16))),
     Rule("int16 zero point", Status.BAD_MODE, "int16 inputs take no input zero point (IFM_ZP = 0)",
@@ -212,9 +225,12 @@ MAC_RULES: tuple[Rule, ...] = (
          + _mul(x, _mul(x, r.ofm_w - 1, r.stride_w) + _mul(x, r.kernel_w - 1, r.dilation_w), r.ifm_pix_stride)
          + _mul(x, r.ifm_cblocks, cfg.word_bytes) > cfg.input_sram),
     Rule("weight range", Status.ADDRESS_RANGE,
-         "the weight blocks lie inside the weight SRAM", ("WGT_ADDR", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS"),
+         "the weight blocks lie inside the weight SRAM (a DEPTHWISE command: one block per kernel row and "
+         "window pass)", ("sub", "WGT_ADDR", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS", "DILATION_W"),
          lambda x, r, sub, cfg: r.wgt_addr + _mul(x, (r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows, r.kernel_h,
-                                                  r.kernel_w, r.ifm_cblocks, cfg.mac_rows * cfg.word_bytes)
+                                                  x.mux(sub == MacMode.DEPTHWISE, depthwise_pass_count(x, r, cfg),
+                                                        _mul(x, r.kernel_w, r.ifm_cblocks)),
+                                                  cfg.mac_rows * cfg.word_bytes)
          > cfg.weight_sram),
     Rule("record range", Status.ADDRESS_RANGE,
          "the tile's parameter records (PARAM_ADDR, one per output channel) lie inside the parameter SRAM",

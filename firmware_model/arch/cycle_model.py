@@ -237,7 +237,8 @@ def element_write_clocks(cfg: NpuConfig, element_bytes: int) -> int:
 def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
                        kernel_w: int, ifm_cblocks: int, write_clocks: int = 1, vector: bool = False,
                        ofm_addr: int = 0, ofm_row_stride: int = 0, ofm_pix_stride: int = 0,
-                       element_bytes: int = 1) -> int:
+                       element_bytes: int = 1, depthwise: bool = False, stride_w: int = 1,
+                       dilation_w: int = 1) -> int:
     """Clocks of a MAC command from its start to its done pulse.
 
     Per block of `rows` output channels: the reduction steps (kernel position x input-channel
@@ -251,36 +252,60 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
       block's accumulation when the tile fits half the accumulators (the blocks alternate
       halves), else the next block waits for it; each hand-over takes a clock, and the command
       ends when the engine has finished the last block.
+
+    A `depthwise` command (MacMode.DEPTHWISE) takes a step per kernel row and window pass
+    (depthwise_passes), each streaming its input words (depthwise_stream_clocks) instead of one
+    vector per pixel.
     """
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
-    steps = kernel_h * kernel_w * ifm_cblocks
+    if depthwise:
+        streams = kernel_h * [depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n)
+                              for n in depthwise_passes(cfg, kernel_w, dilation_w)]
+    else:
+        streams = kernel_h * kernel_w * ifm_cblocks * [pixels]
     n_ocb = -(-ofm_c // rows)
     if not vector:
-        return (MAC_FIXED + n_ocb * (mac_block_cycles(cfg, pixels, steps) + pixels + MAC_OUTPUT_DRAIN)
+        return (MAC_FIXED + n_ocb * (mac_block_cycles(cfg, streams) + pixels + MAC_OUTPUT_DRAIN)
                 + pixels * ofm_c * write_clocks)
     pix = (ofm_addr + np.arange(ofm_h, dtype=np.int64)[:, None] * ofm_row_stride
            + np.arange(ofm_w, dtype=np.int64)[None, :] * ofm_pix_stride)
     words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
                                     min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]
-    return mac_vector_cycles(cfg, pixels, steps, words)
+    return mac_vector_cycles(cfg, pixels, streams, words)
 
 
-def mac_block_cycles(cfg: NpuConfig, pixels: int, steps: int) -> int:
-    """One block of output channels' accumulation: the first step's weight load (rows + 1), each
-    step's pass over the pixels (P + 2, the accumulate pipeline) and its advance (1), and between
-    steps the swap to the prefetched weights (1), or the rest of the next block's load (rows + 1
-    clocks from the pass's start) when the pass is shorter."""
+def depthwise_passes(cfg: NpuConfig, kernel_w: int, dilation_w: int) -> list[int]:
+    """The window passes of a DEPTHWISE command's kernel row: the row's taps span
+    (KERNEL_W - 1) * DILATION_W + 1 input pixels, taken mac.cols pixels (the window's lanes) a
+    pass; the length of each pass, in input pixels."""
+    L = cfg.mac_cols
+    span = (kernel_w - 1) * dilation_w + 1
+    return [min(L, span - j) for j in range(0, span, L)]
+
+
+def depthwise_stream_clocks(ofm_h: int, ofm_w: int, stride_w: int, length: int) -> int:
+    """Input words a DEPTHWISE step reads, one a clock: per output row, the pass's `length`
+    words for the first pixel, then STRIDE_W more per pixel (the window shifts them in)."""
+    return ofm_h * (length + (ofm_w - 1) * stride_w)
+
+
+def mac_block_cycles(cfg: NpuConfig, streams: list[int]) -> int:
+    """One block of output channels' accumulation, from its steps' stream clocks (a CONV2D or
+    MATMUL step streams one input vector per output pixel, P; a DEPTHWISE step its input words):
+    the first step's weight load (rows + 1), each step's stream (S + 2, the accumulate pipeline)
+    and its advance (1), and between steps the swap to the prefetched weights (1), or the rest of
+    the next step's load (rows + 1 clocks from the stream's start) when the stream is shorter."""
     rows = cfg.mac_rows
-    return (rows + 1) + (steps - 1) * max(pixels + 4, rows + 2) + (pixels + 3)
+    return (rows + 1) + sum(max(s + 4, rows + 2) for s in streams[:-1]) + (streams[-1] + 3)
 
 
-def mac_vector_cycles(cfg: NpuConfig, pixels: int, steps: int, words: list[int]) -> int:
-    """A vector-path MAC command's clocks from its blocks' write words (`words[b]`: the output-SRAM
-    words block b's pixels touch): each block's accumulation, and the output engine's O_b =
-    words + the drain, beside the next block's accumulation when `pixels` fit half the
-    accumulators."""
-    block = mac_block_cycles(cfg, pixels, steps)
+def mac_vector_cycles(cfg: NpuConfig, pixels: int, streams: list[int], words: list[int]) -> int:
+    """A vector-path MAC command's clocks from its steps' stream clocks (mac_block_cycles) and its
+    blocks' write words (`words[b]`: the output-SRAM words block b's pixels touch): each block's
+    accumulation, and the output engine's O_b = words + the drain, beside the next block's
+    accumulation when `pixels` fit half the accumulators."""
+    block = mac_block_cycles(cfg, streams)
     drains = [w + MAC_VECTOR_DRAIN for w in words]
     overlap = pixels <= cfg.acc_depth // 2
     between = sum((1 + max(block, o)) if overlap else (2 + o + block) for o in drains[:-1])

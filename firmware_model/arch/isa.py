@@ -106,7 +106,7 @@ class Sram(enum.IntEnum):
 
 class MacMode(enum.IntEnum):
     CONV2D = 0      # every output channel sums over every input channel of the window
-    DEPTHWISE = 1   # output channel c sums over input channel c only (reserved in RTL v1)
+    DEPTHWISE = 1   # rows are channels, lanes a window of input pixels along the row (docs/isa.md)
     MATMUL = 2      # a 1x1 convolution whose weights were loaded at run time
 
 

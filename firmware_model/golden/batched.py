@@ -49,7 +49,8 @@ from __future__ import annotations
 import numpy as np
 
 from firmware_model.arch.config import ACC_BITS
-from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, Opcode, Reg, Sram, decode_param_records
+from firmware_model.arch.isa import (ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Opcode, Reg, Sram,
+                                     decode_param_records)
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.mac_unit import accumulate, accumulator_bound, exact_dot, lanes_per_word, record_operands
 from firmware_model.golden.memories import memory_bytes
@@ -679,7 +680,9 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
         while i < len(steps):
             step = steps[i]
             kind = step[0]
-            mac = kind == D.S_UNIT and step[2] == Opcode.MAC and step[5].stage is not None and _small(cfg, step)
+            # (a DEPTHWISE tile's rows read different channels: no shared input vectors; it runs as a step)
+            mac = (kind == D.S_UNIT and step[2] == Opcode.MAC and step[3] != MacMode.DEPTHWISE
+                   and step[5].stage is not None and _small(cfg, step))
             elt = kind == D.S_UNIT and step[2] == Opcode.ELTWISE and _small(cfg, step)
             if seg is None:
                 if kind in (D.S_DMA, D.S_FILL) or mac or elt:

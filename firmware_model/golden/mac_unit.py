@@ -38,8 +38,9 @@ import numpy as np
 
 from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.cycle_model import element_write_clocks, mac_command_cycles, uses_vector_output
-from firmware_model.arch.isa import ELEMENT_BYTES, PARAM_RECORD_BYTES, Sram, decode_param_records
+from firmware_model.arch.cycle_model import (depthwise_passes, element_write_clocks, mac_command_cycles,
+                                             uses_vector_output)
+from firmware_model.arch.isa import ELEMENT_BYTES, PARAM_RECORD_BYTES, MacMode, Sram, decode_param_records
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.memories import Memories, check_range
@@ -181,8 +182,10 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     hi = (word0 + ((oh - 1) * r.stride_h + (kh - 1) * r.dilation_h) * row_w
           + ((ow - 1) * r.stride_w + (kw - 1) * r.dilation_w) * pix_w + cb)
     check_range(cfg, Sram.INPUT, lo * L, hi * L, "MAC input")
+    depthwise = mode == MacMode.DEPTHWISE
+    steps = kh * (len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise else kw * cb)
     wword0 = r.wgt_addr // L
-    n_wwords = n_ocb * kh * kw * cb * R
+    n_wwords = n_ocb * steps * R
     check_range(cfg, Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
     p0 = r.param_addr
     check_range(cfg, Sram.PARAM, p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES, "MAC parameters")
@@ -200,8 +203,9 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
                                   write_clocks=element_write_clocks(cfg, esize),
                                   vector=uses_vector_output(ofm_dtype, r.lut_mode), ofm_addr=r.ofm_addr,
                                   ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
-                                  element_bytes=esize),
-        macs=n_ocb * kh * kw * cb * oh * ow * R * lanes_per_word(L, ifm_dtype),
+                                  element_bytes=esize, depthwise=depthwise, stride_w=r.stride_w,
+                                  dilation_w=r.dilation_w),
+        macs=n_ocb * steps * oh * ow * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
                          output=(first, last), lut=stage.lut_range if stage is not None else None),
@@ -221,6 +225,10 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
     n_ocb = -(-oc // R)
     esize = ELEMENT_BYTES[ofm_dtype]
+
+    if mode == MacMode.DEPTHWISE:
+        acc = depthwise_sums(cfg, mem, r, plan)
+        return _finish_mac(cfg, mem, regs, r, plan, acc, probe)
 
     # Input vectors: a strided view of the SRAM over the words mac_plan checked (the im2col
     # matrix without an index array).
@@ -245,7 +253,61 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
 
     # Products are exact; the accumulator lanes hold 48 bits.
     acc = accumulate(0, exact_dot(x, w))[:, :oc]                               # (P, oc)
+    return _finish_mac(cfg, mem, regs, r, plan, acc, probe)
 
+
+def depthwise_window(cfg: NpuConfig, kernel_w: int, dilation_w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where a DEPTHWISE command's weight lanes look: for each block of a kernel row (its window
+    passes, cycle_model.depthwise_passes) and lane l, the input pixel offset in the row's span,
+    pass j * mac.cols + (length_j - 1 - l) (the window's newest word is lane 0), and whether the
+    lane is inside the pass (lanes past its length hold nothing: they contribute zero).
+    Returns (offset, inside), both of shape (passes, mac.cols)."""
+    L = cfg.mac_cols
+    lengths = depthwise_passes(cfg, kernel_w, dilation_w)
+    lane = np.arange(L)
+    offset = np.array([j * L + n - 1 - lane for j, n in enumerate(lengths)], dtype=np.int64)
+    inside = np.array([lane < n for n in lengths])
+    return np.where(inside, offset, 0), inside
+
+
+def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan") -> np.ndarray:
+    """A DEPTHWISE command's accumulators (P, OFM_C), docs/isa.md: for each kernel row ky and
+    window pass j, row r of the block takes channel r mod mac.cols of the input words at the
+    window's lanes,
+        acc[p, r] += sum over lanes l < length_j of
+                     (x[oy*SH + ky*DH, ox*SW + offset_j(l), r mod cols] - IFM_ZP) * (w[ky, j][r, l] - WGT_ZP)
+    (depthwise_window gives offset_j and the lanes inside the pass), wrapped to int48."""
+    R, L = cfg.mac_rows, cfg.mac_cols
+    oh, ow, oc = plan.out_shape
+    kh = r.kernel_h
+    offset, inside = depthwise_window(cfg, r.kernel_w, r.dilation_w)
+    passes = len(offset)
+    span = (r.kernel_w - 1) * r.dilation_w + 1
+    row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
+    # The words each output pixel's window passes read, (oh, ow, kh, span, L) int8 bytes.
+    words = np.ndarray((oh, ow, kh, span, L), dtype=np.int8, buffer=mem.sram[Sram.INPUT],
+                       offset=(r.ifm_addr // L) * L,
+                       strides=(r.stride_h * row_b, r.stride_w * pix_b, r.dilation_h * row_b, pix_b, 1))
+    chan = np.arange(R) % L
+    # x[p, ky, j, l, row]: lanes outside a pass read offset 0 and are multiplied by zero below.
+    x = words[:, :, :, offset][..., chan].astype(np.float64).reshape(oh * ow, kh * passes * L, R)
+    x -= r.ifm_zp
+    wa, wb = plan.region.weight
+    w = mem.sram[Sram.WEIGHT][wa:wb].view(np.int8).reshape(kh, passes, R, L).astype(np.float64)
+    w -= r.wgt_zp
+    w *= inside[None, :, None, :]
+    w = w.transpose(0, 1, 3, 2).reshape(kh * passes * L, R)
+    # Each product is below 2^16 and a sum has fewer than 2^30 of them: float64 is exact.
+    acc = np.einsum("pkr,kr->pr", x, w).astype(np.int64)
+    return accumulate(0, acc)[:, :oc]
+
+
+def _finish_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], r: Registers, plan: "MacPlan",
+                acc: np.ndarray, probe) -> MacResult:
+    """The accumulators (P, OFM_C) through the bias add and the output stage into the output SRAM."""
+    ifm_dtype, ofm_dtype = DType(r.ifm_dtype), DType(r.ofm_dtype)
+    oh, ow, oc = plan.out_shape
+    esize = ELEMENT_BYTES[ofm_dtype]
     pa, pb = plan.region.param
     bias, multiplier, shift = decode_param_records(mem.sram[Sram.PARAM][pa:pb])
     value = finish_accumulator(acc, bias, ifm_dtype)
@@ -316,6 +378,11 @@ def prepare_mac(cfg: NpuConfig, regs: dict[int, int], mode: int, plan: MacPlan):
     execute_mac (tests/firmware_model/golden/test_decoded.py)."""
     from firmware_model.arch.isa import OUTPUT_STAGE_REGS
     from firmware_model.golden.output_stage import prepare_output_stage
+
+    if mode == MacMode.DEPTHWISE:
+        def run_depthwise(mem: Memories, probe=None) -> None:
+            execute_mac(cfg, mem, regs, mode, probe, plan)
+        return run_depthwise
 
     R, L = cfg.mac_rows, cfg.mac_cols
     r = Registers(regs)

@@ -152,6 +152,27 @@ def int16_table_past_int16_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
                        f"{DIRECTED_DRAWS} draws")
 
 
+def strided_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
+    """A random DEPTHWISE tile whose output rows have several pixels at a stride of 2 or more and
+    whose kernel row takes two or more window passes, the last shorter than the window (a random
+    draw of a few tiles may have none): drawn until one does, at most DIRECTED_DRAWS times."""
+    from firmware_model.arch.cycle_model import depthwise_passes
+    from firmware_model.arch.isa import MacMode
+    from sim.vectors.random_tiles import random_tile
+
+    for _ in range(DIRECTED_DRAWS):
+        t = random_tile(cfg, rng, tile_id)
+        regs = t["regs"]
+        if t["mode"] != MacMode.DEPTHWISE or regs[int(Reg.STRIDE_W)] < 2 or regs[int(Reg.OFM_W)] < 2:
+            continue
+        passes = depthwise_passes(cfg, regs[int(Reg.KERNEL_W)], regs[int(Reg.DILATION_W)])
+        if len(passes) >= 2 and passes[-1] < cfg.mac_cols:
+            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
+                            fill=int(rng.integers(0, 256)))
+    raise RuntimeError(f"no random DEPTHWISE tile on '{cfg.name}' with a strided row and a short last "
+                       f"pass in {DIRECTED_DRAWS} draws")
+
+
 # Draws a directed tile may take before its generator gives up (it needs about a hundred).
 DIRECTED_DRAWS = 20_000
 

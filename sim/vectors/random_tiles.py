@@ -14,6 +14,7 @@ import numpy as np
 from sim import seeds
 from firmware_model.errors import GoldenModelError
 from firmware_model.arch.isa import LutMode, MacMode, OutMode, Reg, Sram, Status
+from firmware_model.arch.cycle_model import depthwise_passes
 from firmware_model.golden.mac_unit import execute_mac
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.golden.memories import Memories
@@ -25,18 +26,26 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
                 ifm_dtype: DType = DType.INT8) -> dict:
     """One tile; `ifm_dtype` INT16 makes an int16 x int8 tile (docs/units.md: cols/2 int16 lanes per
     input word, weights in the low half of each weight row; IFM_ZP 0; rescaled with apply_scale_16,
-    biases over the int48 range so that the saturating bias add is exercised)."""
+    biases over the int48 range so that the saturating bias add is exercised). A third of the int8
+    tiles are DEPTHWISE (the array's window mode): kernel rows up to 2*cols+1 taps wide, so that a
+    row takes one to three window passes, strides up to 3 (past a short last pass's length)."""
     R, L = cfg.mac_rows, cfg.mac_cols
     int16 = ifm_dtype == DType.INT16
     mem = Memories(cfg)
     for sram in (Sram.INPUT, Sram.WEIGHT, Sram.OUTPUT):
         mem.sram[sram][:] = rng.integers(0, 256, len(mem.sram[sram]), dtype=np.uint8)
+    mode = MacMode.DEPTHWISE if not int16 and rng.random() < 1 / 3 else MacMode.CONV2D
     while True:
         kh, kw = (int(v) for v in rng.integers(1, 4, 2))
         sh, sw = (int(v) for v in rng.integers(1, 3, 2))
         dh, dw = (int(v) for v in rng.integers(1, 3, 2))
         cb = int(rng.integers(1, 3))
         oc = int(rng.integers(1, 2 * R + 1))
+        if mode == MacMode.DEPTHWISE:
+            kw = int(rng.integers(1, 2 * L + 2))
+            sw = int(rng.integers(1, 4))
+            cb = 1
+            oc = int(rng.integers(1, min(R, L) + 1))
         oh, ow = (int(v) for v in rng.integers(1, 7, 2))
         if oh * ow > cfg.acc_depth:
             continue
@@ -44,7 +53,8 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         pix = cb * L
         in_bytes = ih * iw * pix
         n_ocb = -(-oc // R)
-        w_bytes = n_ocb * kh * kw * cb * R * L
+        steps = kh * (len(depthwise_passes(cfg, kw, dw)) if mode == MacMode.DEPTHWISE else kw * cb)
+        w_bytes = n_ocb * steps * R * L
         raw48 = int16 and rng.random() < 0.3          # the raw int48 result of an int16 tile
         out_dtype = DType.INT48 if raw48 else DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))
         esize = out_dtype.size_bytes
@@ -111,10 +121,10 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     }
     regs = {int(k): int(v) for k, v in regs.items()}
     before = mem.sram[Sram.OUTPUT].copy()
-    result = execute_mac(cfg, mem, regs, MacMode.CONV2D)
+    result = execute_mac(cfg, mem, regs, mode)
     a, b = result.region.output
     return {
-        "tile": tile_id, "regs": regs, "mode": int(MacMode.CONV2D),
+        "tile": tile_id, "regs": regs, "mode": int(mode),
         "images": {Sram.INPUT: (mem.sram[Sram.INPUT], result.region.input),
                    Sram.WEIGHT: (mem.sram[Sram.WEIGHT], result.region.weight),
                    Sram.PARAM: (mem.sram[Sram.PARAM], result.region.param),

@@ -331,6 +331,8 @@ def core_run(name: str) -> CoreRun:
         tiles = rp.mac_tiles(cfg, rng, 10 if name == "mac8" else 8, DType.INT8 if name == "mac8" else DType.INT16)
         if name == "mac8":      # and a tile whose int16 table is fed values past int16 (the LUT's clip)
             tiles.append(rp.int16_table_past_int16_tile(cfg, rng, len(tiles)))
+            # and a DEPTHWISE tile with a strided output row and a short last window pass
+            tiles.append(rp.strided_depthwise_tile(cfg, rng, len(tiles)))
         program = rp.tile_program(cfg, tiles)
     elif name in ("eltwise", "eltwise_corners"):
         cfg, tiles = rp.eltwise_tiles(rng, 10, corners=name == "eltwise_corners")

@@ -14,6 +14,7 @@ from sim.paths import MODELS_DIR, TEST_DATA
 from compiler.pipeline import compile_file
 from firmware_model.golden.model import GoldenModel
 from firmware_model.arch.config import load_config
+from firmware_model.arch.isa import MacMode, Opcode
 from sim.models.mlir_graphs import const, conv_layer_mlir, module, serialize, tensor_type
 from sim.oracles.refmodel import run_reference
 
@@ -54,6 +55,36 @@ def test_depthwise_conv2d_on_the_mac_array(tmp_path, seed):
     C = int(rng.integers(1, 37))
     mlir = conv_layer_mlir(rng, "depthwise_conv2d", (H, W, C), kernel, stride, dilation, pad, clamp=bool(seed % 2))
     check_on_configs(tmp_path, mlir, (1, H, W, C), rng)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_wide_depthwise_kernels_in_window_passes(tmp_path, seed):
+    """Depthwise kernel rows up to 9 taps, dilated up to 2: one to five window passes of the
+    array's DEPTHWISE mode on tiny (4 lanes), one or two on default and large; bit-exact against
+    Arm's model on all three configurations, and every tile in the DEPTHWISE mode."""
+    rng = seeds.rng(300 + seed)
+    while True:
+        H, W = (int(v) for v in rng.integers(3, 20, 2))
+        kernel = (int(rng.integers(1, 5)), int(rng.integers(4, 10)))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 4)))
+        dilation = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        pad = [int(v) for v in rng.integers(0, 5, 4)]
+        ny = H - 1 + pad[0] + pad[1] - (kernel[0] - 1) * dilation[0]
+        nx = W - 1 + pad[2] + pad[3] - (kernel[1] - 1) * dilation[1]
+        if ny >= 0 and nx >= 0 and ny % stride[0] == 0 and nx % stride[1] == 0:
+            break
+    C = int(rng.integers(1, 13))          # a 1x1 tile's input box (every channel word) fits tiny
+    mlir = conv_layer_mlir(rng, "depthwise_conv2d", (H, W, C), kernel, stride, dilation, pad, clamp=bool(seed % 2))
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in ("tiny", "default", "large"):
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        modes = {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC}
+        assert modes == {MacMode.DEPTHWISE}, f"{name}: MAC modes {modes}"
+        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+        assert np.array_equal(out, ref), f"{name}: golden differs from the reference"
 
 
 @pytest.mark.parametrize("seed", range(6))
