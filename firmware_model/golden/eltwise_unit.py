@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, EltMode, EltOp, OutMode, Sram, Status
+from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, EltMode, EltOp, LutMode, OutMode, Sram, Status
 from firmware_model.arch.checks import ELT_RULES, first_violation
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
@@ -300,6 +300,8 @@ def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPla
     decoded.py): a function of (memories, probe) that computes and stores what execute_eltwise
     does, the same pipeline with the register values, flags and types bound beforehand
     (prepare_eltwise_values). Equal to execute_eltwise (tests/firmware_model/golden/test_decoded.py)."""
+    if plan.count <= SMALL_COUNT:
+        return prepare_eltwise_small(cfg, regs, sub, plan)
     regions = plan.regions
     values = prepare_eltwise_values(cfg, regs, sub, plan)
     a0, a1 = regions["input"]
@@ -313,4 +315,240 @@ def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPla
         records = load_records(mem, param) if param is not None else None
         out = values(mem.sram[Sram.INPUT][a0:a1], b_raw, records, mem, probe)
         store_run(mem, out_rng, out, ofm_dtype)
+    return run
+
+
+# ---- A short vector's command in Python integers (issue 16) -----------------------------------
+# A command on a few elements (a softmax's scalar chain: ELT_COUNT 1) spends 11-37 us in the two
+# dozen numpy calls of prepare_eltwise_values, each ~1 us whatever the size. Up to SMALL_COUNT
+# elements prepare_eltwise runs the same pipeline on Python integers instead (mlp's one-element
+# commands: 4-7 us; at 10 elements both forms cost about the same): each step is the
+# primitive's int64 expression, element by element. Python integers do not wrap at 64 bits where
+# numpy's int64 does, so every expression below is one that stays inside int64 for every operand
+# the registers and element types allow (the bound is stated beside each), or wraps explicitly
+# (_w64) where it may not. The REQUIRE probe is shown numpy arrays of the same values as
+# prepare_eltwise_values shows it, at every point for any probe, and for the monitor's Probe only
+# at the points where it has checks and only when a check may fail (_may_fail: an exact Python
+# test of the add, sub, mul, shift and scale32 rescale rules; any other rule always runs).
+# tests/firmware_model/golden/test_eltwise_small.py compares this path with execute_eltwise.
+
+SMALL_COUNT = 8
+
+_I64 = 1 << 63
+
+
+def _w(x: int, bits: int) -> int:
+    """wrap(x, bits) of an integer (two's complement)."""
+    half = 1 << (bits - 1)
+    return ((x + half) & ((half << 1) - 1)) - half
+
+
+def _w64(x: int) -> int:
+    """int64's wrap of an integer (numpy's overflow)."""
+    return ((x + _I64) & ((_I64 << 1) - 1)) - _I64
+
+
+def _fits_int32(values) -> bool:
+    return all(-(1 << 31) <= v < (1 << 31) for v in values)
+
+
+def _may_fail(c: dict, arrays: tuple) -> bool:
+    """Whether the monitor's check `c` (require_monitor.CHECKS) may fail on these values (Python
+    integers, the arrays the probe would be shown): False only where the check's own expression,
+    evaluated exactly here, passes."""
+    kind = c["kind"]
+    if kind in ("add", "sub"):              # apply_add_s / apply_sub_s: the int64 sum fits int32
+        a, b = arrays
+        return not _fits_int32([x + y if kind == "add" else x - y for x, y in zip(a, b)])
+    if kind == "mul":                       # check_mul, when its int64 expression cannot overflow
+        shift = int(c["shift"])
+        a, b = arrays
+        if not (1 <= shift <= 62 and _fits_int32(a) and _fits_int32(b)):
+            return True
+        return not _fits_int32([(x * y + (1 << (shift - 1))) >> shift for x, y in zip(a, b)])
+    if kind == "shift":                     # check_shift on B as read
+        bits = c["bits"]
+        return not all(0 <= v <= bits - 1 for v in arrays[1])
+    if kind == "rescale" and c["scale32"]:  # check_rescale's scale32 range, for 1 <= shift <= 63
+        value = arrays[0]
+        shifts = [c["shift"]] * len(value) if "multiplier" in c else [v & 63 for v in arrays[2]]
+        zp = c["input_zp"] or 0
+        for v, s in zip(value, shifts):
+            s = int(s)
+            if not 1 <= s <= 63:
+                return True
+            limit = 1 << (s - 1)
+            if not -limit <= v - zp < limit:
+                return True
+        return False
+    return True
+
+
+def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
+    """execute_eltwise on Python integers (the section's comment above): a function of (memories,
+    probe) that stores what execute_eltwise stores, for ELT_COUNT <= SMALL_COUNT."""
+    from firmware_model.golden.require_monitor import Probe
+
+    r = Registers(regs)
+    op, mode, count, regions = plan.op, plan.mode, plan.count, plan.regions
+    binary = plan.b_dtype is not None
+    st = plan.stage
+    a0, a1 = regions["input"]
+    b0, b1 = regions.get("weight", (0, 0))
+    param = regions.get("param")
+    o0, o1 = regions["output"]
+    out_size = ELEMENT_BYTES[plan.ofm_dtype]
+    out_mask = (1 << (8 * out_size)) - 1
+    channels = max(1, r.elt_channels)
+
+    def operand(dt, unsigned, zp, lshift, rescale, mult, shift, double_round, name, scalar):
+        view = "<i8" if dt == DType.INT48 else f"<{'u' if unsigned else 'i'}{ELEMENT_BYTES[dt]}"
+        int48 = dt == DType.INT48
+        plain = not rescale and lshift == 0
+        lsh, m, s = lshift & 31, mult & 0x7FFFFFFF, shift & 63
+        rnd = (1 << (s - 1)) if s >= 1 else 0
+        n = 1 if scalar else count
+        p0, p1 = name + "0", name + "1"
+
+        def stage(raw, show):
+            xs = raw.view(view).tolist()
+            if int48:
+                xs = [_w(x, 48) for x in xs]                    # load_elements' int48 reading
+            x0 = [x - zp for x in xs]                           # |x0| < 2^48 + 2^31
+            if show is not None:
+                show(p0, x0)
+            if plain:
+                return [_w(x, 48) for x in x0] if int48 else x0
+            x1 = [_w(_w(x, 32) << lsh, 32) for x in x0]        # < 2^31 * 2^31
+            if show is not None:
+                show(p1, x1)
+            if not rescale:
+                return x1
+            out = []                                            # apply_scale_32(require=False)
+            for x in x1:                                        # |x * m| < 2^62, rnd <= 2^62 + 2^30
+                t = rnd
+                if double_round and s > 31:
+                    t += (1 << 30) if x >= 0 else -(1 << 30)
+                out.append(_w((x * m + t) >> s, 32))
+            return out
+        return stage, n
+
+    stage_a, n_a = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, r.elt_a_zp, r.elt_a_lshift,
+                           EltMode.A_RESCALE in mode, r.elt_a_mult, r.elt_a_shift, EltMode.A_DOUBLE_ROUND in mode,
+                           "A", EltMode.A_SCALAR in mode)
+    if binary:
+        stage_b, n_b = operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, r.elt_b_zp, r.elt_b_lshift,
+                               EltMode.B_RESCALE in mode, r.elt_b_mult, r.elt_b_shift,
+                               EltMode.B_DOUBLE_ROUND in mode, "B", EltMode.B_SCALAR in mode)
+    width = plan.a_dtype.bits if op in SHIFT_OPS else 32
+    mul_shift, round_ = r.elt_shift & 63, EltMode.ROUND in mode
+    mul_rnd = (1 << (mul_shift - 1)) if mul_shift > 0 else 0
+    wmask = (1 << width) - 1
+
+    def operation(a: int, b: int) -> int:
+        """eltwise_op on one element pair (a, b after their input stages)."""
+        if op == EltOp.COPY:
+            return a
+        a, b = _w(a, 32), _w(b, 32)
+        if op == EltOp.ADD:
+            return _w(a + b, 32)
+        if op == EltOp.SUB:
+            return _w(a - b, 32)
+        if op == EltOp.MUL:
+            if mul_shift > 0:                   # a * b <= 2^62, + 2^62 may reach 2^63: int64 wraps
+                return _w(_w64(a * b + mul_rnd) >> mul_shift, 32)
+            return _w(a * b, 32)
+        if op == EltOp.MINIMUM:
+            return min(a, b)
+        if op == EltOp.MAXIMUM:
+            return max(a, b)
+        a = _w(a, width)
+        n = b & 31
+        if op == EltOp.LOGICAL_LEFT_SHIFT:
+            return _w(a << n, width)            # < 2^31 * 2^31
+        if op == EltOp.LOGICAL_RIGHT_SHIFT:
+            return _w((a & wmask) >> n, width)
+        result = _w(a >> n, width)              # ARITHMETIC_RIGHT_SHIFT
+        if round_ and n > 0 and (_w(a >> (n - 1), width) & 1):
+            result += 1
+        return _w(result, width)
+
+    # the output stage (apply_output_stage)
+    ofm_zp, clamp_min, clamp_max = r.ofm_zp, r.clamp_min, r.clamp_max
+    if st.rescale:
+        rdt = st.rescale_dtype
+        lo, hi = (0, rdt.umax) if st.unsigned_out else (rdt.min, rdt.max)
+    lut_range, lut_mode = st.lut_range, st.lut_mode
+    index = [i % channels for i in range(count)]
+
+    def out_stage(values, records, mem, show):
+        if st.rescale:
+            mults = [records[0][i] for i in index]
+            shifts = [records[1][i] for i in index]
+            if show is not None:
+                show("stage", values, mults, shifts)
+            out = []
+            for v, m, s in zip(values, mults, shifts):
+                s &= 63
+                t = (1 << (s - 1)) if s >= 1 else 0
+                if st.scale32:                  # apply_scale_32: |v * m| < 2^62, t <= 2^62 + 2^30
+                    v = _w(v, 32)
+                    if st.double_round and s > 31:
+                        t += (1 << 30) if v >= 0 else -(1 << 30)
+                    x = _w((v * (m & 0x7FFFFFFF) + t) >> s, 32)
+                else:                           # apply_scale_16: |v * m| < 2^47 * 2^15
+                    x = _w((_w(v, 48) * (m & 0x7FFF) + t) >> s, 32)
+                x = _w(x + ofm_zp, 32)          # apply_add_s of the output zero point
+                out.append(min(max(x, lo), hi))
+            values = out
+        values = [min(max(v, clamp_min), clamp_max) for v in values]
+        if lut_range is not None:
+            table = mem.sram[Sram.LUT][lut_range[0]:lut_range[1]].view("<i2")
+            if lut_mode == LutMode.INT8:
+                values = [int(table[(v + 128) & 0xFF]) for v in values]
+            else:
+                if show is not None:
+                    show("lut", values)
+                out = []
+                for v in values:                # apply_lookup_s(require=False)
+                    c = min(max(v, -32768), 32767)
+                    i = (c + 32768) >> 7
+                    base = int(table[i])
+                    out.append(_w((base << 7) + (int(table[min(i + 1, 512)]) - base) * (c & 0x7F), 32))
+                values = out
+        return values
+
+    def run(mem: Memories, probe=None) -> None:
+        show = None
+        if probe is not None:
+            if type(probe) is Probe:
+                checks = probe.checks
+
+                def show(point, *lists):
+                    cs = checks.get(point)
+                    if cs and any(_may_fail(c, lists) for c in cs):
+                        probe(point, *[np.array(x, dtype=np.int64) for x in lists])
+            else:
+                def show(point, *lists):
+                    probe(point, *[np.array(x, dtype=np.int64) for x in lists])
+        sram = mem.sram
+        a = stage_a(sram[Sram.INPUT][a0:a1], show)
+        if n_a != count:
+            a = a * count                       # A_SCALAR: element 0 for every i
+        if binary:
+            b = stage_b(sram[Sram.WEIGHT][b0:b1], show)
+            if n_b != count:
+                b = b * count
+            if show is not None:
+                show("op", a, b)
+            values = [operation(x, y) for x, y in zip(a, b)]
+        else:
+            values = a                          # COPY
+        records = None
+        if param is not None:
+            m, sh = load_records(mem, param)
+            records = (m.tolist(), sh.tolist())
+        values = out_stage(values, records, mem, show)
+        sram[Sram.OUTPUT][o0:o1] = np.frombuffer(
+            b"".join((v & out_mask).to_bytes(out_size, "little") for v in values), dtype=np.uint8)
     return run
