@@ -1,0 +1,127 @@
+"""A DEPTHWISE MAC command with its registers decoded once (issue 16): what the decoded program
+(decoded.py) runs for execute_mac's DEPTHWISE mode.
+
+mac_unit.prepare_mac prepares CONV2D and MATMUL commands and runs a DEPTHWISE one through
+execute_mac as it is (mac_unit.depthwise_sums, then the bias add and apply_output_stage): on
+cnn32's 8x8 tiles ~115 us a command, most of it gathering the window's lanes and channels
+(`words[:, :, :, offset][..., chan]`), decoding the weights and the records again and running the
+spec's stage. Everything but the data is a function of the registers, so `prepare_depthwise`
+makes once:
+
+- the input SRAM byte of each operand x[p, ky, j, l, row] (depthwise_sums' gather: pixel p's
+  window word offset_j(l) of kernel row ky, channel row mod mac.cols) as one index array, read
+  with one gather;
+- the weight matrix (kernel row, pass, lane) x row, less WGT_ZP, lanes outside a pass zero,
+  kept with the weight bytes it was made from (a layer's tiles read the same bytes at every
+  invocation); the records' operands likewise (mac_unit.record_operands, spread over the tile's
+  pixels);
+- which wraps a bound proves idle (mac_unit.accumulator_bound over the kh * passes * mac.cols
+  products a sum holds: accumulate's to 48 bits and finish_accumulator's to 32 bits; with the
+  largest |bias| of the records, the wrap of acc + bias);
+- the output stage (output_stage.prepare_output_stage) and the strided store of prepare_mac.
+
+The sums are exact: each product is below 2^16 and a sum holds fewer than 2^30 of them, so float64
+adds them exactly in any order. Equal to execute_mac (tests/firmware_model/golden/test_depthwise_prepared.py
+on random DEPTHWISE tiles, probe calls included; test_decoded.py on every network).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_model.arch.config import ACC_BITS, NpuConfig
+from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, Sram
+from firmware_model.arch.registers import Registers
+from firmware_model.golden.mac_unit import accumulate, accumulator_bound, depthwise_window, record_operands
+from firmware_model.golden.memories import Memories
+from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
+from firmware_model.tosa_ops.dtypes import DType, wrap
+
+
+def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
+    """execute_mac(cfg, mem, regs, DEPTHWISE, probe, plan) as a function run(mem, probe) (module
+    docstring). The command is int8 (the "depthwise operands" rule mac_plan checked)."""
+    R, L = cfg.mac_rows, cfg.mac_cols
+    r = Registers(regs)
+    oh, ow, oc = plan.out_shape
+    P = oh * ow
+    kh = r.kernel_h
+    offset, inside = depthwise_window(cfg, r.kernel_w, r.dilation_w)
+    passes = len(offset)
+    K = kh * passes * L
+    row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
+    ar = lambda n: np.arange(n, dtype=np.intp)      # noqa: E731
+    # depthwise_sums' x[p, ky, j, l, row] = words[oy, ox, ky, offset[j, l], row % L], words the
+    # strided view (oy*SH*row + ox*SW*pix + ky*DH*row + s*pix + c bytes from the first word),
+    # laid out (row, p, k) for one product per row
+    index = ((r.ifm_addr // L) * L
+             + (ar(R) % L)[:, None, None, None, None]
+             + (ar(oh) * (r.stride_h * row_b))[None, :, None, None, None]
+             + (ar(ow) * (r.stride_w * pix_b))[None, None, :, None, None]
+             + (ar(kh) * (r.dilation_h * row_b))[None, None, None, :, None]
+             + (offset.reshape(-1).astype(np.intp) * pix_b)[None, None, None, None, :]).reshape(R, P, K)
+    ifm_zp, wgt_zp = r.ifm_zp, r.wgt_zp
+    wa, wb = plan.region.weight
+    pa, pb = plan.region.param
+    inside_f = inside.astype(np.float64)
+    bound = accumulator_bound(K, DType.INT8, ifm_zp, wgt_zp)
+    acc_wraps = bound >= 1 << (ACC_BITS - 1)        # else accumulate(0, sums) = sums
+    acc32_wraps = bound >= 1 << 31                  # else wrap32(acc) = acc
+    stage_plan_ = plan.stage
+    stage = None if stage_plan_ is None else prepare_output_stage(
+        {int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}, stage_plan_, "MAC")
+    esize = ELEMENT_BYTES[DType(r.ofm_dtype)]
+    out_dtype = f"<i{esize}"
+    dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
+    dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
+    memo = {"w": None, "p": None}
+
+    def weights(raw: np.ndarray) -> np.ndarray:
+        """(R, K, 1) float64: row r's weights over (kernel row, pass, lane), less WGT_ZP, zero
+        outside a pass (depthwise_sums' w * inside, transposed)."""
+        key = raw.tobytes()
+        made = memo["w"]
+        if made is not None and made[0] == key:
+            return made[1]
+        w = raw.view(np.int8).reshape(kh, passes, R, L).astype(np.float64)
+        w -= wgt_zp
+        w *= inside_f[None, :, None, :]
+        w = np.ascontiguousarray(w.transpose(2, 0, 1, 3).reshape(R, K, 1))
+        memo["w"] = (key, w)
+        return w
+
+    def records(raw: np.ndarray) -> tuple:
+        """(bias, multiplier, shift, scale32 operands, acc + bias fits int32): record_operands'
+        bias and operands spread over the tile's (P, oc) values."""
+        key = raw.tobytes()
+        made = memo["p"]
+        if made is not None and made[0] == key:
+            return made[1]
+        bias, multiplier, shift, ops = record_operands(raw, DType.INT8, stage_plan_)
+        spread = lambda a: np.ascontiguousarray(np.broadcast_to(a, (P, oc)))      # noqa: E731
+        if ops is not None:
+            ops = Scale32Operands(spread(ops.multiplier), spread(ops.shift), spread(ops.round),
+                                  None if ops.double is None else spread(ops.double))
+        fits = not acc32_wraps and bound + int(np.abs(bias).max(initial=0)) < 1 << 31
+        made = (spread(bias), multiplier, shift, ops, fits)
+        memo["p"] = (key, made)
+        return made
+
+    def run(mem: Memories, probe=None) -> None:
+        x = mem.sram[Sram.INPUT].view(np.int8)[index].astype(np.float64)      # (R, P, K)
+        x -= ifm_zp
+        sums = np.matmul(x, weights(mem.sram[Sram.WEIGHT][wa:wb]))           # (R, P, 1), exact
+        acc = sums.reshape(R, P).T[:, :oc].astype(np.int64)
+        if acc_wraps:
+            acc = accumulate(0, acc)
+        bias, multiplier, shift, ops, fits = records(mem.sram[Sram.PARAM][pa:pb])
+        if acc32_wraps:                                 # finish_accumulator (int8), bias wrapped
+            acc = wrap(acc, 32)
+        value = acc + bias
+        if not fits:
+            value = wrap(value, 32)
+        out = value if stage is None else stage(mem, value, multiplier, shift, probe, ops, wrapped=True)
+        raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(out_dtype)).view(np.uint8)
+        dst = np.ndarray(dst_shape, np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=dst_offset, strides=dst_strides)
+        dst[...] = raw.reshape(dst_shape)
+    return run

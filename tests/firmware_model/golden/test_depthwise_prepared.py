@@ -1,0 +1,96 @@
+"""The DEPTHWISE MAC command prepared once (depthwise_prepared.prepare_depthwise, what the decoded
+program runs) against execute_mac: the same output SRAM and the same probe calls, on random
+DEPTHWISE tiles (sim/vectors/random_tiles: kernel rows of one to three window passes, strides
+past a short pass, dilations, zero points, both rescales, tables, clamps) on every configuration,
+and on zero points at their extremes with the weights and inputs that make the sums largest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from firmware_model.arch.config import load_config
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, MacMode, Reg, Sram, decode_param_records, encode_param_records
+from firmware_model.golden.depthwise_prepared import prepare_depthwise
+from firmware_model.golden.mac_unit import execute_mac, mac_plan
+from firmware_model.golden.memories import Memories
+from sim.vectors.random_tiles import random_tile
+
+
+class Recorder:
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, point, *arrays):
+        self.seen.append((point, [np.array(a, dtype=np.int64, copy=True) for a in arrays]))
+
+
+def _memories(cfg, tile) -> Memories:
+    mem = Memories(cfg)
+    for s, (image, _) in tile["images"].items():
+        mem.sram[s][:] = image
+    mem.sram[Sram.OUTPUT][:] = tile["output_before"]
+    return mem
+
+
+def _both(cfg, mem, regs):
+    plan = mac_plan(cfg, regs, MacMode.DEPTHWISE)
+    want, got = _copy(cfg, mem), _copy(cfg, mem)
+    pa, pb = Recorder(), Recorder()
+    execute_mac(cfg, want, regs, MacMode.DEPTHWISE, pa, plan)
+    run = prepare_depthwise(cfg, regs, MacMode.DEPTHWISE, plan)
+    run(got, pb)
+    assert np.array_equal(got.sram[Sram.OUTPUT], want.sram[Sram.OUTPUT])
+    assert [p for p, _ in pa.seen] == [p for p, _ in pb.seen]
+    for (_, x), (_, y) in zip(pa.seen, pb.seen):
+        assert all(np.array_equal(np.broadcast_to(u, np.broadcast_shapes(u.shape, v.shape)),
+                                  np.broadcast_to(v, np.broadcast_shapes(u.shape, v.shape))) for u, v in zip(x, y))
+    again = _copy(cfg, mem)                         # the kept weights and records, a second run
+    run(again, None)
+    assert np.array_equal(again.sram[Sram.OUTPUT], want.sram[Sram.OUTPUT])
+
+
+def _copy(cfg, mem: Memories) -> Memories:
+    out = Memories(cfg)
+    for s, a in mem.sram.items():
+        out.sram[s][:] = a
+    return out
+
+
+@pytest.mark.parametrize("config", ["tiny", "default", "large"])
+@pytest.mark.parametrize("seed", range(8))
+def test_prepared_depthwise_equals_execute_mac(config, seed):
+    cfg = load_config(config)
+    rng = np.random.default_rng(seed)
+    done = 0
+    while done < 12:
+        tile = random_tile(cfg, rng, done)
+        if tile["mode"] != MacMode.DEPTHWISE:
+            continue
+        _both(cfg, _memories(cfg, tile), tile["regs"])
+        done += 1
+
+
+@pytest.mark.parametrize("zps", [(-128, -128), (127, 127), (-128, 127), (0, 0)])
+def test_prepared_depthwise_at_the_sums_extremes(zps):
+    """Inputs and weights at -128/127 against extreme zero points (every product at its largest
+    magnitude), biases at and past the int32 range: the bounds that leave wraps out must hold."""
+    cfg = load_config("default")
+    rng = np.random.default_rng(sum(zps) + 1000)
+    done = 0
+    while done < 6:
+        tile = random_tile(cfg, rng, done)
+        if tile["mode"] != MacMode.DEPTHWISE:
+            continue
+        regs = dict(tile["regs"])
+        regs[int(Reg.IFM_ZP)], regs[int(Reg.WGT_ZP)] = zps[0] & 0xFFFFFFFF, zps[1] & 0xFFFFFFFF
+        mem = _memories(cfg, tile)
+        for s in (Sram.INPUT, Sram.WEIGHT):
+            mem.sram[s][:] = rng.choice(np.array([0x80, 0x7F], dtype=np.uint8), len(mem.sram[s]))
+        oc, p0 = regs[int(Reg.OFM_C)], regs[int(Reg.PARAM_ADDR)]
+        old = decode_param_records(mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:(p0 + oc) * PARAM_RECORD_BYTES])
+        bias = rng.choice(np.array([(1 << 31) - 1, -(1 << 31), 1 << 40, -(1 << 33), 5]), oc)
+        rec = np.frombuffer(encode_param_records(bias, old[1], old[2]), dtype=np.uint8)
+        mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:p0 * PARAM_RECORD_BYTES + len(rec)] = rec
+        _both(cfg, mem, regs)
+        done += 1
