@@ -173,19 +173,24 @@ def _dynamic_inputs(static: frozenset, n: int) -> tuple:
 
 
 class _PlanCall(OpCall):
-    """The OpCall of a planned op: its `where` is the plan's, formatted when first read (kernels
-    read it to report an error, so a passing op never formats it). Constructed as an OpCall with
-    the plan in place of the text (every field set here, as OpCall's __init__ would)."""
+    """The OpCall of a planned op: its `where` is the plan's text, formatted when first read
+    (kernels read it to report an error, so a passing op never formats it). Constructed as an
+    OpCall with the plan in place of the text (every field set here, as OpCall's __init__ would).
+    It keeps the plan's (source, index, op), not the plan: a prepared execute holds its call and
+    the plan holds the execute, and a reference back would make every session a reference cycle,
+    left for the cyclic garbage collector instead of freed when the session goes."""
 
     def __init__(self, op, attrs, inputs, input_specs, output_specs, plan, attr_kind, extra):
         self.op, self.attrs, self.inputs = op, attrs, inputs
         self.input_specs, self.output_specs = input_specs, output_specs
-        self._where_of, self.attr_kind, self.extra = plan, attr_kind, extra
+        self._where_of, self.attr_kind, self.extra = (plan.source, plan.idx, plan.op), attr_kind, extra
 
     @property
     def where(self) -> str:
         w = self._where_of
-        return w if type(w) is str else w.where
+        if type(w) is not str:
+            w = self._where_of = _where_text(*w)
+        return w
 
     @where.setter
     def where(self, value) -> None:

@@ -336,3 +336,32 @@ def test_operand_faults_and_caller_value_types():
     env["a"] = x
     it.execute_op(0, gr.main.operators[0], env, inv)
     assert env["s"].dtype == np.int32
+
+
+def test_a_session_leaves_no_reference_cycle():
+    """A session is freed when it goes (reference counting), not left to the cyclic garbage
+    collector: a prepared execute keeps its call, and the call keeps the op's place, not the plan
+    holding the execute (MUL's execute keeps its call)."""
+    import gc
+
+    from compiler.tosa_io import read_tosa_bytes, tosa_bytes
+
+    ts = [Tensor("x", [2, 3], I32), Tensor("a", [2, 3], I32), Tensor("s", [2, 3], I32), Tensor("y", [2, 3], I32),
+          Tensor("sh", [1], I8, data=np.array([0], np.int8))]
+    ops = [Operator("CONST", [], ["sh"]), Operator("MUL", ["x", "a", "sh"], ["s"]), Operator("SUB", ["s", "x"], ["y"])]
+    g = graph(ts, ops, ["x", "a"], ["y"])
+    g = read_tosa_bytes(tosa_bytes(g), "test.tosa")         # the reader's graph, as the benches run it
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(3):
+            s = Interpreter(g)
+            s.run({"x": x, "a": x})
+            s.run({"x": x, "a": x})                        # (a prepared execute kept)
+            del s
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()
