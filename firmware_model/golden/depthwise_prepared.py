@@ -10,13 +10,13 @@ makes once:
 
 - the input SRAM byte of each operand x[p, ky, j, l, row] (depthwise_sums' gather: pixel p's
   window word offset_j(l) of kernel row ky, channel row mod mac.cols) as one index array, read
-  with one gather;
-- the weight matrix (kernel row, pass, lane) x row, less WGT_ZP, lanes outside a pass zero,
+  with one gather; only the lanes inside a pass (the others are multiplied by zero) and the rows
+  of the OFM_C channels kept (large's 3x3 tiles: 9 of 48 lanes, 8 of 16 rows);
+- the weight matrix (kernel row, lane inside a pass) x row, less WGT_ZP,
   kept with the weight bytes it was made from (a layer's tiles read the same bytes at every
   invocation); the records' operands likewise (mac_unit.record_operands, spread over the tile's
   pixels);
-- which wraps a bound proves idle (mac_unit.accumulator_bound over the kh * passes * mac.cols
-  products a sum holds: accumulate's to 48 bits and finish_accumulator's to 32 bits; with the
+- which wraps a bound proves idle (mac_unit.accumulator_bound over the products a sum holds: accumulate's to 48 bits and finish_accumulator's to 32 bits; with the
   largest |bias| of the records, the wrap of acc + bias);
 - the output stage (output_stage.prepare_output_stage) and the strided store of prepare_mac.
 
@@ -48,22 +48,24 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     kh = r.kernel_h
     offset, inside = depthwise_window(cfg, r.kernel_w, r.dilation_w)
     passes = len(offset)
-    K = kh * passes * L
+    # only the lanes inside a pass (the others are multiplied by zero) and the rows of the OFM_C
+    # channels kept (the others are cut from the accumulators): (pass, lane) pairs q
+    q_pass, q_lane = np.nonzero(inside)
+    K = kh * len(q_pass)
     row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
     ar = lambda n: np.arange(n, dtype=np.intp)      # noqa: E731
     # depthwise_sums' x[p, ky, j, l, row] = words[oy, ox, ky, offset[j, l], row % L], words the
     # strided view (oy*SH*row + ox*SW*pix + ky*DH*row + s*pix + c bytes from the first word),
     # laid out (row, p, k) for one product per row
     index = ((r.ifm_addr // L) * L
-             + (ar(R) % L)[:, None, None, None, None]
+             + (ar(oc) % L)[:, None, None, None, None]
              + (ar(oh) * (r.stride_h * row_b))[None, :, None, None, None]
              + (ar(ow) * (r.stride_w * pix_b))[None, None, :, None, None]
              + (ar(kh) * (r.dilation_h * row_b))[None, None, None, :, None]
-             + (offset.reshape(-1).astype(np.intp) * pix_b)[None, None, None, None, :]).reshape(R, P, K)
+             + (offset[q_pass, q_lane].astype(np.intp) * pix_b)[None, None, None, None, :]).reshape(oc, P, K)
     ifm_zp, wgt_zp = r.ifm_zp, r.wgt_zp
     wa, wb = plan.region.weight
     pa, pb = plan.region.param
-    inside_f = inside.astype(np.float64)
     bound = accumulator_bound(K, DType.INT8, ifm_zp, wgt_zp)
     acc_wraps = bound >= 1 << (ACC_BITS - 1)        # else accumulate(0, sums) = sums
     acc32_wraps = bound >= 1 << 31                  # else wrap32(acc) = acc
@@ -77,16 +79,16 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     memo = {"w": None, "p": None}
 
     def weights(raw: np.ndarray) -> np.ndarray:
-        """(R, K, 1) float64: row r's weights over (kernel row, pass, lane), less WGT_ZP, zero
-        outside a pass (depthwise_sums' w * inside, transposed)."""
+        """(OFM_C, K, 1) float64: row r's weights over (kernel row, lane inside a pass), less
+        WGT_ZP (depthwise_sums' w at the lanes inside, transposed)."""
         key = raw.tobytes()
         made = memo["w"]
         if made is not None and made[0] == key:
             return made[1]
-        w = raw.view(np.int8).reshape(kh, passes, R, L).astype(np.float64)
+        w = raw.view(np.int8).reshape(kh, passes, R, L).transpose(0, 2, 1, 3)[:, :oc][:, :, q_pass, q_lane]
+        w = w.astype(np.float64)                                                    # (kh, oc, q)
         w -= wgt_zp
-        w *= inside_f[None, :, None, :]
-        w = np.ascontiguousarray(w.transpose(2, 0, 1, 3).reshape(R, K, 1))
+        w = np.ascontiguousarray(w.transpose(1, 0, 2).reshape(oc, K, 1))
         memo["w"] = (key, w)
         return w
 
@@ -108,10 +110,10 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
         return made
 
     def run(mem: Memories, probe=None) -> None:
-        x = mem.sram[Sram.INPUT].view(np.int8)[index].astype(np.float64)      # (R, P, K)
+        x = mem.sram[Sram.INPUT].view(np.int8)[index].astype(np.float64)      # (oc, P, K)
         x -= ifm_zp
-        sums = np.matmul(x, weights(mem.sram[Sram.WEIGHT][wa:wb]))           # (R, P, 1), exact
-        acc = sums.reshape(R, P).T[:, :oc].astype(np.int64)
+        sums = np.matmul(x, weights(mem.sram[Sram.WEIGHT][wa:wb]))           # (oc, P, 1), exact
+        acc = sums.reshape(oc, P).T.astype(np.int64)
         if acc_wraps:
             acc = accumulate(0, acc)
         bias, multiplier, shift, ops, fits = records(mem.sram[Sram.PARAM][pa:pb])

@@ -45,6 +45,7 @@ from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
 from firmware_model.arch.config import NpuConfig
 from firmware_model.golden.output_stage import (apply_output_stage, dtype_of, elements_range, load_elements,
+                                                scale32_operands,
                                                 load_records, prepare_output_stage, records_range, run_range,
                                                 stage_plan, store_run)
 from firmware_model.arch.cycle_model import (element_write_clocks, eltwise_command_cycles, eltwise_uses_vector,
@@ -239,41 +240,111 @@ def prepare_eltwise_values(cfg: NpuConfig, regs: dict[int, int], sub: int, plan:
     binary = plan.b_dtype is not None
 
     def operand(dt: DType, unsigned: bool, zp, lshift, rescale, mult, shift, double_round, name):
-        """One operand's loading and input stage (load_elements, input_stage)."""
+        """One operand's loading and input stage (load_elements, input_stage) and the range
+        [lo, hi] of the values it returns. The range decides which wraps are idle (a wrap of
+        values inside its range changes nothing) and is left out: each wrap below is taken only
+        where the range before it may leave its width."""
         view = "<i8" if dt == DType.INT48 else f"<{'u' if unsigned else 'i'}{ELEMENT_BYTES[dt]}"
-        zp = np.int64(zp)
         plain = not rescale and lshift == 0
-        # wrap(x0, 48) changes nothing when x0 = an element of at most 32 bits - a 32-bit zp
         needs_wrap48 = dt == DType.INT48
-        lsh = np.int64(lshift & 31)
+        lsh = lshift & 31
         m, s = mult & 0x7FFFFFFF, shift & 63
+        rnd = (1 << (s - 1)) if s >= 1 else 0                   # apply_scale_32(require=False)'s round
+        extra = 1 << 30 if double_round and s > 31 else 0       # its double-round term, +/- by sign
+        if needs_wrap48:
+            lo, hi = DType.INT48.min, DType.INT48.max
+        elif unsigned:
+            lo, hi = 0, (1 << (8 * ELEMENT_BYTES[dt])) - 1
+        else:
+            lo, hi = dt.min, dt.max
+        lo, hi = lo - zp, hi - zp                               # x0
+        wrap48_x0 = needs_wrap48 and not _inside(lo, hi, 48)
+        if plain:
+            out = (lo, hi) if not wrap48_x0 else (DType.INT48.min, DType.INT48.max)
+        else:
+            wrap32_x0 = not _inside(lo, hi, 32)
+            if wrap32_x0:
+                lo, hi = _I32
+            lo, hi = lo << lsh, hi << lsh                       # < 2^31 * 2^31: inside int64
+            wrap32_x1 = not _inside(lo, hi, 32)
+            if wrap32_x1:
+                lo, hi = _I32
+            x1 = (lo, hi)
+            if rescale:                                         # m >= 0: monotone in the value
+                lo, hi = (lo * m + rnd - extra) >> s, (hi * m + rnd + extra) >> s
+                wrap32_x2 = not _inside(lo, hi, 32)
+                out = _I32 if wrap32_x2 else (lo, hi)
+            else:
+                out = x1
+        zp64, lsh64, s64, m64, rnd64 = np.int64(zp), np.int64(lsh), np.int64(s), np.int64(m), np.int64(rnd)
+        extra64, w32 = np.int64(extra), np.int64(32)
 
         def stage(raw, probe):
             x = raw.view(view).astype(np.int64)
             if needs_wrap48:
                 x = wrap(x, 48)                                 # load_elements' int48 reading
-            x0 = x - zp
+            x -= zp64                                           # x0
             if probe is not None:
-                probe(name + "0", x0)
+                probe(name + "0", x)
             if plain:
-                return wrap(x0, 48) if needs_wrap48 else x0
-            x1 = wrap(np.left_shift(wrap(x0, 32), lsh), 32)
+                return wrap(x, 48) if wrap48_x0 else x
+            x1 = wrap(x, 32) if wrap32_x0 else x.copy() if probe is not None else x
+            x1 <<= lsh64
+            if wrap32_x1:
+                x1 <<= w32
+                x1 >>= w32
             if probe is not None:
                 probe(name + "1", x1)
             if not rescale:
                 return x1
-            return numerics.apply_scale_32(x1, m, s, double_round, require=False).astype(np.int64)
-        return stage
+            # apply_scale_32(x1, m, s, double_round, require=False): (x1 * m + round) >> s, wrap32;
+            # |x1 * m| < 2^62 and round <= 2^62 + 2^30 stay inside int64
+            t = x1 * m64
+            t += rnd64
+            if extra:
+                t += np.where(x1 >= 0, extra64, -extra64)
+            t >>= s64
+            if wrap32_x2:
+                t <<= w32
+                t >>= w32
+            return t
+        return stage, out
 
-    stage_a = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, r.elt_a_zp, r.elt_a_lshift,
-                      EltMode.A_RESCALE in mode, r.elt_a_mult, r.elt_a_shift, EltMode.A_DOUBLE_ROUND in mode, "A")
-    stage_b = (operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, r.elt_b_zp, r.elt_b_lshift,
-                       EltMode.B_RESCALE in mode, r.elt_b_mult, r.elt_b_shift, EltMode.B_DOUBLE_ROUND in mode, "B")
-               if binary else None)
+    stage_a, a_range = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, r.elt_a_zp, r.elt_a_lshift,
+                               EltMode.A_RESCALE in mode, r.elt_a_mult, r.elt_a_shift,
+                               EltMode.A_DOUBLE_ROUND in mode, "A")
+    stage_b, b_range = (operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, r.elt_b_zp, r.elt_b_lshift,
+                                EltMode.B_RESCALE in mode, r.elt_b_mult, r.elt_b_shift,
+                                EltMode.B_DOUBLE_ROUND in mode, "B")
+                        if binary else (None, None))
     width = plan.a_dtype.bits if op in SHIFT_OPS else 32
     mul_shift, round_ = r.elt_shift & 63, EltMode.ROUND in mode
     index = np.arange(count) % max(1, r.elt_channels) if "param" in regions else None
     out_stage = prepare_output_stage({int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}, plan.stage, "ELTWISE")
+    # ADD and SUB on operands whose ranges lie inside int32: eltwise_op's wraps of a and b are
+    # idle, and so is apply_add_s' / apply_sub_s' of the result when its range does too
+    fast_add = op in (EltOp.ADD, EltOp.SUB) and _inside(*a_range, 32) and _inside(*b_range, 32)
+    if fast_add:
+        lo = a_range[0] + b_range[0] if op == EltOp.ADD else a_range[0] - b_range[1]
+        hi = a_range[1] + b_range[1] if op == EltOp.ADD else a_range[1] - b_range[0]
+        wrap_sum = not _inside(lo, hi, 32)
+    # a binary operation's result is a fresh int32 array the output stage may overwrite
+    fresh32 = binary
+    memo = [None]
+
+    def stage_operands(records):
+        """(multiplier, shift, scale32 operands or None) per element, for records' arrays (kept
+        for the last records seen: decode_param_records hands the same arrays for the same bytes)."""
+        made = memo[0]
+        if made is not None and made[0] is records[0] and made[1] is records[1]:
+            return made[2]
+        multiplier, shift = records[0][..., index], records[1][..., index]
+        ops = None
+        if plan.stage.rescale and plan.stage.scale32:
+            ops = scale32_operands(multiplier, shift, plan.stage.double_round)
+        made = (multiplier, shift, ops)
+        memo[0] = (records[0], records[1], made)
+        return made
 
     def values(a_raw, b_raw, records, mem, probe=None) -> np.ndarray:
         shape = a_raw.shape[:-1] + (count,)
@@ -287,12 +358,25 @@ def prepare_eltwise_values(cfg: NpuConfig, regs: dict[int, int], sub: int, plan:
                 b = np.broadcast_to(b, shape)
             if probe is not None:
                 probe("op", a, b)
-        value = eltwise_op(op, a, b, width=width, mul_shift=mul_shift, round_=round_)
-        multiplier = shift = None
+        if fast_add:
+            value = a + b if op == EltOp.ADD else a - b
+            if wrap_sum:
+                value = wrap(value, 32)
+        else:
+            value = eltwise_op(op, a, b, width=width, mul_shift=mul_shift, round_=round_)
+        multiplier = shift = ops = None
         if records is not None:
-            multiplier, shift = records[0][..., index], records[1][..., index]
-        return out_stage(mem, value, multiplier, shift, probe)
+            multiplier, shift, ops = stage_operands(records)
+        return out_stage(mem, value, multiplier, shift, probe, ops, wrapped=fresh32)
     return values
+
+
+_I32 = (DType.INT32.min, DType.INT32.max)
+
+
+def _inside(lo: int, hi: int, bits: int) -> bool:
+    """Whether [lo, hi] lies inside the signed range of `bits` bits (a wrap to it is idle)."""
+    return -(1 << (bits - 1)) <= lo and hi < (1 << (bits - 1))
 
 
 def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
@@ -302,6 +386,11 @@ def prepare_eltwise(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPla
     (prepare_eltwise_values). Equal to execute_eltwise (tests/firmware_model/golden/test_decoded.py)."""
     if plan.count <= SMALL_COUNT:
         return prepare_eltwise_small(cfg, regs, sub, plan)
+    return prepare_eltwise_vector(cfg, regs, sub, plan)
+
+
+def prepare_eltwise_vector(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
+    """prepare_eltwise's form for any ELT_COUNT: prepare_eltwise_values on the command's ranges."""
     regions = plan.regions
     values = prepare_eltwise_values(cfg, regs, sub, plan)
     a0, a1 = regions["input"]

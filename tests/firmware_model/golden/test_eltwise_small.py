@@ -17,7 +17,7 @@ from firmware_model.arch.isa import ELEMENT_BYTES, EltMode, EltOp, LutMode, Reg,
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden import eltwise_unit
 from firmware_model.golden.eltwise_unit import (SMALL_COUNT, eltwise_plan, execute_eltwise, prepare_eltwise,
-                                                prepare_eltwise_small)
+                                                prepare_eltwise_small, prepare_eltwise_vector)
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.require_monitor import Probe
 from firmware_model.tosa_ops.dtypes import DType
@@ -35,7 +35,7 @@ def _u32(v: int) -> int:
     return v & 0xFFFFFFFF
 
 
-def random_regs(rng) -> tuple[dict, int]:
+def random_regs(rng, max_count: int = SMALL_COUNT) -> tuple[dict, int]:
     sub = int(_pick(rng, list(EltOp)))
     a_dt = _pick(rng, TYPES[:3] if sub in eltwise_unit.SHIFT_OPS else TYPES)
     b_dt = _pick(rng, TYPES)
@@ -44,7 +44,7 @@ def random_regs(rng) -> tuple[dict, int]:
         mode &= ~int(EltMode.A_UNSIGNED)
     if b_dt not in (DType.INT8, DType.INT16):
         mode &= ~int(EltMode.B_UNSIGNED)
-    count = int(rng.integers(0, SMALL_COUNT + 1))
+    count = int(rng.integers(0, max_count + 1))
     out_dt = _pick(rng, TYPES)
     edge = lambda: int(_pick(rng, EDGE32 + [int(rng.integers(-(1 << 31), 1 << 31))]))   # noqa: E731
     small_zp = lambda: int(_pick(rng, [0, 0, 1, -1, 128, -128, 127, edge()]))            # noqa: E731
@@ -148,11 +148,11 @@ def random_checks(rng) -> dict:
     return points
 
 
-def cases(seed: int, n: int):
+def cases(seed: int, n: int, max_count: int = SMALL_COUNT):
     rng = np.random.default_rng(seed)
     made = 0
     while made < n:
-        regs, sub = random_regs(rng)
+        regs, sub = random_regs(rng, max_count)
         try:
             plan = eltwise_plan(CFG, regs, sub)
         except GoldenModelError:
@@ -161,28 +161,41 @@ def cases(seed: int, n: int):
         yield rng, regs, sub, plan
 
 
+PREPARED = {"small": (prepare_eltwise_small, SMALL_COUNT), "vector": (prepare_eltwise_vector, 40)}
+
+
+@pytest.mark.parametrize("form", ["small", "vector"])
 @pytest.mark.parametrize("seed", range(30))
-def test_small_path_equals_execute_eltwise(seed):
-    for rng, regs, sub, plan in cases(seed, 40):
+def test_prepared_forms_equal_execute_eltwise(form, seed):
+    """Both prepared forms (the vector form on up to 40 elements: its ranges decide which wraps
+    it leaves out) against the spec's reading."""
+    prepare, max_count = PREPARED[form]
+    for rng, regs, sub, plan in cases(seed, 40, max_count):
         mem = random_memories(rng)
         want_mem, got_mem = clone(mem), clone(mem)
         pa, pb = Recorder(), Recorder()
         execute_eltwise(CFG, want_mem, regs, sub, pa, plan)
-        prepare_eltwise_small(CFG, regs, sub, plan)(got_mem, pb)
+        run = prepare(CFG, regs, sub, plan)
+        run(got_mem, pb)
+        again = clone(mem)                          # a second run: what the first one kept
+        run(again, None)
+        assert np.array_equal(again.sram[Sram.OUTPUT], want_mem.sram[Sram.OUTPUT]), (regs, sub)
         assert np.array_equal(got_mem.sram[Sram.OUTPUT], want_mem.sram[Sram.OUTPUT]), (regs, sub)
         assert [p for p, _ in pa.seen] == [p for p, _ in pb.seen]
         for (_, x), (_, y) in zip(pa.seen, pb.seen):
             assert len(x) == len(y) and all(np.array_equal(u, v) for u, v in zip(x, y)), (regs, sub)
 
 
+@pytest.mark.parametrize("form", ["small", "vector"])
 @pytest.mark.parametrize("seed", range(30))
-def test_small_path_reports_the_monitors_failures(seed):
-    for rng, regs, sub, plan in cases(100 + seed, 40):
+def test_prepared_forms_report_the_monitors_failures(form, seed):
+    prepare, max_count = PREPARED[form]
+    for rng, regs, sub, plan in cases(100 + seed, 40, max_count):
         mem = random_memories(rng)
         checks = random_checks(rng)
         la, lb = FailureLog(), FailureLog()
         execute_eltwise(CFG, clone(mem), regs, sub, Probe(la, checks), plan)
-        prepare_eltwise_small(CFG, regs, sub, plan)(clone(mem), Probe(lb, checks))
+        prepare(CFG, regs, sub, plan)(clone(mem), Probe(lb, checks))
         assert la.failures == lb.failures, (regs, sub, checks)
 
 
