@@ -37,6 +37,10 @@ IM2COL_BLOCK_ELEMENTS = 1 << 23
 # DEPTHWISE_CONV2D with 4 or more taps and at most this many im2col elements (N*OH*OW*KH*KW*C)
 # runs as one batched product over its channels; larger ones loop over the taps (fewer passes).
 DEPTHWISE_GEMM_ELEMENTS = 1 << 16
+# ... and with at most this many multiply-adds as one block-diagonal product (N*OH*OW*KH*KW*C
+# x C*M: the zeros off the diagonal included), which one BLAS call does faster than a batch of
+# C small products while C is small.
+DEPTHWISE_BLOCK_PRODUCT = 1 << 21
 # AVG_POOL2D rescales its sums in blocks of about this many elements (int64 temporaries in cache).
 POOL_SCALE_BLOCK = 1 << 15
 # AVG_POOL2D sums in int32 when kernel area x max|input - zp| stays below this, else in int64.
@@ -335,6 +339,23 @@ def depthwise_conv2d(call: OpCall):
         # as CONV2D does.
         ct = _compute_dtype(k * max(abs(in_t.min - izp), abs(in_t.max - izp))
                             * max(abs(w_t.min - wzp), abs(w_t.max - wzp)))
+        if n * oh * ow * k * c * c * m <= DEPTHWISE_BLOCK_PRODUCT:
+            # Few channels: one product over all of them, the windows (N*OH*OW x KH*KW*C, as laid
+            # out) times the taps as a block-diagonal (KH*KW*C x C*M) matrix: row (tap t, channel
+            # ci), column ci*M + j holds w[t, ci, j], every other entry 0 (adds nothing).
+            wblock = np.zeros(k * c * c * m, ct)
+            size = wblock.itemsize                  # the diagonal blocks: a strided view of (KH*KW, C, M)
+            np.ndarray((k, c, m), ct, buffer=wblock, strides=(c * c * m * size, (c + 1) * m * size, size))[...] = \
+                _shifted(w, wzp, ct).reshape(k, c, m)
+            wblock = wblock.reshape(k * c, c * m)
+
+            def execute_block(ins):
+                xp = _pad_zero(_shifted(np.asarray(ins[0]), izp, ct), pt, pb, pl, pr)
+                view = _windows(xp, (oh, ow), (kh, kw), (sy, sx), (dy, dx))       # (N, OH, OW, KH, KW, C)
+                acc = _matmul(np.ascontiguousarray(view).reshape(n * oh * ow, k * c), wblock)   # channel c*M + j
+                return [out(call, _finish(acc, bias, out_t).reshape(n, oh, ow, c * m))]
+            return execute_block
+
         wmat = np.ascontiguousarray(_shifted(w, wzp, ct).reshape(k, c, m).transpose(1, 0, 2))   # (C, KH*KW, M)
         bias_cm = bias.reshape(c, m) if bias.size == c * m else bias
 

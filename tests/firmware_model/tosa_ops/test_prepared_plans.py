@@ -398,18 +398,20 @@ def test_avg_pool2d_equals_the_spec(monkeypatch, zps, blocks, io_t, kernel, stri
         same(execute([x])[0], avg_pool_reference(x, izp, ozp, kernel, stride, pad, io_t))
 
 
-@pytest.mark.parametrize("gemm", [False, True])
+@pytest.mark.parametrize("gemm", [False, "batched", "block"])
 @pytest.mark.parametrize("in_t", [I8, I16])
 @pytest.mark.parametrize("kernel,m,pad,stride,dilation", [
     ((3, 3), 1, (1, 1, 1, 1), (1, 1), (1, 1)), ((2, 3), 3, (0, 1, 1, 0), (2, 1), (1, 2)),
     ((5, 5), 2, (1, 0, 0, 1), (1, 2), (1, 1)), ((1, 4), 4, (0, 0, 0, 0), (1, 1), (1, 1)),
     ((1, 1), 2, (0, 0, 0, 0), (1, 1), (1, 1))])
 def test_depthwise_paths_equal_the_spec(monkeypatch, gemm, in_t, kernel, m, pad, stride, dilation):
-    """DEPTHWISE_CONV2D's two executes (a small one with 4+ taps: one batched product over the
-    channels in an exact float type; otherwise the loop over the taps) against the spec's loops,
+    """DEPTHWISE_CONV2D's three executes (a small one with 4+ taps: one product with a block-diagonal
+    weight matrix, or one batched product over the channels, in an exact float type; otherwise
+    the loop over the taps) against the spec's loops,
     int8 (int32 accumulator and bias wrapping) and int16 (int48, saturated), values at the extremes."""
     from firmware_model.tosa_ops import tensor_ops
     monkeypatch.setattr(tensor_ops, "DEPTHWISE_GEMM_ELEMENTS", 1 << 30 if gemm else -1)
+    monkeypatch.setattr(tensor_ops, "DEPTHWISE_BLOCK_PRODUCT", 1 << 40 if gemm == "block" else -1)
     kh, kw = kernel
     n, ih, iw, c = 2, 9, 8, 3
     out_t = I32 if in_t == I8 else I48
