@@ -82,6 +82,8 @@ VARIABLE_KINDS = (VARIABLE_READ_KIND, VARIABLE_WRITE_KIND)
 NEVER_CACHED = {"VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE", "CUSTOM", "COND_IF", "WHILE_LOOP"}
 # Ops that may have a plan other than a kernel op's (Interpreter._special_plan).
 _SPECIAL_OPS = frozenset({"VARIABLE", "IDENTITY", "VARIABLE_READ", "VARIABLE_WRITE", "CONST", "CONST_SHAPE"})
+# The variables (and variable tensors) of a graph without any: one read-only empty mapping.
+_NONE: Mapping = MappingProxyType({})
 
 
 @dataclass
@@ -236,7 +238,7 @@ class Interpreter:
         if any_variable:
             self._variables = self._collect_variables(variable_tensors)
         else:                                           # (what _collect_variables finds then)
-            self._variables, self._uid_of_tensor = {}, {}
+            self._variables = self._uid_of_tensor = _NONE
         self._state: dict[str, _VarState] = {}
         # Variables with a VARIABLE op are declared there; the others at the start of a run.
         if self._variables:
@@ -253,7 +255,8 @@ class Interpreter:
         hold integer-profile values (said first, before a run tries to store one), and no tensor
         nor all of them together may be too large to hold (refused before any allocation). The
         same pass makes the main block's tensor specs (self._specs).
-        Returns each block's variable tensors, in the graph's order, and whether there are any."""
+        Returns the variable tensors of each block that has any, in the graph's order, and whether
+        there are any."""
         limit = limits.tensor_limit()
         # The sum over every tensor of |product of its dimensions| bounds each tensor's size in
         # elements and their total (limits.tensor_bytes counts a tensor with an unknown dimension
@@ -262,23 +265,24 @@ class Interpreter:
         # (_check_sizes, otherwise). Numpy dimensions (a product that may wrap) make the bound a
         # numpy integer, and then _check_sizes too.
         bound = 0
-        variables = []
-        any_variable = False
+        variables = []                  # (block, its variable tensors) of the blocks that have any
         main = self.block
-        blocks = [b for r in self.graph.regions for b in r.blocks]      # Graph.blocks()
+        regions = self.graph.regions    # Graph.blocks()
+        blocks = regions[0].blocks if len(regions) == 1 else [b for r in regions for b in r.blocks]
         for b in blocks:
-            specs, found = {}, []
+            specs, found = {}, None
             for name, t in b.tensors.items():
                 shape = tuple(t.shape)
                 specs[name] = _new_spec((shape, t.dtype))
                 bound += abs(prod(shape))
                 if t.is_variable:
+                    if found is None:
+                        found = []
+                        variables.append((b, found))
                     found.append(t)
             if b is main:
                 self._specs = specs
-            variables.append((b, found))
-            if found:
-                any_variable = True
+        any_variable = bool(variables)
         # Inputs, outputs and variables must hold integer-profile values: say which one does not
         # before a run tries to store it.
         specs = self._specs
