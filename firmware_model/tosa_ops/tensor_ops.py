@@ -500,8 +500,12 @@ def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> list[int]:
     hi = min(o - 1, (size + p0 - k) // s)
     if lo > hi:
         return [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(o)]
-    return ([min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(lo)] + [k] * (hi - lo + 1)
-            + [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(hi + 1, o)])
+    counts = [k] * o
+    for y in range(lo):                 # (loops: the edges are a position or two)
+        counts[y] = min(y * s - p0 + k, size) - max(y * s - p0, 0)
+    for y in range(hi + 1, o):
+        counts[y] = min(y * s - p0 + k, size) - max(y * s - p0, 0)
+    return counts
 
 
 @register_plan("AVG_POOL2D", static=(1, 2))
