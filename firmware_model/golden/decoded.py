@@ -42,7 +42,8 @@ from firmware_model.golden.mac_unit import prepare_mac
 from firmware_model.golden.pool_unit import prepare_pool
 
 # What a step does (its tuple's first field; the second is the command's index, the third its opcode):
-#   S_DMA     (S_DMA, pc, op, sram, to_sram, DmaPlan)
+#   S_DMA     (S_DMA, pc, op, sram, to_sram, DmaPlan, (sram start, ext start, bytes) of a transfer
+#             of one run (dma.dma_transfer's slice copy) or None)
 #   S_FILL    (S_FILL, pc, op, sram, value, DmaPlan)
 #   S_UNIT    (S_UNIT, pc, op, sub, the unit's registers {number: raw value}, the unit's plan, its
 #             prepared data path (a function of the memories and the probe) or None)
@@ -75,12 +76,13 @@ class GoldenSteps:
         self.batched_by = None      # the batched.settings() they were made with
 
 
-def steps_to_run(plans, prepared: GoldenSteps, mem, monitor):
-    """The steps an invocation runs one by one, in order: `prepared.steps`, or from the decode's
-    batched.BATCH_AFTER-th run on, its segments (batched.py) run here in their place. A segment
-    that gives up (a REQUIRE check failed inside it: nothing written) hands its own steps and
-    every later one back to be run one by one, as is any segment reached while the monitor holds
-    a failure."""
+def steps_for(plans, prepared: GoldenSteps, monitor) -> list:
+    """The steps an invocation walks (counting the run): `prepared.steps`, or from the decode's
+    batched.BATCH_AFTER-th run on, those with its segments (S_BATCH steps, made here when due).
+    The walker runs a segment in place of its steps; a segment that gives up (a REQUIRE check
+    failed inside it: nothing written) hands its own steps and every later one back to be run one
+    by one from `prepared.steps`, as is any segment reached while the monitor holds a failure
+    (steps_to_run, GoldenModel._run_decoded)."""
     from firmware_model.golden import batched
 
     prepared.runs += 1
@@ -94,7 +96,13 @@ def steps_to_run(plans, prepared: GoldenSteps, mem, monitor):
         prepared.batched_by = batched.settings()
     elif prepared.runs <= batched.BATCH_AFTER:      # (a test that moves BATCH_AFTER: steps one by one)
         prepared.batched = prepared.batched_by = None
-    steps = prepared.batched or prepared.steps
+    return prepared.batched or prepared.steps
+
+
+def steps_to_run(plans, prepared: GoldenSteps, mem, monitor):
+    """The steps an invocation runs one by one, in order (steps_for), its segments run here in
+    their place."""
+    steps = steps_for(plans, prepared, monitor)
     if steps is prepared.steps:
         yield from steps
         return
@@ -110,6 +118,14 @@ def steps_to_run(plans, prepared: GoldenSteps, mem, monitor):
             continue
         yield step
         i += 1
+
+
+def _one_run(plan):
+    """A non-empty transfer of one run of bytes as (SRAM start, external start, bytes), what
+    dma.dma_transfer copies as slices; None for any other."""
+    if plan.bytes and plan.ext[2] == 1 and plan.ext[3] == 1:
+        return plan.on_chip[0], plan.ext[0], plan.ext[1]
+    return None
 
 
 def prepare(cfg, op: Opcode, regs: dict, sub: int, plan):
@@ -168,7 +184,7 @@ def golden_steps(plans: "tm._ProgramPlans", dec: "tm._Decoded", watched=()) -> G
                 plan = dma_memo[dkey] = (dma_plan(cfg, raw, sram, op == Opcode.DMA_LOAD) if kind == tm.DMA
                                          else fill_plan(cfg, raw, sram))
             if kind == tm.DMA:
-                steps.append((S_DMA, pc, op, sram, op == Opcode.DMA_LOAD, plan))
+                steps.append((S_DMA, pc, op, sram, op == Opcode.DMA_LOAD, plan, _one_run(plan)))
             else:
                 steps.append((S_FILL, pc, op, sram, cmds[pc].value, plan))
         elif kind == tm.UNIT:

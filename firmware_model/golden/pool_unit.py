@@ -204,12 +204,12 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, 
 def prepare_pool(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan):
     """execute_pool with its registers decoded once (the golden model's decoded program,
     decoded.py): a function of (memories, probe) that computes and stores what execute_pool does,
-    with what depends on the registers alone made beforehand: the input box's byte addresses
-    (_read_box's), the windows' clipped tap indices and real-position mask, AVG's
+    with what depends on the registers alone made beforehand: the input box's view (_read_box's
+    elements), the windows' clipped tap indices and real-position mask, AVG's
     reciprocal_scale of each window's count, the output element addresses and the prepared
     output stage. Equal to execute_pool (tests/firmware_model/golden/test_decoded.py)."""
     from firmware_model.arch.isa import OUTPUT_STAGE_REGS
-    from firmware_model.golden.output_stage import prepare_output_stage, write_elements
+    from firmware_model.golden.output_stage import prepare_output_stage, scale32_operands, write_elements
 
     r = Registers(regs)
     mode, in_dt, out_dt = plan.mode, plan.in_dtype, plan.out_dtype
@@ -218,12 +218,7 @@ def prepare_pool(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan)
     ih, iw = r.pool_in_h, r.pool_in_w
     regions = plan.regions
     size = ELEMENT_BYTES[in_dt]
-    box = bool(ih and iw and oc)
-    if box:                         # _read_box: element (y, x, k) at IFM_ADDR + y*row + x*pix + k*size
-        offs = (r.ifm_addr + np.arange(ih, dtype=np.int64)[:, None, None] * r.ifm_row_stride
-                + np.arange(iw, dtype=np.int64)[None, :, None] * r.ifm_pix_stride
-                + np.arange(oc, dtype=np.int64)[None, None, :] * size)
-        box_bytes = offs[..., None] + np.arange(size, dtype=np.int64)
+    box = bool(ih and iw and oc)    # _read_box: element (y, x, k) at IFM_ADDR + y*row + x*pix + k*size
     rows, cols, count = plan.rows, plan.cols, plan.count
     real_r, real_c = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
     tap_r = np.clip(rows, 0, ih - 1)[:, :, None, None]
@@ -241,32 +236,90 @@ def prepare_pool(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan)
                    + np.arange(oc, dtype=np.int64)[None, None, :] * esize)
     out_rng = regions["output"]
 
+    # Made once as well (issue 16): the box read through a strided view of the input SRAM (its
+    # addresses and strides are multiples of the element size: box_range), the windows' taps of
+    # real positions only where a window has padding (else the reduction takes them as they are),
+    # the AVG sum's wrap32 left out when |tap - IFM_ZP| * KH * KW cannot leave int32, AVG's
+    # apply_scale_32 as its int64 expression on operands spread over the output, the records'
+    # scale32 operands once per records, and the store as a strided view when no two output
+    # elements share a byte (else write_elements' scatter, in its order).
+    all_real = bool(real.all())
+    if box:
+        in_view = ((ih, iw, oc), f"<i{size}", r.ifm_addr, (r.ifm_row_stride, r.ifm_pix_stride, size))
+    lo_in, hi_in = (in_dt.min, in_dt.max)
+    sum_wraps = max(abs(lo_in - ifm_zp), abs(hi_in - ifm_zp)) * kh * kw >= 1 << 31
+    if mode == PoolMode.AVG:
+        full = (oh, ow, oc)
+        avg_mul = np.ascontiguousarray(np.broadcast_to(avg_m, full))
+        avg_sh = np.ascontiguousarray(np.broadcast_to(avg_s, full))
+        avg_round = np.ascontiguousarray(np.broadcast_to(
+            np.where(avg_s >= 1, np.left_shift(np.int64(1), np.maximum(avg_s - 1, 0)), 0), full))
+        ofm_zp64 = np.int64(r.ofm_zp)
+        out_lo, out_hi = np.int64(out_dt.min), np.int64(out_dt.max)
+    row_o, pix_o, n_o = r.ofm_row_stride, r.ofm_pix_stride, oc * esize
+    out_apart = (ow == 1 or pix_o >= n_o) and (oh == 1 or row_o >= (ow - 1) * pix_o + n_o)
+    out_dtype = f"<i{esize}" if esize < 8 else "<i8"
+    w32 = np.int64(32)
+    memo = [None]
+
+    def records(mem: Memories, shape) -> tuple:
+        m_, s_ = load_records(mem, param)
+        made = memo[0]
+        if made is not None and made[0] is m_ and made[1] is s_:
+            return made[2]
+        multiplier, shift = np.broadcast_to(m_, shape), np.broadcast_to(s_, shape)
+        ops = None
+        if plan.stage.rescale and plan.stage.scale32:
+            ops = scale32_operands(multiplier, shift, plan.stage.double_round)
+        made = (multiplier, shift, ops)
+        memo[0] = (m_, s_, made)
+        return made
+
     def run(mem: Memories, probe=None) -> None:
         if box:
-            raw = mem.sram[Sram.INPUT][box_bytes]
-            x = np.ascontiguousarray(raw).view(f"<i{size}")[..., 0].astype(np.int64)
+            shape_, dt_, off_, strides_ = in_view
+            x = np.ndarray(shape_, dt_, buffer=mem.sram[Sram.INPUT], offset=off_, strides=strides_).astype(np.int64)
         else:
             x = np.zeros((ih, iw, oc), np.int64)
         if probe is not None:
             probe("box", x)
         taps = x[tap_r, tap_c] if x.size else np.zeros((oh, kh, ow, kw, oc), np.int64)
         if mode in (PoolMode.MAX, PoolMode.MIN):
-            fill = np.iinfo(np.int64).min if mode == PoolMode.MAX else np.iinfo(np.int64).max
-            reduce_ = np.max if mode == PoolMode.MAX else np.min
-            value = reduce_(np.where(real, taps, fill), axis=(1, 3)) if taps.size else np.zeros((oh, ow, oc), np.int64)
+            if not taps.size:
+                value = np.zeros((oh, ow, oc), np.int64)
+            else:
+                if not all_real:
+                    fill = np.iinfo(np.int64).min if mode == PoolMode.MAX else np.iinfo(np.int64).max
+                    taps = np.where(real, taps, fill)
+                value = (np.max if mode == PoolMode.MAX else np.min)(taps, axis=(1, 3))
         else:
-            acc = wrap(np.where(real, taps - ifm_zp, 0).sum(axis=(1, 3)), 32)
+            if ifm_zp:
+                taps = taps - ifm_zp
+            if not all_real:
+                taps = np.where(real, taps, 0)
+            acc = taps.sum(axis=(1, 3))
+            if sum_wraps:
+                acc = wrap(acc, 32)
             if mode == PoolMode.SUM:
                 value = acc
             else:
-                scaled = numerics.apply_scale_32(acc, avg_m, avg_s, False, require=False)
-                value = numerics.apply_add_s(scaled, r.ofm_zp, DType.INT32, require=False)
-                value = numerics.apply_clip_s(value, out_dt.min, out_dt.max)
-        multiplier = shift = None
+                # apply_scale_32(acc, m, s, False, require=False), apply_add_s(ofm_zp), apply_clip_s
+                t = acc * avg_mul
+                t += avg_round
+                t >>= avg_sh
+                t += ofm_zp64
+                t <<= w32
+                t >>= w32
+                value = np.minimum(np.maximum(t, out_lo, out=t), out_hi, out=t)
+        multiplier = shift = ops = None
         if param is not None:
-            m_, s_ = load_records(mem, param)
-            multiplier = np.broadcast_to(m_, value.shape)
-            shift = np.broadcast_to(s_, value.shape)
-        out = stage(mem, value, multiplier, shift, probe)
-        write_elements(mem, out_offsets, out, out_dt, "POOL output", rng=out_rng)
+            multiplier, shift, ops = records(mem, value.shape)
+        out = stage(mem, value, multiplier, shift, probe, ops)
+        if out_apart:
+            raw = np.ascontiguousarray(np.asarray(out, dtype=np.int64).reshape(oh, ow, oc).astype(out_dtype))
+            dst = np.ndarray((oh, ow, n_o), np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=r.ofm_addr,
+                             strides=(row_o, pix_o, 1))
+            dst[...] = raw.view(np.uint8).reshape(oh, ow, n_o)
+        else:
+            write_elements(mem, out_offsets, out, out_dt, "POOL output", rng=out_rng)
     return run
