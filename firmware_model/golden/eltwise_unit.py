@@ -410,8 +410,9 @@ def prepare_eltwise_vector(cfg: NpuConfig, regs: dict[int, int], sub: int, plan:
 # ---- A short vector's command in Python integers (issue 16) -----------------------------------
 # A command on a few elements (a softmax's scalar chain: ELT_COUNT 1) spends 11-37 us in the two
 # dozen numpy calls of prepare_eltwise_values, each ~1 us whatever the size. Up to SMALL_COUNT
-# elements prepare_eltwise runs the same pipeline on Python integers instead (mlp's one-element
-# commands: 4-7 us; at 10 elements both forms cost about the same): each step is the
+# elements prepare_eltwise runs the same pipeline on Python integers instead, one list
+# comprehension a step with the idle wraps left out (mlp's one-element commands: 3-6 us against
+# 12-20; its ten-element ones 6-15 us against 8-38): each step is the
 # primitive's int64 expression, element by element. Python integers do not wrap at 64 bits where
 # numpy's int64 does, so every expression below is one that stays inside int64 for every operand
 # the registers and element types allow (the bound is stated beside each), or wraps explicitly
@@ -421,7 +422,7 @@ def prepare_eltwise_vector(cfg: NpuConfig, regs: dict[int, int], sub: int, plan:
 # test of the add, sub, mul, shift and scale32 rescale rules; any other rule always runs).
 # tests/firmware_model/golden/test_eltwise_small.py compares this path with execute_eltwise.
 
-SMALL_COUNT = 8
+SMALL_COUNT = 16
 
 _I64 = 1 << 63
 
@@ -473,9 +474,49 @@ def _may_fail(c: dict, arrays: tuple) -> bool:
     return True
 
 
+_H32, _M32 = 1 << 31, (1 << 32) - 1
+_H48, _M48 = 1 << 47, (1 << 48) - 1
+_M64 = (1 << 64) - 1
+_STORE = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def _operand_ranges(dt: DType, unsigned: bool, zp: int, plain: bool, lsh: int, rescale: bool, m: int, s: int,
+                    rnd: int, extra: int) -> tuple:
+    """An operand stage's idle wraps and result range (prepare_eltwise_values' operand, stated
+    once more for the small form): (wrap48 of x0, wrap32 of x0, wrap32 after the shift, wrap32
+    after the rescale, (lo, hi) of the result). `plain`: no rescale and ELT_x_LSHIFT 0 (the
+    register, not its low 5 bits)."""
+    if dt == DType.INT48:
+        lo, hi = DType.INT48.min, DType.INT48.max
+    elif unsigned:
+        lo, hi = 0, (1 << (8 * ELEMENT_BYTES[dt])) - 1
+    else:
+        lo, hi = dt.min, dt.max
+    lo, hi = lo - zp, hi - zp
+    w48 = dt == DType.INT48 and not _inside(lo, hi, 48)
+    if plain:
+        return w48, False, False, False, ((DType.INT48.min, DType.INT48.max) if w48 else (lo, hi))
+    w0 = not _inside(lo, hi, 32)
+    if w0:
+        lo, hi = _I32
+    lo, hi = lo << lsh, hi << lsh
+    w1 = not _inside(lo, hi, 32)
+    if w1:
+        lo, hi = _I32
+    if not rescale:
+        return w48, w0, w1, False, (lo, hi)
+    lo, hi = (lo * m + rnd - extra) >> s, (hi * m + rnd + extra) >> s
+    w2 = not _inside(lo, hi, 32)
+    return w48, w0, w1, w2, (_I32 if w2 else (lo, hi))
+
+
 def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
     """execute_eltwise on Python integers (the section's comment above): a function of (memories,
-    probe) that stores what execute_eltwise stores, for ELT_COUNT <= SMALL_COUNT."""
+    probe) that stores what execute_eltwise stores, for ELT_COUNT <= SMALL_COUNT. Each step is one
+    list comprehension with its wraps written out ((x + 2^(n-1)) & (2^n - 1)) - 2^(n-1)), and a
+    wrap the operand's range proves idle is left out (_operand_ranges, as the vector form does)."""
+    import struct
+
     from firmware_model.golden.require_monitor import Probe
 
     r = Registers(regs)
@@ -488,6 +529,7 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
     o0, o1 = regions["output"]
     out_size = ELEMENT_BYTES[plan.ofm_dtype]
     out_mask = (1 << (8 * out_size)) - 1
+    pack = struct.Struct(f"<{count}{_STORE[out_size]}").pack
     channels = max(1, r.elt_channels)
 
     def operand(dt, unsigned, zp, lshift, rescale, mult, shift, double_round, name, scalar):
@@ -496,101 +538,148 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
         plain = not rescale and lshift == 0
         lsh, m, s = lshift & 31, mult & 0x7FFFFFFF, shift & 63
         rnd = (1 << (s - 1)) if s >= 1 else 0
+        extra = (1 << 30) if double_round and s > 31 else 0
+        w48, w0, w1, w2, out_range = _operand_ranges(dt, unsigned, zp, plain, lsh, rescale, m, s, rnd, extra)
         n = 1 if scalar else count
         p0, p1 = name + "0", name + "1"
 
         def stage(raw, show):
             xs = raw.view(view).tolist()
-            if int48:
-                xs = [_w(x, 48) for x in xs]                    # load_elements' int48 reading
-            x0 = [x - zp for x in xs]                           # |x0| < 2^48 + 2^31
+            if int48:                                           # load_elements' int48 reading
+                xs = [((x + _H48) & _M48) - _H48 for x in xs]
+            if zp:
+                xs = [x - zp for x in xs]                       # |x0| < 2^48 + 2^31
             if show is not None:
-                show(p0, x0)
+                show(p0, xs)
             if plain:
-                return [_w(x, 48) for x in x0] if int48 else x0
-            x1 = [_w(_w(x, 32) << lsh, 32) for x in x0]        # < 2^31 * 2^31
+                return [((x + _H48) & _M48) - _H48 for x in xs] if w48 else xs
+            if w0:
+                xs = [((x + _H32) & _M32) - _H32 for x in xs]
+            if w1:
+                xs = [((x << lsh) + _H32 & _M32) - _H32 for x in xs]
+            elif lsh:
+                xs = [x << lsh for x in xs]                     # < 2^31 * 2^31
             if show is not None:
-                show(p1, x1)
+                show(p1, xs)
             if not rescale:
-                return x1
-            out = []                                            # apply_scale_32(require=False)
-            for x in x1:                                        # |x * m| < 2^62, rnd <= 2^62 + 2^30
-                t = rnd
-                if double_round and s > 31:
-                    t += (1 << 30) if x >= 0 else -(1 << 30)
-                out.append(_w((x * m + t) >> s, 32))
-            return out
-        return stage, n
+                return xs
+            # apply_scale_32(require=False): |x * m| < 2^62, rnd <= 2^62 + 2^30
+            if extra:
+                xs = [(x * m + rnd + (extra if x >= 0 else -extra)) >> s for x in xs]
+            else:
+                xs = [(x * m + rnd) >> s for x in xs]
+            if w2:
+                xs = [((x + _H32) & _M32) - _H32 for x in xs]
+            return xs
+        return stage, n, out_range
 
-    stage_a, n_a = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, r.elt_a_zp, r.elt_a_lshift,
-                           EltMode.A_RESCALE in mode, r.elt_a_mult, r.elt_a_shift, EltMode.A_DOUBLE_ROUND in mode,
-                           "A", EltMode.A_SCALAR in mode)
+    stage_a, n_a, a_range = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, r.elt_a_zp, r.elt_a_lshift,
+                                    EltMode.A_RESCALE in mode, r.elt_a_mult, r.elt_a_shift,
+                                    EltMode.A_DOUBLE_ROUND in mode, "A", EltMode.A_SCALAR in mode)
     if binary:
-        stage_b, n_b = operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, r.elt_b_zp, r.elt_b_lshift,
-                               EltMode.B_RESCALE in mode, r.elt_b_mult, r.elt_b_shift,
-                               EltMode.B_DOUBLE_ROUND in mode, "B", EltMode.B_SCALAR in mode)
+        stage_b, n_b, b_range = operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, r.elt_b_zp, r.elt_b_lshift,
+                                        EltMode.B_RESCALE in mode, r.elt_b_mult, r.elt_b_shift,
+                                        EltMode.B_DOUBLE_ROUND in mode, "B", EltMode.B_SCALAR in mode)
     width = plan.a_dtype.bits if op in SHIFT_OPS else 32
     mul_shift, round_ = r.elt_shift & 63, EltMode.ROUND in mode
     mul_rnd = (1 << (mul_shift - 1)) if mul_shift > 0 else 0
-    wmask = (1 << width) - 1
+    wmask, whalf = (1 << width) - 1, 1 << (width - 1)
+    # eltwise_op's wraps of a and b to int32, idle where the operand's range lies inside int32
+    wrap_a = binary and op != EltOp.COPY and not _inside(*a_range, 32)
+    wrap_b = binary and not _inside(*b_range, 32)
+    if op in (EltOp.ADD, EltOp.SUB):
+        ra = a_range if not wrap_a else _I32
+        rb = b_range if not wrap_b else _I32
+        lo = ra[0] + rb[0] if op == EltOp.ADD else ra[0] - rb[1]
+        hi = ra[1] + rb[1] if op == EltOp.ADD else ra[1] - rb[0]
+        wrap_sum = not _inside(lo, hi, 32)
 
-    def operation(a: int, b: int) -> int:
-        """eltwise_op on one element pair (a, b after their input stages)."""
-        if op == EltOp.COPY:
-            return a
-        a, b = _w(a, 32), _w(b, 32)
+    def operation(A: list, B: list) -> list:
+        """eltwise_op on the lists (A, B after their input stages)."""
+        if wrap_a:
+            A = [((x + _H32) & _M32) - _H32 for x in A]
+        if wrap_b:
+            B = [((x + _H32) & _M32) - _H32 for x in B]
         if op == EltOp.ADD:
-            return _w(a + b, 32)
+            if wrap_sum:
+                return [((x + y + _H32) & _M32) - _H32 for x, y in zip(A, B)]
+            return [x + y for x, y in zip(A, B)]
         if op == EltOp.SUB:
-            return _w(a - b, 32)
+            if wrap_sum:
+                return [((x - y + _H32) & _M32) - _H32 for x, y in zip(A, B)]
+            return [x - y for x, y in zip(A, B)]
         if op == EltOp.MUL:
-            if mul_shift > 0:                   # a * b <= 2^62, + 2^62 may reach 2^63: int64 wraps
-                return _w(_w64(a * b + mul_rnd) >> mul_shift, 32)
-            return _w(a * b, 32)
+            if mul_shift > 0:       # a * b <= 2^62, + 2^62 may reach 2^63: int64 wraps
+                return [(((((x * y + mul_rnd + _I64) & _M64) - _I64) >> mul_shift) + _H32 & _M32) - _H32
+                        for x, y in zip(A, B)]
+            return [((x * y + _H32) & _M32) - _H32 for x, y in zip(A, B)]
         if op == EltOp.MINIMUM:
-            return min(a, b)
+            return [x if x < y else y for x, y in zip(A, B)]
         if op == EltOp.MAXIMUM:
-            return max(a, b)
-        a = _w(a, width)
-        n = b & 31
-        if op == EltOp.LOGICAL_LEFT_SHIFT:
-            return _w(a << n, width)            # < 2^31 * 2^31
-        if op == EltOp.LOGICAL_RIGHT_SHIFT:
-            return _w((a & wmask) >> n, width)
-        result = _w(a >> n, width)              # ARITHMETIC_RIGHT_SHIFT
-        if round_ and n > 0 and (_w(a >> (n - 1), width) & 1):
-            result += 1
-        return _w(result, width)
+            return [x if x > y else y for x, y in zip(A, B)]
+        out = []
+        for a, b in zip(A, B):                  # the shifts, in the width of A's type
+            a = ((a + whalf) & wmask) - whalf
+            n = b & 31
+            if op == EltOp.LOGICAL_LEFT_SHIFT:
+                v = a << n                      # < 2^31 * 2^31
+            elif op == EltOp.LOGICAL_RIGHT_SHIFT:
+                v = (a & wmask) >> n
+            else:                               # ARITHMETIC_RIGHT_SHIFT
+                v = ((a >> n) + whalf & wmask) - whalf
+                if round_ and n > 0 and ((((a >> (n - 1)) + whalf) & wmask) - whalf) & 1:
+                    v += 1
+            out.append(((v + whalf) & wmask) - whalf)
+        return out
 
-    # the output stage (apply_output_stage)
+    # the output stage (apply_output_stage): the rescale's saturation and the clamp as one clip
+    # where their ranges overlap (prepare_output_stage's reasoning)
     ofm_zp, clamp_min, clamp_max = r.ofm_zp, r.clamp_min, r.clamp_max
+    clips = [(clamp_min, clamp_max)]
     if st.rescale:
         rdt = st.rescale_dtype
         lo, hi = (0, rdt.umax) if st.unsigned_out else (rdt.min, rdt.max)
+        clips = ([(max(lo, clamp_min), min(hi, clamp_max))] if clamp_min <= hi
+                 else [(lo, hi), (clamp_min, clamp_max)])
     lut_range, lut_mode = st.lut_range, st.lut_mode
     index = [i % channels for i in range(count)]
+    memo = [None]
+
+    def operands(records) -> tuple:
+        """Per element: the records' multiplier and shift (as the probe sees them) and the
+        rescale's (multiplier, shift, round) as it uses them; kept for the last records seen."""
+        made = memo[0]
+        if made is not None and made[0] is records[0] and made[1] is records[1]:
+            return made[2]
+        ms, ss = records[0].tolist(), records[1].tolist()
+        mults, shifts = [ms[i] for i in index], [ss[i] for i in index]
+        use = []
+        for mu, sh in zip(mults, shifts):
+            sh &= 63
+            use.append((mu & (0x7FFFFFFF if st.scale32 else 0x7FFF), sh, (1 << (sh - 1)) if sh >= 1 else 0))
+        made = (mults, shifts, use)
+        memo[0] = (records[0], records[1], made)
+        return made
 
     def out_stage(values, records, mem, show):
         if st.rescale:
-            mults = [records[0][i] for i in index]
-            shifts = [records[1][i] for i in index]
+            mults, shifts, use = operands(records)
             if show is not None:
                 show("stage", values, mults, shifts)
             out = []
-            for v, m, s in zip(values, mults, shifts):
-                s &= 63
-                t = (1 << (s - 1)) if s >= 1 else 0
+            for v, (mu, sh, t) in zip(values, use):
                 if st.scale32:                  # apply_scale_32: |v * m| < 2^62, t <= 2^62 + 2^30
-                    v = _w(v, 32)
-                    if st.double_round and s > 31:
+                    v = ((v + _H32) & _M32) - _H32
+                    if st.double_round and sh > 31:
                         t += (1 << 30) if v >= 0 else -(1 << 30)
-                    x = _w((v * (m & 0x7FFFFFFF) + t) >> s, 32)
+                    x = (v * mu + t) >> sh
                 else:                           # apply_scale_16: |v * m| < 2^47 * 2^15
-                    x = _w((_w(v, 48) * (m & 0x7FFF) + t) >> s, 32)
-                x = _w(x + ofm_zp, 32)          # apply_add_s of the output zero point
-                out.append(min(max(x, lo), hi))
+                    x = ((((((v + _H48) & _M48) - _H48) * mu + t) >> sh) + _H32 & _M32) - _H32
+                out.append(((x + ofm_zp + _H32) & _M32) - _H32)     # wrap32(wrap32(x) + zp)
             values = out
-        values = [min(max(v, clamp_min), clamp_max) for v in values]
+        for lo_, hi_ in clips:                  # apply_clip_s
+            values = [lo_ if v < lo_ else v for v in values]
+            values = [hi_ if v > hi_ else v for v in values]
         if lut_range is not None:
             table = mem.sram[Sram.LUT][lut_range[0]:lut_range[1]].view("<i2")
             if lut_mode == LutMode.INT8:
@@ -600,10 +689,11 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                     show("lut", values)
                 out = []
                 for v in values:                # apply_lookup_s(require=False)
-                    c = min(max(v, -32768), 32767)
+                    c = -32768 if v < -32768 else 32767 if v > 32767 else v
                     i = (c + 32768) >> 7
                     base = int(table[i])
-                    out.append(_w((base << 7) + (int(table[min(i + 1, 512)]) - base) * (c & 0x7F), 32))
+                    out.append((((base << 7) + (int(table[i + 1 if i < 512 else 512]) - base) * (c & 0x7F))
+                                + _H32 & _M32) - _H32)
                 values = out
         return values
 
@@ -630,14 +720,9 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                 b = b * count
             if show is not None:
                 show("op", a, b)
-            values = [operation(x, y) for x, y in zip(a, b)]
+            values = operation(a, b)
         else:
             values = a                          # COPY
-        records = None
-        if param is not None:
-            m, sh = load_records(mem, param)
-            records = (m.tolist(), sh.tolist())
-        values = out_stage(values, records, mem, show)
-        sram[Sram.OUTPUT][o0:o1] = np.frombuffer(
-            b"".join((v & out_mask).to_bytes(out_size, "little") for v in values), dtype=np.uint8)
+        values = out_stage(values, load_records(mem, param) if param is not None else None, mem, show)
+        sram[Sram.OUTPUT][o0:o1] = np.frombuffer(pack(*[v & out_mask for v in values]), dtype=np.uint8)
     return run
