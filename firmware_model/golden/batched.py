@@ -38,7 +38,8 @@ network, random program, fault and REQUIRE refusal both ways with segments made 
 - what a segment cannot express is left to the steps: a decode with a fault, a transfer or tile
   whose bytes overlap themselves; and a segment not worth its gathers stays steps (fewer than
   MIN_TILES tiles, fewer than MIN_TILES_PER_GROUP tiles per group, or more than
-  MAX_BYTES_PER_TILE bytes gathered and written per tile: a large NPU's big tiles).
+  MAX_BYTES_PER_TILE bytes gathered and written per tile: a large NPU's big tiles), as does an
+  ELTWISE command of fewer than ELT_MIN_COUNT elements (its Python-integer step is cheaper).
 
 The segments are made at the decode's BATCH_AFTER-th run (its steps' runs before that are one
 by one) and kept with the decode, like its steps.
@@ -53,6 +54,7 @@ from firmware_model.arch.isa import (ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, 
                                      decode_param_records)
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.mac_unit import accumulate, accumulator_bound, exact_dot, lanes_per_word, record_operands
+from firmware_model.golden.eltwise_unit import SMALL_COUNT
 from firmware_model.golden.memories import memory_bytes
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -68,9 +70,15 @@ MAX_BYTES_PER_TILE = 8192
 # segment of one tile per group only saves its DMA steps (mlp on default: no faster).
 MIN_TILES_PER_GROUP = 2
 
+# Elements an ELTWISE command needs to join a segment: one of at most SMALL_COUNT elements runs in
+# Python integers as a step (eltwise_unit.prepare_eltwise_small), cheaper than its share of a
+# group's numpy calls (mlp's four ten-element table lookups: 60 us as a segment, ~32 us as steps).
+ELT_MIN_COUNT = SMALL_COUNT + 1
+
+
 def settings() -> tuple:
     """What decides which segments a decode gets (its made segments are kept with these)."""
-    return MIN_TILES, MIN_TILES_PER_GROUP, MAX_BYTES_PER_TILE
+    return MIN_TILES, MIN_TILES_PER_GROUP, MAX_BYTES_PER_TILE, ELT_MIN_COUNT
 
 
 # A byte's code: where the value a segment holds in that byte comes from.
@@ -683,7 +691,8 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
             # (a DEPTHWISE tile's rows read different channels: no shared input vectors; it runs as a step)
             mac = (kind == D.S_UNIT and step[2] == Opcode.MAC and step[3] != MacMode.DEPTHWISE
                    and step[5].stage is not None and _small(cfg, step))
-            elt = kind == D.S_UNIT and step[2] == Opcode.ELTWISE and _small(cfg, step)
+            elt = (kind == D.S_UNIT and step[2] == Opcode.ELTWISE and step[5].count >= ELT_MIN_COUNT
+                   and _small(cfg, step))
             if seg is None:
                 if kind in (D.S_DMA, D.S_FILL) or mac or elt:
                     seg = _Segment(comp, i)

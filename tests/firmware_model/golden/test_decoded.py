@@ -296,6 +296,7 @@ def segments(monkeypatch):
     monkeypatch.setattr(batched, "MIN_TILES", 1)
     monkeypatch.setattr(batched, "MAX_BYTES_PER_TILE", 1 << 60)
     monkeypatch.setattr(batched, "MIN_TILES_PER_GROUP", 0)
+    monkeypatch.setattr(batched, "ELT_MIN_COUNT", 0)
     ran = []
     run = batched.Segment.run
 

@@ -1,8 +1,9 @@
-"""The DEPTHWISE MAC command prepared once (depthwise_prepared.prepare_depthwise, what the decoded
+"""MAC commands prepared once (mac_prepared.prepare_depthwise / prepare_conv, what the decoded
 program runs) against execute_mac: the same output SRAM and the same probe calls, on random
-DEPTHWISE tiles (sim/vectors/random_tiles: kernel rows of one to three window passes, strides
-past a short pass, dilations, zero points, both rescales, tables, clamps) on every configuration,
-and on zero points at their extremes with the weights and inputs that make the sums largest."""
+tiles (sim/vectors/random_tiles: DEPTHWISE kernel rows of one to three window passes, strides
+past a short pass; CONV2D int8 and int16, raw int48 results; dilations, zero points, both
+rescales, tables, clamps; CONV2D tiles run as MATMUL too) on every configuration, and on zero
+points at their extremes with the weights, inputs and biases that make the sums largest."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import numpy as np
 import pytest
 
 from firmware_model.arch.config import load_config
-from firmware_model.arch.isa import PARAM_RECORD_BYTES, MacMode, Reg, Sram, decode_param_records, encode_param_records
-from firmware_model.golden.depthwise_prepared import prepare_depthwise
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, MacMode, OutMode, Reg, Sram, decode_param_records, encode_param_records
+from firmware_model.golden.mac_prepared import prepare_conv, prepare_depthwise
 from firmware_model.golden.mac_unit import execute_mac, mac_plan
+from firmware_model.errors import GoldenModelError
 from firmware_model.golden.memories import Memories
+from firmware_model.tosa_ops.dtypes import DType
 from sim.vectors.random_tiles import random_tile
 
 
@@ -33,12 +36,12 @@ def _memories(cfg, tile) -> Memories:
     return mem
 
 
-def _both(cfg, mem, regs):
-    plan = mac_plan(cfg, regs, MacMode.DEPTHWISE)
+def _both(cfg, mem, regs, mode=MacMode.DEPTHWISE):
+    plan = mac_plan(cfg, regs, mode)
     want, got = _copy(cfg, mem), _copy(cfg, mem)
     pa, pb = Recorder(), Recorder()
-    execute_mac(cfg, want, regs, MacMode.DEPTHWISE, pa, plan)
-    run = prepare_depthwise(cfg, regs, MacMode.DEPTHWISE, plan)
+    execute_mac(cfg, want, regs, mode, pa, plan)
+    run = (prepare_depthwise if mode == MacMode.DEPTHWISE else prepare_conv)(cfg, regs, mode, plan)
     run(got, pb)
     assert np.array_equal(got.sram[Sram.OUTPUT], want.sram[Sram.OUTPUT])
     assert [p for p, _ in pa.seen] == [p for p, _ in pb.seen]
@@ -71,8 +74,34 @@ def test_prepared_depthwise_equals_execute_mac(config, seed):
         done += 1
 
 
+@pytest.mark.parametrize("int16", [False, True])
+@pytest.mark.parametrize("config", ["tiny", "default", "large"])
+@pytest.mark.parametrize("seed", range(6))
+def test_prepared_conv_equals_execute_mac(config, seed, int16):
+    cfg = load_config(config)
+    rng = np.random.default_rng(100 + seed)
+    done = 0
+    while done < 10:
+        tile = random_tile(cfg, rng, done, DType.INT16 if int16 else DType.INT8)
+        if tile["mode"] != MacMode.CONV2D:
+            continue
+        mem = _memories(cfg, tile)
+        _both(cfg, mem, tile["regs"], MacMode.CONV2D)
+        out_mode = tile["regs"][int(Reg.OUT_MODE)]
+        if int16 and out_mode & OutMode.RESCALE:        # int16 sums through apply_scale_32 as well
+            _both(cfg, mem, {**tile["regs"], int(Reg.OUT_MODE): out_mode | int(OutMode.SCALE32)}, MacMode.CONV2D)
+        try:
+            mac_plan(cfg, tile["regs"], MacMode.MATMUL)
+        except GoldenModelError:
+            pass
+        else:
+            _both(cfg, mem, tile["regs"], MacMode.MATMUL)
+        done += 1
+
+
+@pytest.mark.parametrize("mode", [MacMode.DEPTHWISE, MacMode.CONV2D])
 @pytest.mark.parametrize("zps", [(-128, -128), (127, 127), (-128, 127), (0, 0)])
-def test_prepared_depthwise_at_the_sums_extremes(zps):
+def test_prepared_mac_at_the_sums_extremes(zps, mode):
     """Inputs and weights at -128/127 against extreme zero points (every product at its largest
     magnitude), biases at and past the int32 range: the bounds that leave wraps out must hold."""
     cfg = load_config("default")
@@ -80,7 +109,7 @@ def test_prepared_depthwise_at_the_sums_extremes(zps):
     done = 0
     while done < 6:
         tile = random_tile(cfg, rng, done)
-        if tile["mode"] != MacMode.DEPTHWISE:
+        if tile["mode"] != mode:
             continue
         regs = dict(tile["regs"])
         regs[int(Reg.IFM_ZP)], regs[int(Reg.WGT_ZP)] = zps[0] & 0xFFFFFFFF, zps[1] & 0xFFFFFFFF
@@ -92,5 +121,5 @@ def test_prepared_depthwise_at_the_sums_extremes(zps):
         bias = rng.choice(np.array([(1 << 31) - 1, -(1 << 31), 1 << 40, -(1 << 33), 5]), oc)
         rec = np.frombuffer(encode_param_records(bias, old[1], old[2]), dtype=np.uint8)
         mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:p0 * PARAM_RECORD_BYTES + len(rec)] = rec
-        _both(cfg, mem, regs)
+        _both(cfg, mem, regs, mode)
         done += 1

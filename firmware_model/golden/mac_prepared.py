@@ -1,5 +1,7 @@
-"""A DEPTHWISE MAC command with its registers decoded once (issue 16): what the decoded program
-(decoded.py) runs for execute_mac's DEPTHWISE mode.
+"""MAC commands with their registers decoded once (issue 16): what the decoded program
+(decoded.py) runs for execute_mac, in place of mac_unit.prepare_mac.
+
+## DEPTHWISE (prepare_depthwise)
 
 mac_unit.prepare_mac prepares CONV2D and MATMUL commands and runs a DEPTHWISE one through
 execute_mac as it is (mac_unit.depthwise_sums, then the bias add and apply_output_stage): on
@@ -21,8 +23,20 @@ makes once:
 - the output stage (output_stage.prepare_output_stage) and the strided store of prepare_mac.
 
 The sums are exact: each product is below 2^16 and a sum holds fewer than 2^30 of them, so float64
-adds them exactly in any order. Equal to execute_mac (tests/firmware_model/golden/test_depthwise_prepared.py
-on random DEPTHWISE tiles, probe calls included; test_decoded.py on every network).
+adds them exactly in any order.
+
+## CONV2D and MATMUL (prepare_conv)
+
+mac_unit.prepare_mac's arithmetic (the input vectors a strided view of the input SRAM, one exact
+float64 product), with what it redoes at every command made once: the weight matrix (the lanes
+of each weight row, transposed, less WGT_ZP, cut to OFM_C columns) kept with its weight bytes,
+the records' operands spread over the tile's (P, oc) values (numpy runs a broadcast (oc,)
+operand an inner loop of oc elements at a time), and finish_accumulator's wrap32 of acc + bias
+left out where accumulator_bound plus the largest |bias| proves it idle. mlp's one-pixel layers:
+~27 -> ~12 us a command.
+
+Equal to execute_mac (tests/firmware_model/golden/test_mac_prepared.py on random DEPTHWISE,
+CONV2D and MATMUL tiles, int8 and int16, probe calls included; test_decoded.py on every network).
 """
 
 from __future__ import annotations
@@ -32,7 +46,8 @@ import numpy as np
 from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, Sram
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.mac_unit import accumulate, accumulator_bound, depthwise_window, record_operands
+from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, depthwise_window, exact_dot,
+                                           finish_accumulator, lanes_per_word, record_operands)
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -123,6 +138,95 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
         if not fits:
             value = wrap(value, 32)
         out = value if stage is None else stage(mem, value, multiplier, shift, probe, ops, wrapped=True)
+        raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(out_dtype)).view(np.uint8)
+        dst = np.ndarray(dst_shape, np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=dst_offset, strides=dst_strides)
+        dst[...] = raw.reshape(dst_shape)
+    return run
+
+
+def prepare_conv(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
+    """execute_mac(cfg, mem, regs, mode, probe, plan) for CONV2D and MATMUL as a function
+    run(mem, probe) (module docstring)."""
+    R, L = cfg.mac_rows, cfg.mac_cols
+    r = Registers(regs)
+    ifm_dtype = DType(r.ifm_dtype)
+    int16 = ifm_dtype == DType.INT16
+    oh, ow, oc = plan.out_shape
+    P = oh * ow
+    kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
+    n_ocb = -(-oc // R)
+    row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
+    lanes = lanes_per_word(L, ifm_dtype)
+    esz = L // lanes
+    in_shape = (oh, ow, kh, kw, cb * lanes)
+    in_dtype = np.dtype(np.int8 if esz == 1 else "<i2")
+    in_offset = (r.ifm_addr // L) * L
+    in_strides = (r.stride_h * row_b, r.stride_w * pix_b, r.dilation_h * row_b, r.dilation_w * pix_b, esz)
+    K = kh * kw * cb * lanes
+    ifm_zp, wgt_zp = r.ifm_zp, r.wgt_zp
+    wa, wb = plan.region.weight
+    pa, pb = plan.region.param
+    w_shape = (n_ocb, kh * kw * cb, R, L)
+    stage_plan_ = plan.stage
+    stage = None if stage_plan_ is None else prepare_output_stage(
+        {int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}, stage_plan_, "MAC")
+    bound = accumulator_bound(K, ifm_dtype, ifm_zp, wgt_zp)
+    acc_wraps = bound >= 1 << (ACC_BITS - 1)            # else accumulate(0, sums) = sums
+    acc32_wraps = bound >= 1 << 31                      # else wrap32(acc) = acc (int8 inputs)
+    esize = ELEMENT_BYTES[DType(r.ofm_dtype)]
+    out_dtype = f"<i{esize}"
+    dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
+    dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
+    memo = {"w": None, "p": None}
+
+    def weights(raw: np.ndarray) -> np.ndarray:
+        """(K, OFM_C) float64: execute_mac's weight matrix less WGT_ZP, its first OFM_C columns."""
+        key = raw.tobytes()
+        made = memo["w"]
+        if made is not None and made[0] == key:
+            return made[1]
+        w = raw.reshape(w_shape)[..., :lanes].view(np.int8).astype(np.float64)
+        w = w.transpose(1, 3, 0, 2).reshape(K, n_ocb * R)[:, :oc]
+        w = np.ascontiguousarray(w)
+        w -= wgt_zp
+        memo["w"] = (key, w)
+        return w
+
+    def records(raw: np.ndarray) -> tuple:
+        """(bias, multiplier, shift, scale32 operands, acc + bias fits int32): record_operands'
+        bias and operands spread over the tile's (P, oc) values."""
+        key = raw.tobytes()
+        made = memo["p"]
+        if made is not None and made[0] == key:
+            return made[1]
+        bias, multiplier, shift, ops = record_operands(raw, ifm_dtype, stage_plan_)
+        spread = lambda a: np.ascontiguousarray(np.broadcast_to(a, (P, oc)))      # noqa: E731
+        if ops is not None:
+            ops = Scale32Operands(spread(ops.multiplier), spread(ops.shift), spread(ops.round),
+                                  None if ops.double is None else spread(ops.double))
+        fits = not int16 and not acc32_wraps and bound + int(np.abs(bias).max(initial=0)) < 1 << 31
+        made = (spread(bias), multiplier, shift, ops, fits)
+        memo["p"] = (key, made)
+        return made
+
+    def run(mem: Memories, probe=None) -> None:
+        vectors = np.ndarray(in_shape, dtype=in_dtype, buffer=mem.sram[Sram.INPUT], offset=in_offset,
+                             strides=in_strides)
+        x = vectors.astype(np.float64).reshape(P, K)
+        x -= ifm_zp
+        acc = exact_dot(x, weights(mem.sram[Sram.WEIGHT][wa:wb]))             # (P, oc)
+        if acc_wraps:
+            acc = accumulate(0, acc)
+        bias, multiplier, shift, ops, fits = records(mem.sram[Sram.PARAM][pa:pb])
+        if int16:
+            value = finish_accumulator(acc, bias, ifm_dtype)
+        else:                                           # finish_accumulator, bias wrapped beforehand
+            if acc32_wraps:
+                acc = wrap(acc, 32)
+            value = acc + bias
+            if not fits:
+                value = wrap(value, 32)
+        out = value if stage is None else stage(mem, value, multiplier, shift, probe, ops, wrapped=not int16)
         raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(out_dtype)).view(np.uint8)
         dst = np.ndarray(dst_shape, np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=dst_offset, strides=dst_strides)
         dst[...] = raw.reshape(dst_shape)
