@@ -439,39 +439,64 @@ def _w64(x: int) -> int:
 
 
 def _fits_int32(values) -> bool:
-    return all(-(1 << 31) <= v < (1 << 31) for v in values)
+    for v in values:
+        if v < -(1 << 31) or v >= 1 << 31:
+            return False
+    return True
+
+
+def _passes(c: dict):
+    """The monitor's check `c` (require_monitor.CHECKS) as a test on Python integers (the lists
+    the probe would be shown as arrays): a function lists -> True where the check's own
+    expression, evaluated exactly, passes (then the probe need not run); None for a check that
+    has no such test (the probe always runs)."""
+    kind = c["kind"]
+    if kind == "add":                       # apply_add_s: the int64 sum fits int32
+        return lambda lists: _fits_int32([x + y for x, y in zip(*lists)])
+    if kind == "sub":
+        return lambda lists: _fits_int32([x - y for x, y in zip(*lists)])
+    if kind == "mul":                       # check_mul, where its int64 expression cannot overflow
+        shift = int(c["shift"])
+        if not 1 <= shift <= 62:
+            return None
+        rnd = 1 << (shift - 1)
+        return lambda lists: (_fits_int32(lists[0]) and _fits_int32(lists[1])
+                              and _fits_int32([(x * y + rnd) >> shift for x, y in zip(*lists)]))
+    if kind == "shift":                     # check_shift on B as read
+        top = c["bits"] - 1
+        return lambda lists: all(0 <= v <= top for v in lists[1])
+    if kind == "rescale" and c["scale32"]:  # check_rescale's scale32 range, for 1 <= shift <= 63
+        zp = c["input_zp"] or 0
+        if "multiplier" in c:
+            s = int(c["shift"])
+            if not 1 <= s <= 63:
+                return None
+            limit = 1 << (s - 1)
+            return lambda lists: all(-limit <= v - zp < limit for v in lists[0])
+
+        def records(lists):
+            for v, s in zip(lists[0], lists[2]):
+                s &= 63
+                if s < 1 or not -(1 << (s - 1)) <= v - zp < 1 << (s - 1):
+                    return False
+            return True
+        return records
+    return None
 
 
 def _may_fail(c: dict, arrays: tuple) -> bool:
-    """Whether the monitor's check `c` (require_monitor.CHECKS) may fail on these values (Python
-    integers, the arrays the probe would be shown): False only where the check's own expression,
-    evaluated exactly here, passes."""
-    kind = c["kind"]
-    if kind in ("add", "sub"):              # apply_add_s / apply_sub_s: the int64 sum fits int32
-        a, b = arrays
-        return not _fits_int32([x + y if kind == "add" else x - y for x, y in zip(a, b)])
-    if kind == "mul":                       # check_mul, when its int64 expression cannot overflow
-        shift = int(c["shift"])
-        a, b = arrays
-        if not (1 <= shift <= 62 and _fits_int32(a) and _fits_int32(b)):
-            return True
-        return not _fits_int32([(x * y + (1 << (shift - 1))) >> shift for x, y in zip(a, b)])
-    if kind == "shift":                     # check_shift on B as read
-        bits = c["bits"]
-        return not all(0 <= v <= bits - 1 for v in arrays[1])
-    if kind == "rescale" and c["scale32"]:  # check_rescale's scale32 range, for 1 <= shift <= 63
-        value = arrays[0]
-        shifts = [c["shift"]] * len(value) if "multiplier" in c else [v & 63 for v in arrays[2]]
-        zp = c["input_zp"] or 0
-        for v, s in zip(value, shifts):
-            s = int(s)
-            if not 1 <= s <= 63:
-                return True
-            limit = 1 << (s - 1)
-            if not -limit <= v - zp < limit:
-                return True
-        return False
-    return True
+    """Whether the monitor's check `c` may fail on these values (not _passes)."""
+    test = _passes(c)
+    return test is None or not test(arrays)
+
+
+def _fast_checks(probe) -> dict:
+    """A Probe's checks by point as _passes tests; None at a point where one has none."""
+    out = {}
+    for point, cs in probe.checks.items():
+        tests = [_passes(c) for c in cs]
+        out[point] = None if any(t is None for t in tests) else tuple(tests)
+    return out
 
 
 _H32, _M32 = 1 << 31, (1 << 32) - 1
@@ -697,16 +722,22 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                 values = out
         return values
 
+    fast_memo = [None]          # (the last Probe seen, its checks, their _fast_checks)
+
     def run(mem: Memories, probe=None) -> None:
         show = None
         if probe is not None:
             if type(probe) is Probe:
-                checks = probe.checks
+                kept = fast_memo[0]
+                if kept is None or kept[0] is not probe:
+                    kept = fast_memo[0] = (probe, probe.checks, _fast_checks(probe))
+                checks, fast = kept[1], kept[2]
 
                 def show(point, *lists):
-                    cs = checks.get(point)
-                    if cs and any(_may_fail(c, lists) for c in cs):
-                        probe(point, *[np.array(x, dtype=np.int64) for x in lists])
+                    if point in checks:
+                        tests = fast[point]
+                        if tests is None or not all(t(lists) for t in tests):
+                            probe(point, *[np.array(x, dtype=np.int64) for x in lists])
             else:
                 def show(point, *lists):
                     probe(point, *[np.array(x, dtype=np.int64) for x in lists])

@@ -271,3 +271,47 @@ def test_mul_check_on_operands_wider_than_int32():
     execute_eltwise(CFG, clone(mem), regs, EltOp.MUL, Probe(la, checks), plan)
     prepare_eltwise_small(CFG, regs, EltOp.MUL, plan)(clone(mem), Probe(lb, checks))
     assert la.failures == lb.failures
+
+
+@pytest.mark.parametrize("kind", ["add", "sub", "mul", "shift", "rescale32", "rescale32c"])
+def test_fast_check_tests_agree_with_the_monitors_checks(kind):
+    """eltwise_unit._passes (what lets the small form skip the probe) against the monitor's own
+    check on values at and around each rule's edges: where the test says the check passes, the
+    check passes, and where the check passes the test says so (but for the mul check's int64
+    guard, which hands wide operands to the check)."""
+    from firmware_model.golden.eltwise_unit import _passes
+    from firmware_model.golden.require_monitor import CHECKS
+
+    rng = np.random.default_rng(hash(kind) % 1000)
+    edges = np.array([0, 1, -1, (1 << 31) - 1, -(1 << 31), 1 << 31, -(1 << 31) - 1, (1 << 30), 1 << 29,
+                      (1 << 29) - 1, -(1 << 29), -(1 << 29) - 1, 31, 32, 7, 8, 15, 16, 1 << 40, 3, -128],
+                     dtype=np.int64)
+    agree = 0
+    for _ in range(3000):
+        c = {"kind": kind.replace("32c", "").replace("32", ""), "index": 0, "op": "X", "where": ""}
+        if kind == "mul":
+            c["shift"] = int(rng.choice([1, 2, 15, 31, 40, 62]))
+        elif kind == "shift":
+            c.update(bits=int(rng.choice([8, 16, 32])), dtype="INT32")
+        elif kind.startswith("rescale"):
+            c.update(scale32=True, input_zp=int(rng.choice([0, 3, -128, 1 << 20])), output_zp=0,
+                     out_dtype="INT32", double_round=False, output_unsigned=False)
+            if kind == "rescale32c":
+                c.update(multiplier=1 << 30, shift=int(rng.choice([1, 2, 10, 30, 31, 40, 63])))
+        n = int(rng.integers(1, 4))
+        pick = lambda: [int(v) + int(rng.integers(-2, 3)) for v in rng.choice(edges, n)]      # noqa: E731
+        if kind.startswith("rescale"):
+            lists = (pick(), [1 << 30] * n, [int(s) for s in rng.choice([1, 2, 10, 30, 31, 63, 64, 0], n)])
+        else:
+            lists = (pick(), pick())
+        test = _passes(c)
+        real_ok = CHECKS[c["kind"]](c, *[np.array(x, dtype=np.int64) for x in lists]) is None
+        if test is None:
+            continue
+        fast_ok = test(lists)
+        if fast_ok:
+            assert real_ok, (c, lists)
+        elif kind != "mul" or (all(abs(v) < 1 << 31 for v in lists[0] + lists[1])):
+            assert not real_ok, (c, lists)
+        agree += 1
+    assert agree > 1000
