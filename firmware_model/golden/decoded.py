@@ -54,7 +54,10 @@ from firmware_model.golden.pool_unit import prepare_pool
 #   S_CHECK   (S_CHECK, pc, op): a command the REQUIRE monitor watches that moves no data
 #   S_BATCH   (S_BATCH, pc, None, batched.Segment, index of its first step): a run of steps computed
 #             at once (batched.py), only in GoldenSteps.batched
-S_DMA, S_FILL, S_UNIT, S_VAR, S_HOST, S_END, S_FAULT, S_CHECK, S_BATCH = range(9)
+#   S_DMAS    (S_DMAS, pc of the last, None, ((to_sram, sram, sram start, ext start, bytes, pc), ...)):
+#             consecutive DMA steps of one run each, copied in one go (only in the list steps_for
+#             hands out: _merge_transfers)
+S_DMA, S_FILL, S_UNIT, S_VAR, S_HOST, S_END, S_FAULT, S_CHECK, S_BATCH, S_DMAS = range(10)
 
 
 class Stored(Exception):
@@ -74,6 +77,7 @@ class GoldenSteps:
         self.runs = 0               # invocations that ran these steps
         self.batched = None         # the steps with their segments (batched.py); False: none made
         self.batched_by = None      # the batched.settings() they were made with
+        self.walk = None            # (the list steps_for picked, it with its transfers merged)
 
 
 def steps_for(plans, prepared: GoldenSteps, monitor) -> list:
@@ -96,7 +100,36 @@ def steps_for(plans, prepared: GoldenSteps, monitor) -> list:
         prepared.batched_by = batched.settings()
     elif prepared.runs <= batched.BATCH_AFTER:      # (a test that moves BATCH_AFTER: steps one by one)
         prepared.batched = prepared.batched_by = None
-    return prepared.batched or prepared.steps
+    steps = prepared.batched or prepared.steps
+    walk = prepared.walk
+    if walk is None or walk[0] is not steps:
+        walk = prepared.walk = (steps, _merge_transfers(steps))
+    return walk[1]
+
+
+def _merge_transfers(steps: list) -> list:
+    """`steps` with each run of two or more consecutive one-run DMA steps (_one_run) as one
+    S_DMAS step: the walker copies them in a loop of its own instead of dispatching each (mlp:
+    121 transfers of 4-1026 bytes). A segment's index of its first step (S_BATCH) refers to the
+    decode's own steps, which stay as they are."""
+    out, run = [], []
+
+    def flush():
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            out.append((S_DMAS, run[-1][1], None,
+                        tuple((st[4], st[3], *st[6], st[1]) for st in run)))
+        run.clear()
+
+    for st in steps:
+        if st[0] == S_DMA and st[6] is not None:
+            run.append(st)
+            continue
+        flush()
+        out.append(st)
+    flush()
+    return out
 
 
 def steps_to_run(plans, prepared: GoldenSteps, mem, monitor):

@@ -234,8 +234,10 @@ class GoldenModel:
         refused = []                    # HOST commands whose kernel refused its input (monitor)
         pc = -1
         through = False                 # the stopping command ran to its end
-        S_DMA, S_UNIT, S_BATCH = D.S_DMA, D.S_UNIT, D.S_BATCH
-        sram, ext = mem.sram, mem.ext
+        S_DMA, S_DMAS, S_UNIT, S_BATCH = D.S_DMA, D.S_DMAS, D.S_UNIT, D.S_BATCH
+        # the transfers copy through memoryviews (a slice assignment costs half a numpy one's)
+        views = {s: memoryview(a) for s, a in mem.sram.items()}
+        ext = memoryview(mem.ext)
         steps = D.steps_for(plans, prepared, monitor)
         i, n = 0, len(steps)
         try:
@@ -250,6 +252,17 @@ class GoldenModel:
                         n = len(steps)
                     continue
                 i += 1
+                if kind == S_DMAS:      # one-run transfers in a row (decoded._merge_transfers)
+                    for to_sram, sr, a, e, k, pc in step[3]:
+                        if to_sram:
+                            views[sr][a:a + k] = ext[e:e + k]
+                        else:
+                            ext[e:e + k] = views[sr][a:a + k]
+                        if monitor is not None and monitor.failure is not None:
+                            through = True          # as after each step below
+                            monitor.check_after(pc)
+                            through = False
+                    continue
                 pc = step[1]
                 if kind == S_DMA:
                     run = step[6]
@@ -257,10 +270,10 @@ class GoldenModel:
                         dma_transfer(cfg, mem, None, step[3], step[4], step[5])
                     elif step[4]:       # dma_transfer's copy of one run, its slices made once
                         a, e, k = run
-                        sram[step[3]][a:a + k] = ext[e:e + k]
+                        views[step[3]][a:a + k] = ext[e:e + k]
                     else:
                         a, e, k = run
-                        ext[e:e + k] = sram[step[3]][a:a + k]
+                        ext[e:e + k] = views[step[3]][a:a + k]
                 elif kind == S_UNIT:
                     op = step[2]
                     probe = probes.get(pc) if monitor is not None else None
