@@ -668,12 +668,14 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                  else [(lo, hi), (clamp_min, clamp_max)])
     lut_range, lut_mode = st.lut_range, st.lut_mode
     index = [i % channels for i in range(count)]
-    memo = [None]
+    memo: dict = {}
 
     def operands(records) -> tuple:
         """Per element: the records' multiplier and shift (as the probe sees them) and the
-        rescale's (multiplier, shift, round) as it uses them; kept for the last records seen."""
-        made = memo[0]
+        rescale's (multiplier, shift, round) as it uses them; kept per records seen (commands
+        with these registers share this function; decode_param_records hands the same arrays for
+        the same bytes)."""
+        made = memo.get(id(records[0]))
         if made is not None and made[0] is records[0] and made[1] is records[1]:
             return made[2]
         ms, ss = records[0].tolist(), records[1].tolist()
@@ -683,7 +685,9 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
             sh &= 63
             use.append((mu & (0x7FFFFFFF if st.scale32 else 0x7FFF), sh, (1 << (sh - 1)) if sh >= 1 else 0))
         made = (mults, shifts, use)
-        memo[0] = (records[0], records[1], made)
+        if len(memo) >= 64:
+            memo.clear()
+        memo[id(records[0])] = (records[0], records[1], made)
         return made
 
     def out_stage(values, records, mem, show):
@@ -722,15 +726,19 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                 values = out
         return values
 
-    fast_memo = [None]          # (the last Probe seen, its checks, their _fast_checks)
+    # the Probes seen (commands with these registers share this function, each with its own
+    # Probe): id -> (the Probe, its checks, their _fast_checks)
+    fast_memo: dict = {}
 
     def run(mem: Memories, probe=None) -> None:
         show = None
         if probe is not None:
             if type(probe) is Probe:
-                kept = fast_memo[0]
+                kept = fast_memo.get(id(probe))
                 if kept is None or kept[0] is not probe:
-                    kept = fast_memo[0] = (probe, probe.checks, _fast_checks(probe))
+                    if len(fast_memo) >= 64:
+                        fast_memo.clear()
+                    kept = fast_memo[id(probe)] = (probe, probe.checks, _fast_checks(probe))
                 checks, fast = kept[1], kept[2]
 
                 def show(point, *lists):
