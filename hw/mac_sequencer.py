@@ -151,6 +151,8 @@ class MacSequencer(wiring.Component):
         mode = Signal(8)
         vec_out = Signal()          # this command stores through the vector path
         overlap = Signal()          # ... and its tile fits half the accumulators: blocks alternate halves
+        early = Signal()            # ... of one block: the output engine starts with the last step
+        last_stream = Signal()      # the step streaming is its block's last
         acc_half = Signal()         # the half the array accumulates into (0 unless overlapping)
 
         m.d.comb += [
@@ -163,7 +165,11 @@ class MacSequencer(wiring.Component):
         ]
 
         m.d.comb += win_len.eq(Mux(rem < L, rem, L))
-        m.d.comb += [mac.dw.eq(dwm), mac.win_len.eq(win_len)]
+        # the array masks a word's lanes with the length of the pass that read it: a clock later
+        # (a stream that runs on into the next pass changes the length with its last read)
+        win_len_d = Signal.like(win_len)
+        m.d.sync += win_len_d.eq(win_len)
+        m.d.comb += [mac.dw.eq(dwm), mac.win_len.eq(win_len_d)]
         s1_shift = Signal()
         m.d.sync += s1_shift.eq(0)
         m.d.comb += mac.win_shift.eq(s1_shift)
@@ -236,6 +242,11 @@ class MacSequencer(wiring.Component):
         oe_chan = Signal(32)
         oe_wait = Signal(16)        # write clocks still owed to the last pixel
         oe_drain = Signal(range(VECTOR_DRAIN + 1))
+        oe_gated = Signal()         # the engine started early: a pixel waits for its last beat
+        avail = Signal(32)          # pixels the block's last step has accumulated (readable)
+        last_beat = Signal()        # the array's beat of the last step, one clock later
+        s1_last = Signal()          # the beat's read was its block's last step's
+        m.d.sync += [last_beat.eq(mac.x.valid & s1_last), avail.eq(avail + last_beat)]
         v_issue = Signal()                       # the clock a pixel's accumulator read is issued
         v_addr = Signal(32)
         v_words = Signal(16)
@@ -274,16 +285,23 @@ class MacSequencer(wiring.Component):
                 with m.If(oe_start):
                     m.d.sync += [oe_p.eq(0), oe_ox.eq(0), oe_oy.eq(0), oe_row.eq(op.ofm_addr),
                                  oe_pix.eq(op.ofm_addr), oe_wait.eq(0), oe_half.eq(acc_half),
-                                 oe_lanes.eq(lanes), oe_chan.eq(chan_addr)]
+                                 oe_lanes.eq(lanes), oe_chan.eq(chan_addr), oe_gated.eq(early),
+                                 avail.eq(0)]
                     m.d.sync += [lane_bias[r].eq(nxt_bias[r]) for r in range(R)]
                     m.d.sync += [lane_mult[r].eq(nxt_mult[r]) for r in range(R)]
                     m.d.sync += [lane_shift[r].eq(nxt_shift[r]) for r in range(R)]
+                    # An early start at the end of a one-step block's weight load comes in the
+                    # clock the last lane's record arrives: that lane takes it from the port.
+                    with m.If(in_wload & first_step & (k == R)):
+                        m.d.sync += [lane_bias[R - 1].eq(self.prm_data.bias),
+                                     lane_mult[R - 1].eq(self.prm_data.multiplier),
+                                     lane_shift[R - 1].eq(self.prm_data.shift[:6])]
                     m.next = "RUN"
             with m.State("RUN"):
                 # one pixel's accumulator word per issue clock, then its write clocks less one
                 with m.If(oe_wait != 0):
                     m.d.sync += oe_wait.eq(oe_wait - 1)
-                with m.Else():
+                with m.Elif(~oe_gated | (oe_p < avail)):
                     m.d.comb += v_issue.eq(1)
                     m.d.sync += [oe_wait.eq(v_words - 1), oe_p.eq(oe_p + 1)]
                     with m.If(oe_ox + 1 == op.ofm_w):
@@ -316,7 +334,27 @@ class MacSequencer(wiring.Component):
         has_next = Signal()        # the step about to stream is not its block's last
         start_loader = Signal()
         m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= n_kx) & (ky + 1 >= op.kernel_h)))
-        with m.If(start_loader):
+        # The step after this one (when has_next): its indices, bases and span left, for NEXT_STEP
+        # and for the stream that runs straight on into it (STREAM's step change).
+        nx_icb, nx_kx, nx_ky = Signal(32), Signal(32), Signal(32)
+        nx_kx_base, nx_ky_base, nx_rem = Signal(32), Signal(32), Signal(32)
+        with m.If(icb + 1 < op.ifm_cblocks):
+            m.d.comb += [nx_icb.eq(icb + 1), nx_kx.eq(kx), nx_ky.eq(ky), nx_kx_base.eq(kx_base),
+                         nx_ky_base.eq(ky_base), nx_rem.eq(rem)]
+        with m.Elif(kx + 1 < n_kx):
+            m.d.comb += [nx_icb.eq(0), nx_kx.eq(kx + 1), nx_ky.eq(ky), nx_kx_base.eq(kx_base + kx_step),
+                         nx_ky_base.eq(ky_base), nx_rem.eq(rem - L)]
+        with m.Else():
+            m.d.comb += [nx_icb.eq(0), nx_kx.eq(0), nx_ky.eq(ky + 1), nx_kx_base.eq(ky_base + ky_step),
+                         nx_ky_base.eq(ky_base + ky_step), nx_rem.eq(span)]
+        nx_has_next = Signal()     # ... and it is not the block's last either
+        m.d.comb += nx_has_next.eq(~((nx_icb + 1 >= op.ifm_cblocks) & (nx_kx + 1 >= n_kx) & (nx_ky + 1 >= op.kernel_h)))
+        step_on = Signal()         # STREAM runs straight on into the next step (its weights are in)
+        swap_next = Signal()       # ... whose weights the array swaps in the clock after
+        m.d.sync += swap_next.eq(step_on)
+        with m.If(step_on):
+            m.d.sync += [kl.eq(0), kl_base.eq(wblk + 2 * R), loading.eq(nx_has_next)]
+        with m.Elif(start_loader):
             m.d.sync += [kl.eq(0), kl_base.eq(wblk + R), loading.eq(has_next)]
         with m.Elif(loading):
             m.d.sync += kl.eq(kl + 1)
@@ -334,7 +372,7 @@ class MacSequencer(wiring.Component):
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
         m.d.comb += [mac.w.valid.eq(loading & (kl != 0)), mac.w.payload.row.eq(Mux(loading, kl - 1, k - 1)),
-                     mac.w_shadow.eq(loading), mac.swap.eq(0)]
+                     mac.w_shadow.eq(loading), mac.swap.eq(swap_next)]
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
@@ -379,6 +417,9 @@ class MacSequencer(wiring.Component):
                     first_step.eq(1),
                     overlap.eq(vec_out & (op.ofm_h * op.ofm_w <= half)),
                     acc_half.eq(0),
+                    # one block: its lanes and channel offset are known now, for the early engine
+                    early.eq(vec_out & (n_ocb == 1)),
+                    lanes.eq(Mux(op.ofm_c > R, R, op.ofm_c)), chan_addr.eq(0),
                 ]
                 # The ISA's MAC rules and this RTL's gaps (firmware_model/arch/checks.py): the first
                 # rule broken decides the status, as in the golden model.
@@ -391,16 +432,18 @@ class MacSequencer(wiring.Component):
                 m.d.sync += k.eq(k + 1)
                 with m.If(k == R):
                     m.d.sync += [k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
-                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len)]
-                    m.d.comb += start_loader.eq(1)
+                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len),
+                                 last_stream.eq(~has_next)]
+                    m.d.comb += [start_loader.eq(1), oe_start.eq(early & ~has_next)]
                     m.next = "STREAM"
             with m.State("SWAP"):
                 # the next step's weights are in the shadow block once the loader is done
                 m.d.comb += self.busy.eq(1)
                 with m.If(loaded):
-                    m.d.comb += [mac.swap.eq(1), start_loader.eq(1)]
+                    m.d.comb += [mac.swap.eq(1), start_loader.eq(1), oe_start.eq(early & ~has_next)]
                     m.d.sync += [loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
-                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len)]
+                                 row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len),
+                                 last_stream.eq(~has_next)]
                     m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += self.busy.eq(1)
@@ -409,7 +452,7 @@ class MacSequencer(wiring.Component):
                 beat = Signal()
                 m.d.comb += beat.eq(~dwm | (need == 1))
                 m.d.sync += [s1_valid.eq(beat), s1_shift.eq(dwm), s1_p.eq(p + Mux(acc_half, half, 0)),
-                             s1_first.eq(first_step)]
+                             s1_first.eq(first_step), s1_last.eq(last_stream)]
                 with m.If(~beat):
                     m.d.sync += [need.eq(need - 1), pix_ptr.eq(pix_ptr + pix_words)]
                 with m.Else():
@@ -419,8 +462,20 @@ class MacSequencer(wiring.Component):
                         m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
                                      pix_ptr.eq(row_ptr + row_step), need.eq(win_len)]
                         with m.If(oy + 1 == op.ofm_h):
-                            m.d.sync += drain.eq(0)
-                            m.next = "STREAM_TAIL"
+                            with m.If(has_next & loaded):
+                                # the step's last read: the next step streams from the next clock
+                                # (the accumulate pipeline keeps their beats apart), its weights
+                                # swapped in after this step's last beat
+                                m.d.comb += [step_on.eq(1), oe_start.eq(early & ~nx_has_next)]
+                                nx_win_len = Mux(nx_rem < L, nx_rem, L)
+                                m.d.sync += [first_step.eq(0), wblk.eq(wblk + R), icb.eq(nx_icb), kx.eq(nx_kx),
+                                             ky.eq(nx_ky), kx_base.eq(nx_kx_base), ky_base.eq(nx_ky_base),
+                                             rem.eq(nx_rem), loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
+                                             row_ptr.eq(nx_kx_base + nx_icb), pix_ptr.eq(nx_kx_base + nx_icb),
+                                             need.eq(nx_win_len), last_stream.eq(~nx_has_next)]
+                            with m.Else():
+                                m.d.sync += drain.eq(0)
+                                m.next = "STREAM_TAIL"
                     with m.Else():
                         m.d.sync += [ox.eq(ox + 1), pix_ptr.eq(pix_ptr + Mux(dwm, pix_words, pix_step))]
             with m.State("STREAM_TAIL"):
@@ -432,15 +487,9 @@ class MacSequencer(wiring.Component):
             with m.State("NEXT_STEP"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += [first_step.eq(0), wblk.eq(wblk + R)]
-                with m.If(icb + 1 < op.ifm_cblocks):
-                    m.d.sync += icb.eq(icb + 1)
-                    m.next = "SWAP"
-                with m.Elif(kx + 1 < n_kx):
-                    m.d.sync += [icb.eq(0), kx.eq(kx + 1), kx_base.eq(kx_base + kx_step), rem.eq(rem - L)]
-                    m.next = "SWAP"
-                with m.Elif(ky + 1 < op.kernel_h):
-                    m.d.sync += [icb.eq(0), kx.eq(0), ky.eq(ky + 1), rem.eq(span),
-                                 ky_base.eq(ky_base + ky_step), kx_base.eq(ky_base + ky_step)]
+                with m.If(has_next):
+                    m.d.sync += [icb.eq(nx_icb), kx.eq(nx_kx), ky.eq(nx_ky), kx_base.eq(nx_kx_base),
+                                 ky_base.eq(nx_ky_base), rem.eq(nx_rem)]
                     m.next = "SWAP"
                 with m.Else():
                     remaining = op.ofm_c - (ocb << lg_r)
@@ -456,8 +505,11 @@ class MacSequencer(wiring.Component):
                         m.next = "OUT_READ"
             with m.State("HANDOFF"):
                 # the block's accumulators go to the output engine once it has finished the last
+                # (one block: the engine took them with the last step already)
                 m.d.comb += self.busy.eq(1)
-                with m.If(~oe_busy):
+                with m.If(early):
+                    m.next = "FINISH"
+                with m.Elif(~oe_busy):
                     m.d.comb += oe_start.eq(1)
                     with m.If(more_ocb):
                         m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0), rem.eq(span),

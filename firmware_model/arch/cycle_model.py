@@ -256,6 +256,10 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     A `depthwise` command (MacMode.DEPTHWISE) takes a step per kernel row and window pass
     (depthwise_passes), each streaming its input words (depthwise_stream_clocks) instead of one
     vector per pixel.
+
+    A vector-path command of one block of output channels starts its output engine with the
+    block's last step (mac_early_output_cycles): the engine drains each pixel as soon as the last
+    step has accumulated it, behind the stream instead of after it.
     """
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
@@ -270,9 +274,40 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
                 + pixels * ofm_c * write_clocks)
     pix = (ofm_addr + np.arange(ofm_h, dtype=np.int64)[:, None] * ofm_row_stride
            + np.arange(ofm_w, dtype=np.int64)[None, :] * ofm_pix_stride)
+    if n_ocb == 1:
+        pixel_words = vector_write_words(cfg.word_bytes, pix, ofm_c * element_bytes).reshape(-1)
+        if depthwise:
+            n = depthwise_passes(cfg, kernel_w, dilation_w)[-1]
+            beats = (np.arange(ofm_h, dtype=np.int64)[:, None] * (n + (ofm_w - 1) * stride_w)
+                     + (n - 1) + np.arange(ofm_w, dtype=np.int64)[None, :] * stride_w).reshape(-1)
+        else:
+            beats = np.arange(pixels, dtype=np.int64)
+        return mac_early_output_cycles(cfg, streams, beats, pixel_words)
     words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
                                     min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]
     return mac_vector_cycles(cfg, pixels, streams, words)
+
+
+def mac_early_output_cycles(cfg: NpuConfig, streams: list[int], beats: np.ndarray, words: np.ndarray) -> int:
+    """A vector-path MAC command of one block: the output engine starts as the block's last step
+    starts streaming, at T = 2 + (rows + 1) + sum over the steps before of mac_step_clocks(S_i)
+    clocks from the command's start (SETUP, CHECK, the first weight load, the steps), and takes
+    pixel p (raster order) at the earliest when the last step has accumulated it, 3 clocks after
+    the stream's read `beats[p]` that completes it (its beat, the accumulator write, the
+    counter), and `words[p-1]` clocks after pixel p-1:
+
+        u_p = max(u_(p-1) + words_(p-1), T + beats_p + 3)
+
+    The engine is idle MAC_VECTOR_DRAIN clocks after u_last + words_last; the command ends two
+    clocks after both the engine is idle and the accumulation has ended (A + 3: SETUP, CHECK, the
+    block, its hand-over)."""
+    rows = cfg.mac_rows
+    start = 2 + (rows + 1) + sum(mac_step_clocks(cfg, s) for s in streams[:-1])
+    ready = start + beats + 3
+    before = np.concatenate(([0], np.cumsum(words)[:-1]))           # words of the pixels before p
+    issue = before + np.maximum.accumulate(ready - before)
+    idle = int(issue[-1] + words[-1]) + MAC_VECTOR_DRAIN
+    return max(mac_block_cycles(cfg, streams) + 3, idle) + 2
 
 
 def depthwise_passes(cfg: NpuConfig, kernel_w: int, dilation_w: int) -> list[int]:
@@ -290,14 +325,24 @@ def depthwise_stream_clocks(ofm_h: int, ofm_w: int, stride_w: int, length: int) 
     return ofm_h * (length + (ofm_w - 1) * stride_w)
 
 
+def mac_step_clocks(cfg: NpuConfig, stream: int) -> int:
+    """Clocks from a step's first read to the next step's, when a next one follows in the block:
+    a stream of at least rows + 2 clocks has the next step's weights prefetched (rows + 1 clocks
+    from its start) by its last read, and the next step streams from the following clock; a
+    shorter one drains its pipeline (2), advances (1) and swaps to the weights once they are in
+    (1): max(S + 4, rows + 2)."""
+    rows = cfg.mac_rows
+    return stream if stream >= rows + 2 else max(stream + 4, rows + 2)
+
+
 def mac_block_cycles(cfg: NpuConfig, streams: list[int]) -> int:
     """One block of output channels' accumulation, from its steps' stream clocks (a CONV2D or
     MATMUL step streams one input vector per output pixel, P; a DEPTHWISE step its input words):
-    the first step's weight load (rows + 1), each step's stream (S + 2, the accumulate pipeline)
-    and its advance (1), and between steps the swap to the prefetched weights (1), or the rest of
-    the next step's load (rows + 1 clocks from the stream's start) when the stream is shorter."""
+    the first step's weight load (rows + 1), each step but the last to the next
+    (mac_step_clocks), and the last step's stream (S + 2, the accumulate pipeline) and its
+    advance (1)."""
     rows = cfg.mac_rows
-    return (rows + 1) + sum(max(s + 4, rows + 2) for s in streams[:-1]) + (streams[-1] + 3)
+    return (rows + 1) + sum(mac_step_clocks(cfg, s) for s in streams[:-1]) + (streams[-1] + 3)
 
 
 def mac_vector_cycles(cfg: NpuConfig, pixels: int, streams: list[int], words: list[int]) -> int:

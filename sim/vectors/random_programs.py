@@ -173,6 +173,28 @@ def strided_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
                        f"pass in {DIRECTED_DRAWS} draws")
 
 
+def one_step_full_block_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
+    """A random CONV2D tile of one reduction step (a 1x1 kernel over one channel block) and exactly
+    mac.rows output channels on the vector output path: its output engine starts early, at the end
+    of the block's only weight load, in the clock the last lane's parameter record arrives (a
+    random draw of a few dozen tiles rarely has one): drawn until one is, at most DIRECTED_DRAWS
+    times."""
+    from firmware_model.arch.cycle_model import uses_vector_output
+    from firmware_model.arch.isa import MacMode
+    from sim.vectors.random_tiles import random_tile
+
+    for _ in range(DIRECTED_DRAWS):
+        t = random_tile(cfg, rng, tile_id)
+        regs = t["regs"]
+        if (t["mode"] == MacMode.CONV2D and regs[int(Reg.KERNEL_H)] == regs[int(Reg.KERNEL_W)] == 1
+                and regs[int(Reg.IFM_CBLOCKS)] == 1 and regs[int(Reg.OFM_C)] == cfg.mac_rows
+                and uses_vector_output(regs[int(Reg.OFM_DTYPE)], regs[int(Reg.LUT_MODE)])):
+            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
+                            fill=int(rng.integers(0, 256)))
+    raise RuntimeError(f"no random one-step MAC tile of {cfg.mac_rows} channels on '{cfg.name}' in "
+                       f"{DIRECTED_DRAWS} draws")
+
+
 # Draws a directed tile may take before its generator gives up (it needs about a hundred).
 DIRECTED_DRAWS = 20_000
 

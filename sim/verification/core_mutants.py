@@ -333,6 +333,8 @@ def core_run(name: str) -> CoreRun:
             tiles.append(rp.int16_table_past_int16_tile(cfg, rng, len(tiles)))
             # and a DEPTHWISE tile with a strided output row and a short last window pass
             tiles.append(rp.strided_depthwise_tile(cfg, rng, len(tiles)))
+            # and a one-step tile of mac.rows channels (its output engine starts early)
+            tiles.append(rp.one_step_full_block_tile(cfg, rng, len(tiles)))
         program = rp.tile_program(cfg, tiles)
     elif name in ("eltwise", "eltwise_corners"):
         cfg, tiles = rp.eltwise_tiles(rng, 10, corners=name == "eltwise_corners")

@@ -52,8 +52,12 @@ MAC_CASES = [("tiny", "verilator", 80), ("tiny", "icarus", 25), ("default", "ver
 @pytest.mark.parametrize("config,simulator,n", MAC_CASES, ids=[f"{c}-{s}" for c, s, _ in MAC_CASES])
 def test_random_mac_programs(config, simulator, n):
     cfg = load_config(config)
-    tiles = rp.mac_tiles(cfg, seeds.rng(n, f"mac programs {config} {simulator}"), n)
+    rng = seeds.rng(n, f"mac programs {config} {simulator}")
+    tiles = rp.mac_tiles(cfg, rng, n)
     assert any(Sram.LUT in t.loads for t in tiles), "no tile with a fused table"
+    # directed: a one-step block of mac.rows channels (the early output engine's last lane), then
+    # a strided DEPTHWISE tile with a short last window pass
+    tiles += [rp.one_step_full_block_tile(cfg, rng, n), rp.strided_depthwise_tile(cfg, rng, n + 1)]
     assert_matches_golden(*run(cfg, simulator, tiles))
 
 

@@ -43,14 +43,15 @@ def test_tiny_config_splits_the_demo_into_many_tiles():
 @pytest.mark.rtl
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 def test_npu_sim_demo(simulator, tmp_path, capsys):
+    tiles = compile_file(DEFAULT_MODEL, load_config("default")).program.manifest["stats"]["tiles"]
     status = cli.main(["sim", "--sim", simulator, "--config", "default", "--report", str(tmp_path)])
     out = capsys.readouterr().out
     assert status == 0, out
     last = [line for line in out.splitlines() if line.startswith("sim: ")][-1]
-    assert last.startswith("sim: 6/6 tiles match golden (" + simulator + "), ")
+    assert last.startswith(f"sim: {tiles}/{tiles} tiles match golden ({simulator}), ")
     assert "rtl == reference model: yes" in out and "rtl == interpreter: yes" in out
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["schema"] == 1 and report["tiles"] == {"total": 6, "passed": 6, "failed": 0, "golden_only": 0}
+    assert report["schema"] == 1 and report["tiles"] == {"total": tiles, "passed": tiles, "failed": 0, "golden_only": 0}
     assert report["cycles"]["rtl"] == report["cycles"]["model"] > 0
     assert [i["rtl_cycles"] == i["model_cycles"] for i in report["invocations"]] == [True]
     assert report["inputs"].startswith("committed") and report["speed"]["simulated_cycles_per_second"] > 0
@@ -59,7 +60,7 @@ def test_npu_sim_demo(simulator, tmp_path, capsys):
 
     (suite,) = list(JUnitXml.fromfile(str(tmp_path / "report.xml")))
     assert suite.name == f"npu-sim.models.demo_conv.model.default-{report['config']['hash']}.{simulator}"
-    assert suite.tests == 6 + 1 + len(report["outputs"]) and suite.failures == suite.errors == suite.skipped == 0
+    assert suite.tests == tiles + 1 + len(report["outputs"]) and suite.failures == suite.errors == suite.skipped == 0
     props = {p.name: p.value for p in suite.properties()}
     assert props["rtl_hash"] == report["rtl_hash"] and len(props["rtl_hash"]) == 16
     assert props["config_hash"] == report["config"]["hash"] and props["simulator_version"]
@@ -81,7 +82,7 @@ def test_npu_sim_reports_a_wrong_rtl():
             assert set(m["coords"]) == {"n", "y", "x", "c"}
     text = format_report(rep)
     assert "FAIL" in text and "expected" in text and "actual" in text
-    assert text.splitlines()[-1].startswith(f"sim: {rep.passed}/6 tiles match golden (verilator)")
+    assert text.splitlines()[-1].startswith(f"sim: {rep.passed}/{len(rep.tiles)} tiles match golden (verilator)")
     assert rep.output_checks["rtl == golden"] is False
     from junitparser import Failure
 
