@@ -4,7 +4,10 @@ A design is Amaranth code plus the parameters it is elaborated with. `build()` w
 hashes it, and builds it with `cocotb_tools.runner` into `build/rtl/<simulator>/<name>-<hash>/`.
 A build whose stamp matches is reused — across tests in a session and across sessions — so each
 RTL configuration is compiled once per run at most. A file lock makes parallel test workers wait
-for one build instead of racing.
+for one build instead of racing. The cache is bounded: after each new build, `prune_builds` removes
+the least recently used builds of that simulator beyond CACHE_BUILDS (a Verilator build of the
+core is ~190 MB; a mutant campaign makes one per mutant, and an unbounded cache once filled the
+disk), never one used in the last CACHE_MIN_AGE seconds.
 
 `run_bench()` runs a cocotb test module on a built design and returns the parsed JUnit results.
 """
@@ -30,6 +33,10 @@ from sim.paths import BUILD_ROOT, REPO_ROOT
 from sim.rtl.toolchain import MAKE_OVERRIDES, ensure_simulator_env, simulator_version
 
 TIMESCALE = ("1ns", "1ps")
+# The RTL build cache's bound (prune_builds): builds kept per simulator, and how recently used a
+# build must not have been for it to go (a running simulation may still be reading it).
+CACHE_BUILDS = int(os.environ.get("NPU_RTL_CACHE_BUILDS", "48"))
+CACHE_MIN_AGE = 3600.0
 
 
 def _process_start_time() -> float:
@@ -150,6 +157,7 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
         found = Path(json.loads(index.read_text())["build_dir"])
         if (found / "built.json").exists():
             meta = json.loads((found / "built.json").read_text())
+            _touch(found / "built.json")
             return BuiltRtl(design.name, simulator, found, [found / f"{design.name}.v"], waves,
                             meta.get("build_seconds", 0.0), reused=True, meta=meta)
     text = design.verilog_text()
@@ -165,6 +173,7 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.exists():
             meta = json.loads(stamp.read_text())
+            _touch(stamp)
             _write_index(index if key else None, build_dir)
             return BuiltRtl(design.name, simulator, build_dir, [src], waves,
                             meta.get("build_seconds", 0.0), reused=True, meta=meta)
@@ -185,7 +194,41 @@ def build(design: RtlDesign, simulator: str, *, waves: bool = False) -> BuiltRtl
                 "public_all": public_all}
         stamp.write_text(json.dumps(meta, indent=1))
         _write_index(index if key else None, build_dir)
-        return BuiltRtl(design.name, simulator, build_dir, [src], waves, seconds, False, meta)
+    prune_builds(build_dir.parent, keep=build_dir)
+    return BuiltRtl(design.name, simulator, build_dir, [src], waves, seconds, False, meta)
+
+
+def _touch(stamp: Path) -> None:
+    """Mark a build used now (its stamp's mtime is the LRU order of prune_builds)."""
+    try:
+        os.utime(stamp)
+    except OSError:
+        pass
+
+
+def prune_builds(root: Path, keep: Path | None = None, limit: int | None = None,
+                 min_age: float | None = None, now: float | None = None) -> list[Path]:
+    """Remove the least recently used builds under `root` (one simulator's cache) beyond `limit`
+    (CACHE_BUILDS), leaving `keep` and every build used in the last `min_age` seconds
+    (CACHE_MIN_AGE); a build in progress (no stamp yet) is never touched. Returns what went."""
+    import shutil
+
+    limit = CACHE_BUILDS if limit is None else limit
+    min_age = CACHE_MIN_AGE if min_age is None else min_age
+    now = time.time() if now is None else now
+    builds = []
+    for d in root.iterdir() if root.is_dir() else ():
+        stamp = d / "built.json"
+        if d.is_dir() and stamp.exists():
+            builds.append((stamp.stat().st_mtime, d))
+    builds.sort(reverse=True)                         # most recently used first
+    gone = []
+    for used, d in builds[limit:]:
+        if d == keep or now - used < min_age:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        gone.append(d)
+    return gone
 
 
 def _runner(simulator: str, public_all: bool = True):

@@ -34,3 +34,30 @@ def test_no_key_for_a_source_changed_after_the_process_started(tmp_path):
     now = time.time()
     os.utime(d.source_files[0], (now, now))
     assert d.source_key("verilator", False) is None
+
+
+def test_the_cache_keeps_the_most_recently_used_builds(tmp_path):
+    """prune_builds: beyond the limit the least recently used builds go, but never the one just
+    made, one used within the minimum age, or a build without its stamp (still building)."""
+    import json
+
+    from sim.rtl.build import prune_builds
+
+    now = time.time()
+    made = []
+    for k in range(6):
+        d = tmp_path / f"core-{k}"
+        d.mkdir()
+        (d / "core.v").write_text("module m; endmodule\n")
+        stamp = d / "built.json"
+        stamp.write_text(json.dumps({"design": "core"}))
+        used = now - 7200 - 100 * k                 # core-0 the most recently used
+        os.utime(stamp, (used, used))
+        made.append(d)
+    os.utime(made[4] / "built.json", (now - 10, now - 10))      # used a moment ago
+    building = tmp_path / "core-building"
+    building.mkdir()
+    gone = prune_builds(tmp_path, keep=made[5], limit=2, min_age=3600, now=now)
+    # kept: core-4 (recent), core-0 (second by use), core-5 (kept explicitly), the build in progress
+    assert sorted(p.name for p in gone) == ["core-1", "core-2", "core-3"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["core-0", "core-4", "core-5", "core-building"]
