@@ -38,7 +38,6 @@ from firmware_model.golden.dma import DMA_REGS, dma_plan, fill_plan
 from firmware_model.golden import timing_model as tm
 from firmware_model.golden.mac_prepared import prepare_conv, prepare_depthwise
 from firmware_model.golden.eltwise_unit import prepare_eltwise
-from firmware_model.golden.mac_unit import prepare_mac
 from firmware_model.golden.pool_unit import prepare_pool
 
 # What a step does (its tuple's first field; the second is the command's index, the third its opcode):
@@ -166,12 +165,10 @@ def prepare(cfg, op: Opcode, regs: dict, sub: int, plan):
     None where the unit's execute_* runs as it is."""
     if op == Opcode.ELTWISE:
         return prepare_eltwise(cfg, regs, sub, plan)
-    if op == Opcode.MAC:                    # mac_prepared.py: mac_unit.prepare_mac's, made faster
+    if op == Opcode.MAC:                    # mac_prepared.py (mac_plan admitted only these modes)
         if sub == MacMode.DEPTHWISE:
             return prepare_depthwise(cfg, regs, sub, plan)
-        if sub in (MacMode.CONV2D, MacMode.MATMUL):
-            return prepare_conv(cfg, regs, sub, plan)
-        return prepare_mac(cfg, regs, sub, plan)
+        return prepare_conv(cfg, regs, sub, plan)
     if op == Opcode.POOL:
         return prepare_pool(cfg, regs, sub, plan)
     return None

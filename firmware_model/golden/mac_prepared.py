@@ -1,10 +1,11 @@
 """MAC commands with their registers decoded once (issue 16): what the decoded program
-(decoded.py) runs for execute_mac, in place of mac_unit.prepare_mac.
+(decoded.py) runs for execute_mac, the one prepared form of a MAC command (mac_unit's own
+prepare_mac went: it did the same arithmetic less well; execute_mac stays the spec's form).
 
 ## DEPTHWISE (prepare_depthwise)
 
-mac_unit.prepare_mac prepares CONV2D and MATMUL commands and runs a DEPTHWISE one through
-execute_mac as it is (mac_unit.depthwise_sums, then the bias add and apply_output_stage): on
+execute_mac runs a DEPTHWISE command as the spec reads (mac_unit.depthwise_sums, then the bias
+add and apply_output_stage): on
 cnn32's 8x8 tiles ~115 us a command, most of it gathering the window's lanes and channels
 (`words[:, :, :, offset][..., chan]`), decoding the weights and the records again and running the
 spec's stage. Everything but the data is a function of the registers, so `prepare_depthwise`
@@ -20,14 +21,14 @@ makes once:
   pixels);
 - which wraps a bound proves idle (mac_unit.accumulator_bound over the products a sum holds: accumulate's to 48 bits and finish_accumulator's to 32 bits; with the
   largest |bias| of the records, the wrap of acc + bias);
-- the output stage (output_stage.prepare_output_stage) and the strided store of prepare_mac.
+- the output stage (output_stage.prepare_output_stage) and execute_mac's strided store.
 
 The sums are exact: each product is below 2^16 and a sum holds fewer than 2^30 of them, so float64
 adds them exactly in any order.
 
 ## CONV2D and MATMUL (prepare_conv)
 
-mac_unit.prepare_mac's arithmetic (the input vectors a strided view of the input SRAM, one exact
+execute_mac's arithmetic (the input vectors a strided view of the input SRAM, one exact
 float64 product), with what it redoes at every command made once: the weight matrix (the lanes
 of each weight row, transposed, less WGT_ZP, cut to OFM_C columns) kept with its weight bytes,
 the records' operands spread over the tile's (P, oc) values (numpy runs a broadcast (oc,)
@@ -51,6 +52,34 @@ from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, depth
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
 from firmware_model.tosa_ops.dtypes import DType, wrap
+
+
+def _last_bytes(make):
+    """`make(raw)` kept for the last bytes it was made from: a layer's tiles read the same weight
+    and record bytes at every invocation."""
+    last = [None, None]
+
+    def made(raw: np.ndarray):
+        key = raw.tobytes()
+        if last[0] != key:
+            last[0], last[1] = key, make(raw)
+        return last[1]
+    return made
+
+
+def _spread_records(raw: np.ndarray, ifm_dtype: DType, stage_plan_, P: int, oc: int, bound: int,
+                    acc32_wraps: bool) -> tuple:
+    """(bias, multiplier, shift, scale32 operands, acc + bias fits int32): record_operands' bias
+    and operands spread over the tile's (P, oc) values (a (1, oc) operand makes numpy loop per
+    channel). `fits` holds when int8 sums within `bound` plus the largest |bias| stay in int32."""
+    bias, multiplier, shift, ops = record_operands(raw, ifm_dtype, stage_plan_)
+    spread = lambda a: np.ascontiguousarray(np.broadcast_to(a, (P, oc)))      # noqa: E731
+    if ops is not None:
+        ops = Scale32Operands(spread(ops.multiplier), spread(ops.shift), spread(ops.round),
+                              None if ops.double is None else spread(ops.double))
+    fits = (ifm_dtype != DType.INT16 and not acc32_wraps
+            and bound + int(np.abs(bias).max(initial=0)) < 1 << 31)
+    return spread(bias), multiplier, shift, ops, fits
 
 
 def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
@@ -91,38 +120,16 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     out_dtype = f"<i{esize}"
     dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
     dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
-    memo = {"w": None, "p": None}
-
+    @_last_bytes
     def weights(raw: np.ndarray) -> np.ndarray:
         """(OFM_C, K, 1) float64: row r's weights over (kernel row, lane inside a pass), less
         WGT_ZP (depthwise_sums' w at the lanes inside, transposed)."""
-        key = raw.tobytes()
-        made = memo["w"]
-        if made is not None and made[0] == key:
-            return made[1]
         w = raw.view(np.int8).reshape(kh, passes, R, L).transpose(0, 2, 1, 3)[:, :oc][:, :, q_pass, q_lane]
         w = w.astype(np.float64)                                                    # (kh, oc, q)
         w -= wgt_zp
-        w = np.ascontiguousarray(w.transpose(1, 0, 2).reshape(oc, K, 1))
-        memo["w"] = (key, w)
-        return w
+        return np.ascontiguousarray(w.transpose(1, 0, 2).reshape(oc, K, 1))
 
-    def records(raw: np.ndarray) -> tuple:
-        """(bias, multiplier, shift, scale32 operands, acc + bias fits int32): record_operands'
-        bias and operands spread over the tile's (P, oc) values."""
-        key = raw.tobytes()
-        made = memo["p"]
-        if made is not None and made[0] == key:
-            return made[1]
-        bias, multiplier, shift, ops = record_operands(raw, DType.INT8, stage_plan_)
-        spread = lambda a: np.ascontiguousarray(np.broadcast_to(a, (P, oc)))      # noqa: E731
-        if ops is not None:
-            ops = Scale32Operands(spread(ops.multiplier), spread(ops.shift), spread(ops.round),
-                                  None if ops.double is None else spread(ops.double))
-        fits = not acc32_wraps and bound + int(np.abs(bias).max(initial=0)) < 1 << 31
-        made = (spread(bias), multiplier, shift, ops, fits)
-        memo["p"] = (key, made)
-        return made
+    records = _last_bytes(lambda raw: _spread_records(raw, DType.INT8, stage_plan_, P, oc, bound, acc32_wraps))
 
     def run(mem: Memories, probe=None) -> None:
         x = mem.sram[Sram.INPUT].view(np.int8)[index].astype(np.float64)      # (oc, P, K)
@@ -177,37 +184,15 @@ def prepare_conv(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     out_dtype = f"<i{esize}"
     dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
     dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
-    memo = {"w": None, "p": None}
-
+    @_last_bytes
     def weights(raw: np.ndarray) -> np.ndarray:
         """(K, OFM_C) float64: execute_mac's weight matrix less WGT_ZP, its first OFM_C columns."""
-        key = raw.tobytes()
-        made = memo["w"]
-        if made is not None and made[0] == key:
-            return made[1]
         w = raw.reshape(w_shape)[..., :lanes].view(np.int8).astype(np.float64)
-        w = w.transpose(1, 3, 0, 2).reshape(K, n_ocb * R)[:, :oc]
-        w = np.ascontiguousarray(w)
+        w = np.ascontiguousarray(w.transpose(1, 3, 0, 2).reshape(K, n_ocb * R)[:, :oc])
         w -= wgt_zp
-        memo["w"] = (key, w)
         return w
 
-    def records(raw: np.ndarray) -> tuple:
-        """(bias, multiplier, shift, scale32 operands, acc + bias fits int32): record_operands'
-        bias and operands spread over the tile's (P, oc) values."""
-        key = raw.tobytes()
-        made = memo["p"]
-        if made is not None and made[0] == key:
-            return made[1]
-        bias, multiplier, shift, ops = record_operands(raw, ifm_dtype, stage_plan_)
-        spread = lambda a: np.ascontiguousarray(np.broadcast_to(a, (P, oc)))      # noqa: E731
-        if ops is not None:
-            ops = Scale32Operands(spread(ops.multiplier), spread(ops.shift), spread(ops.round),
-                                  None if ops.double is None else spread(ops.double))
-        fits = not int16 and not acc32_wraps and bound + int(np.abs(bias).max(initial=0)) < 1 << 31
-        made = (spread(bias), multiplier, shift, ops, fits)
-        memo["p"] = (key, made)
-        return made
+    records = _last_bytes(lambda raw: _spread_records(raw, ifm_dtype, stage_plan_, P, oc, bound, acc32_wraps))
 
     def run(mem: Memories, probe=None) -> None:
         vectors = np.ndarray(in_shape, dtype=in_dtype, buffer=mem.sram[Sram.INPUT], offset=in_offset,

@@ -220,11 +220,10 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
         plan = mac_plan(cfg, regs, mode)
     R, L = cfg.mac_rows, cfg.mac_cols
     r = Registers(regs)
-    ifm_dtype, ofm_dtype = DType(r.ifm_dtype), DType(r.ofm_dtype)
+    ifm_dtype = DType(r.ifm_dtype)
     oh, ow, oc = plan.out_shape
     kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
     n_ocb = -(-oc // R)
-    esize = ELEMENT_BYTES[ofm_dtype]
 
     if mode == MacMode.DEPTHWISE:
         acc = depthwise_sums(cfg, mem, r, plan)
@@ -365,74 +364,3 @@ def accumulator_bound(k: int, ifm_dtype: DType, ifm_zp: int, wgt_zp: int) -> int
     x = max(abs(lo - ifm_zp), abs(hi - ifm_zp))
     w = max(abs(DType.INT8.min - wgt_zp), abs(DType.INT8.max - wgt_zp))
     return k * x * w
-
-
-def prepare_mac(cfg: NpuConfig, regs: dict[int, int], mode: int, plan: MacPlan):
-    """execute_mac with its registers decoded once (the golden model's decoded program,
-    decoded.py): a function of (memories, probe) that computes and stores what execute_mac does,
-    the same arithmetic with the shapes, strides, zero points and ranges bound beforehand, the
-    output stage prepared (output_stage.prepare_output_stage) and each parameter block's operands
-    kept (record_operands). Where the accumulator's sums provably fit (accumulator_bound), the
-    wraps that cannot change them are left out: accumulate's to 48 bits, and for int8 inputs
-    finish_accumulator's wrap32 of the sum (bias is wrapped with its record). Equal to
-    execute_mac (tests/firmware_model/golden/test_decoded.py)."""
-    from firmware_model.arch.isa import OUTPUT_STAGE_REGS
-    from firmware_model.golden.output_stage import prepare_output_stage
-
-    if mode == MacMode.DEPTHWISE:
-        def run_depthwise(mem: Memories, probe=None) -> None:
-            execute_mac(cfg, mem, regs, mode, probe, plan)
-        return run_depthwise
-
-    R, L = cfg.mac_rows, cfg.mac_cols
-    r = Registers(regs)
-    ifm_dtype = DType(r.ifm_dtype)
-    oh, ow, oc = plan.out_shape
-    kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
-    n_ocb = -(-oc // R)
-    esize = ELEMENT_BYTES[DType(r.ofm_dtype)]
-    row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
-    lanes = lanes_per_word(L, ifm_dtype)
-    esz = L // lanes
-    in_shape = (oh, ow, kh, kw, cb * lanes)
-    in_dtype = np.dtype(np.int8 if esz == 1 else "<i2")
-    in_offset = (r.ifm_addr // L) * L
-    in_strides = (r.stride_h * row_b, r.stride_w * pix_b, r.dilation_h * row_b, r.dilation_w * pix_b, esz)
-    x_shape, ifm_zp = (oh * ow, kh * kw * cb * lanes), r.ifm_zp
-    wa, wb = plan.region.weight
-    w_shape, w_out, wgt_zp = (n_ocb, kh * kw * cb, R, L), (kh * kw * cb * lanes, n_ocb * R), r.wgt_zp
-    pa, pb = plan.region.param
-    stage_plan_ = plan.stage
-    stage = None if stage_plan_ is None else prepare_output_stage(
-        {int(k): regs.get(int(k), 0) for k in OUTPUT_STAGE_REGS}, stage_plan_, "MAC")
-    int16 = ifm_dtype == DType.INT16
-    bound = accumulator_bound(x_shape[1], ifm_dtype, ifm_zp, wgt_zp)
-    acc_wraps = bound >= 1 << (ACC_BITS - 1)            # else accumulate(0, sums) = sums
-    acc32_wraps = bound >= 1 << 31                      # else wrap32(acc) = acc (int8 inputs)
-    out_dtype = f"<i{esize}"
-    dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
-    dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
-
-    def run(mem: Memories, probe=None) -> None:
-        vectors = np.ndarray(in_shape, dtype=in_dtype, buffer=mem.sram[Sram.INPUT], offset=in_offset,
-                             strides=in_strides)
-        x = vectors.astype(np.float64).reshape(x_shape)
-        x -= ifm_zp
-        w_rows = mem.sram[Sram.WEIGHT][wa:wb].reshape(w_shape)
-        w = w_rows[..., :lanes].view(np.int8).astype(np.float64)
-        w = w.transpose(1, 3, 0, 2).reshape(w_out)
-        w -= wgt_zp
-        acc = exact_dot(x, w)
-        if acc_wraps:
-            acc = accumulate(0, acc)
-        acc = acc[:, :oc]
-        bias, multiplier, shift, ops = record_operands(mem.sram[Sram.PARAM][pa:pb], ifm_dtype, stage_plan_)
-        if int16:
-            value = finish_accumulator(acc, bias, ifm_dtype)
-        else:                                           # finish_accumulator, bias wrapped beforehand
-            value = wrap((wrap(acc, 32) if acc32_wraps else acc) + bias, 32)
-        out = value if stage is None else stage(mem, value, multiplier, shift, probe, ops)
-        raw = np.ascontiguousarray(out.reshape(oh, ow, oc).astype(out_dtype)).view(np.uint8)
-        dst = np.ndarray(dst_shape, np.uint8, buffer=mem.sram[Sram.OUTPUT], offset=dst_offset, strides=dst_strides)
-        dst[...] = raw.reshape(dst_shape)
-    return run
