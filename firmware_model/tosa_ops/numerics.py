@@ -135,6 +135,16 @@ def apply_clip_u(value, min_val, max_val) -> np.ndarray:
     return np.minimum(np.maximum(_i64(value), _i64(min_val)), _i64(max_val))
 
 
+# apply_clip_s in one numpy call, for the kernels' fast paths on int64 arrays (in place with
+# out=): numpy's clip ufunc is minimum(maximum(value, min_val), max_val), apply_clip_s's form, for
+# min_val <= max_val (np.clip is a Python wrapper around it; maximum then minimum, two calls).
+# tests/firmware_model/tosa_ops/test_numerics.py holds it equal to apply_clip_s.
+try:
+    from numpy._core.umath import clip as clip_ufunc
+except ImportError:                                     # numpy 1.x: the module's older name
+    from numpy.core.umath import clip as clip_ufunc
+
+
 def apply_arith_rshift(a, b, dtype: DType) -> np.ndarray:
     """in_t apply_arith_rshift(a, b): arithmetic shift right, truncated to in_t."""
     return wrap(_i64(a) >> _i64(b), dtype.bits)

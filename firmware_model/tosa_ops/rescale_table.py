@@ -229,9 +229,11 @@ class _RescalePlan:
         if self.check_sum and ((r < numerics.INT32_MIN) | (r > numerics.INT32_MAX)).any():
             self._fail("apply_add_s: sum fits INT32")
         lo, hi = self.clip
-        if self.clip_lo:
+        if self.clip_lo and self.clip_hi:                   # apply_clip_s in one call
+            numerics.clip_ufunc(r, lo, hi, out=r)
+        elif self.clip_lo:
             np.maximum(r, lo, out=r)
-        if self.clip_hi:
+        elif self.clip_hi:
             np.minimum(r, hi, out=r)
         # Unsigned results in [0, maximum_u] keep their bit pattern in the signed storage type.
         return r.astype(self.storage)

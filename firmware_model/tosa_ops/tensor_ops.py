@@ -178,6 +178,15 @@ def _windows(xp: np.ndarray, out: tuple[int, ...], kernel: tuple[int, ...], stri
              dilation: tuple[int, ...] | None = None) -> np.ndarray:
     """Read-only view (N, *out, *kernel, C) of the windows of padded N...C data: output position o
     and kernel tap k read spatial index o * stride + k * dilation on each axis."""
+    if len(out) == 2 and dilation is not None and xp.flags.c_contiguous:
+        # the 2-D ops' usual case, the lines below without their generators (~40% of the time)
+        (oh, ow), (kh, kw), (sy, sx), (dy, dx) = out, kernel, stride, dilation
+        n, _, _, c = xp.shape
+        s0, s1, s2, s3 = xp.strides
+        view = np.ndarray((n, oh, ow, kh, kw, c), xp.dtype, buffer=xp,
+                          strides=(s0, s1 * sy, s2 * sx, s1 * dy, s2 * dx, s3))
+        view.flags.writeable = False
+        return view
     dilation = dilation or (1,) * len(out)
     n_stride, *sp_strides, c_stride = xp.strides
     shape = (xp.shape[0], *out, *kernel, xp.shape[-1])
@@ -482,13 +491,22 @@ def _window_reduce(xp: np.ndarray, k: tuple[int, int], s: tuple[int, int], o: tu
     """Separable window reduction (sum or max) of a padded NHWC tensor: first along W, then H;
     in `dtype` (xp's own type when None)."""
     (ky, kx), (sy, sx), (oh, ow) = k, s, o
-    first = xp[:, :, 0:(ow - 1) * sx + 1:sx]
-    rows = first.copy() if dtype is None else first.astype(dtype)
-    for j in range(1, kx):
-        ufunc(rows, xp[:, :, j:j + (ow - 1) * sx + 1:sx], out=rows)
-    acc = rows[:, 0:(oh - 1) * sy + 1:sy].copy()
-    for i in range(1, ky):
-        ufunc(acc, rows[:, i:i + (oh - 1) * sy + 1:sy], out=acc)
+    ex, ey = (ow - 1) * sx + 1, (oh - 1) * sy + 1      # the extent of a tap's positions
+    # each axis starts with the first two taps' ufunc into a new array (a copy of the first
+    # tap, then a ufunc into it, otherwise: one numpy call more per axis)
+    if kx > 1:
+        rows = ufunc(xp[:, :, 0:ex:sx], xp[:, :, 1:1 + ex:sx], dtype=dtype)
+    else:
+        first = xp[:, :, 0:ex:sx]
+        rows = first.copy() if dtype is None else first.astype(dtype)
+    for j in range(2, kx):
+        ufunc(rows, xp[:, :, j:j + ex:sx], out=rows)
+    if ky > 1:
+        acc = ufunc(rows[:, 0:ey:sy], rows[:, 1:1 + ey:sy])
+    else:
+        acc = rows[:, 0:ey:sy].copy()
+    for i in range(2, ky):
+        ufunc(acc, rows[:, i:i + ey:sy], out=acc)
     return acc
 
 
@@ -601,9 +619,11 @@ def avg_pool2d(call: OpCall):
                 v += ozp
         else:
             v = numerics.apply_add_s(numerics.apply_scale_32(a, m, sh, False), ozp, DType.INT32)
-        if clip_lo:                                # apply_clip_s(v, minimum, maximum)
+        if clip_lo and clip_hi:                    # apply_clip_s(v, minimum, maximum)
+            numerics.clip_ufunc(v, lo, hi, out=v)
+        elif clip_lo:
             np.maximum(v, lo, out=v)
-        if clip_hi:
+        elif clip_hi:
             np.minimum(v, hi, out=v)
         return v.astype(storage)
 

@@ -376,3 +376,17 @@ def test_dtype_ranges_from_their_tables():
                 t.storage
     with pytest.raises(AttributeError):
         DType.INT8.no_such_attribute
+
+
+def test_clip_ufunc_equals_apply_clip_s():
+    """The kernels' one-call clip (numpy's clip ufunc, in place) is apply_clip_s: every int64
+    value, bounds of each output type and equal bounds, the int64 extremes included."""
+    rng = np.random.default_rng(16)
+    extremes = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, -1, 0, 1], np.int64)
+    for lo, hi in [(-128, 127), (-32768, 32767), (0, 255), (0, 65535), (nm.INT32_MIN, nm.INT32_MAX), (5, 5)]:
+        for _ in range(20):
+            v = np.concatenate([extremes, rng.integers(-(1 << 62), 1 << 62, 50), rng.integers(lo - 3, hi + 4, 50)])
+            got = v.copy()
+            nm.clip_ufunc(got, lo, hi, out=got)
+            want = nm.apply_clip_s(v, lo, hi)
+            assert got.dtype == want.dtype and np.array_equal(got, want)

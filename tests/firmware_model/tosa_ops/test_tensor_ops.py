@@ -530,3 +530,28 @@ def test_valid_count_is_the_spec_formula():
                     for o in range(1, 8):
                         want = [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(o)]
                         assert tensor_ops._valid_count(size, k, s, p0, o) == want, (size, k, s, p0, o)
+
+
+def test_window_reduce_equals_the_windows():
+    """_window_reduce (each axis started by one ufunc of its first two taps into a new array) is
+    the sum / max over each window, read tap by tap, for every kernel size 1-4, stride 1-3,
+    int8/int16/int32 input and result type."""
+    from firmware_model.tosa_ops.tensor_ops import _window_reduce
+    rng = np.random.default_rng(16)
+    for trial in range(600):
+        n, h, w, c = (int(v) for v in rng.integers(1, 5, 4))
+        ky, kx, sy, sx = (int(v) for v in rng.integers(1, 5, 4))
+        sy, sx = min(sy, 3), min(sx, 3)
+        if ky > h or kx > w:
+            continue
+        oh, ow = (h - ky) // sy + 1, (w - kx) // sx + 1
+        dt = (np.int8, np.int16, np.int32)[trial % 3]
+        x = rng.integers(np.iinfo(dt).min, np.iinfo(dt).max + 1, (n, h, w, c)).astype(dt)
+        for ufunc, out_t in ((np.add, np.int32), (np.add, np.int64), (np.maximum, None)):
+            got = _window_reduce(x, (ky, kx), (sy, sx), (oh, ow), ufunc, out_t)
+            want = np.empty((n, oh, ow, c), out_t or dt)
+            for y in range(oh):
+                for xx in range(ow):
+                    win = x[:, y * sy:y * sy + ky, xx * sx:xx * sx + kx].astype(np.int64)
+                    want[:, y, xx] = win.sum((1, 2)) if ufunc is np.add else win.max((1, 2))
+            assert got.dtype == want.dtype and np.array_equal(got, want), (trial, ufunc, out_t)
