@@ -25,11 +25,12 @@ beat's read is issued, its write follows the next clock, pipelined); DRAIN (the 
 IDLE again `latency + beats + 2` clocks after the pop. An empty transfer (a length of 0) takes
 the pop clock only, from IDLE.
 
-Transfers back to back (cycle_model.Timeline.dma): while one is in LATENCY or BEATS, the engine
-pops the next non-empty descriptor into its *next slot*, where its latency counts down, as an
-external memory that takes a request while it answers the one before. In the DRAIN clock the
-slot's transfer becomes the one in flight: BEATS the clock after if its latency is over, else
-LATENCY for the rest. So a run of queued transfers pays the latency about once.
+Transfers back to back (cycle_model.Timeline.dma): the external memory takes the request of
+every queued transfer at once (as a memory with DMA_QUEUE_DEPTH outstanding requests), so each
+transfer's latency counts down from the clock after its push, whatever runs before it. The
+engine pops the next transfer in the DRAIN clock of the one in flight (or from IDLE): BEATS the
+clock after if its latency is over, else LATENCY for the rest. A run of transfers queued
+together pays the latency about once, and so do short transfers pushed a few clocks apart.
 
 The VAR unit's transfers are descriptors too (`var` set): they reach the variable SRAM as slot
 accesses (a store into the slot sets its written flag), where plain DMA to the variable SRAM is a
@@ -121,9 +122,9 @@ class DmaEngine(wiring.Component):
         members = {
             "push": In(stream.Signature(DESCRIPTOR)),
             "idle": Out(1),                 # the queue is empty and no transfer is in flight
-            # descriptors pushed and not finished: queued, in the next slot and in flight (a
-            # compute command's DMA slack is compared with it)
-            "outstanding": Out(range(queue_depth + 3)),
+            # descriptors pushed and not finished: queued and in flight (a compute command's
+            # DMA slack is compared with it)
+            "outstanding": Out(range(queue_depth + 2)),
             "ext": Out(ext_port_signature(cfg.ext_bandwidth)),
         }
         for s in SRAMS:
@@ -193,13 +194,21 @@ class DmaEngine(wiring.Component):
         issue = Signal(name="beat_issue")          # stage 1 of a beat this clock
         m.d.comb += issue.eq(0)
 
-        # The next slot: a descriptor popped while a transfer is in flight, its latency counting
-        # down (`nlat`) before the transfer in flight has finished; it starts when that one drains.
-        nd = Signal(DESCRIPTOR, name="next_desc")
-        n_valid = Signal(name="next_valid")
-        nlat = Signal(range(cfg.ext_latency + 1), name="next_latency")
-        with m.If(nlat != 0):
-            m.d.sync += nlat.eq(nlat - 1)
+        # Each queued descriptor's latency counts down from its push (`qlat`, one counter per
+        # ring entry: ext.latency + 1 the clock after the push, 0 for FILL): the external memory
+        # takes every queued request at once and answers them in order. A transfer popped with v
+        # on its counter starts its beats max(1, v) clocks later.
+        qlat = [Signal(range(cfg.ext_latency + 2), name=f"queue_latency{i}") for i in range(Q)]
+        for i, c in enumerate(qlat):
+            with m.If(push & (tail == i)):
+                m.d.sync += c.eq(Mux(self.push.payload.kind == DmaKind.FILL, 0, cfg.ext_latency + 1))
+            with m.Elif(c != 0):
+                m.d.sync += c.eq(c - 1)
+        front_lat = Signal(range(cfg.ext_latency + 2), name="front_latency")
+        with m.Switch(head):
+            for i, c in enumerate(qlat):
+                with m.Case(i):
+                    m.d.comb += front_lat.eq(c)
 
         def begin(src, latency):
             """The transfer `src` becomes the one in flight: its registers, and LATENCY for
@@ -211,29 +220,31 @@ class DmaEngine(wiring.Component):
                 left.eq(src.len0), i1.eq(0), i2.eq(0), lat.eq(latency),
             ]
 
-        in_flight = Signal()
+        def start_front():
+            """Pop the front descriptor into flight: BEATS next when its latency is over (its
+            counter at most 1), else LATENCY for the rest."""
+            m.d.comb += pop.eq(1)
+            with m.If(front_lat <= 1):
+                begin(front, 0)
+                m.next = "BEATS"
+            with m.Else():
+                begin(front, front_lat - 1)
+                m.next = "LATENCY"
+
         with m.FSM(name="dma") as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.idle.eq(count == 0)
                 with m.If(count != 0):
-                    m.d.comb += pop.eq(1)
-                    with m.If(~empty_xfer):
-                        if cfg.ext_latency:
-                            begin(front, cfg.ext_latency)
-                            with m.If(front.kind == DmaKind.FILL):
-                                m.next = "BEATS"
-                            with m.Else():
-                                m.next = "LATENCY"
-                        else:
-                            begin(front, 0)
-                            m.next = "BEATS"
+                    with m.If(empty_xfer):
+                        m.d.comb += pop.eq(1)
+                    with m.Else():
+                        start_front()
             with m.State("LATENCY"):
-                m.d.comb += in_flight.eq(1)
                 m.d.sync += lat.eq(lat - 1)
                 with m.If(lat == 1):
                     m.next = "BEATS"
             with m.State("BEATS"):
-                m.d.comb += [issue.eq(1), in_flight.eq(1)]
+                m.d.comb += issue.eq(1)
                 with m.If(left != n):
                     m.d.sync += [cur_ext.eq(cur_ext + n), cur_sram.eq(cur_sram + n), left.eq(left - n)]
                 with m.Elif(i1 + 1 < d.len1):
@@ -249,25 +260,11 @@ class DmaEngine(wiring.Component):
                 with m.Else():
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                # the next slot's transfer follows at once: BEATS when its latency is over (nlat
-                # reaches 0 this clock), else LATENCY for the rest
-                with m.If(n_valid):
-                    m.d.sync += n_valid.eq(0)
-                    with m.If(nlat <= 1):
-                        begin(nd, 0)
-                        m.next = "BEATS"
-                    with m.Else():
-                        begin(nd, nlat - 1)
-                        m.next = "LATENCY"
+                # the queue's next transfer follows at once; an empty one waits for IDLE
+                with m.If((count != 0) & ~empty_xfer):
+                    start_front()
                 with m.Else():
                     m.next = "IDLE"
-
-        # fill the next slot from the queue while a transfer is in flight (not in its DRAIN clock);
-        # an empty transfer waits for IDLE
-        with m.If(in_flight & ~n_valid & (count != 0) & ~empty_xfer):
-            m.d.comb += pop.eq(1)
-            m.d.sync += [nd.eq(front), n_valid.eq(1),
-                         nlat.eq(Mux(front.kind == DmaKind.FILL, 0, cfg.ext_latency))]
 
         # ---- stage 2: the write of the beat issued the clock before ----
         s2_valid = Signal()
@@ -308,5 +305,5 @@ class DmaEngine(wiring.Component):
                 with m.Case(s):
                     m.d.comb += store_word.eq(getattr(self, s.name.lower()).rdata)
         m.d.comb += self.ext.wdata.eq((store_word >> (s2_offset * 8))[:8 * B])
-        m.d.comb += self.outstanding.eq(count + ~fsm.ongoing("IDLE") + n_valid)
+        m.d.comb += self.outstanding.eq(count + ~fsm.ongoing("IDLE"))
         return m

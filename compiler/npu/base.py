@@ -90,6 +90,7 @@ class EmitContext:
     buffers: dict[Sram, list[int]]         # SRAM -> byte address of each buffer (PARAM: record index)
     layer: int
     first_tile_id: int
+    luts: object = None                    # stage.LutTables: the tables the LUT SRAM holds (shared)
 
 
 class NpuOperation:

@@ -40,7 +40,8 @@ from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, const_value,
                                round_up, scalar)
-from compiler.npu.stage import StageSpec, extend_stage, load_table, only_consumer, table_fits
+from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
+from compiler.npu.prefetch import Prefetched
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
 from firmware_model.golden.mac_unit import depthwise_window, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
@@ -451,10 +452,38 @@ class NpuConv(NpuOperation):
                   ext_s1=width * C, ext_s2=0, sram_s1=g.in_w * pix, sram_s2=0)
 
     # ---- emission ----------------------------------------------------------------------
-    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+    def prefetch(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, slot: int,
+                 on_chip=None) -> Prefetched | None:
+        """The first tile's weights and records into weight buffer `slot`, for issuing before the
+        operation before finishes (compiler/npu/prefetch.py): constants, which no operation
+        writes. The input box is left to the tile (it is usually the operation before's output)."""
         unfolded = self.unfolded(ectx.cfg)
         if unfolded is not None:
-            return unfolded.emit(w, plan, ectx)
+            return unfolded.prefetch(w, plan, ectx, slot, on_chip)
+        if slot >= plan.buffers:
+            return None
+        n0 = w.dma_count
+        self._load_weights(w, ectx, plan.tiles[0], slot)
+        return Prefetched(slot, plan.tiles[0].c0, w.dma_count - n0)
+
+    def _load_weights(self, w: CommandWriter, ectx: EmitContext, t, slot: int) -> None:
+        """A tile's weights and parameter records into weight buffer `slot`."""
+        g = self.geometry(ectx.cfg, t.th, t.tw, t.tc)
+        bufs = ectx.buffers
+        w.dma(Opcode.DMA_LOAD, Sram.WEIGHT, ext=ectx.constants[f"weights@{t.c0}"],
+              sram_addr=bufs[Sram.WEIGHT][slot], len0=g.weight_bytes)
+        w.dma(Opcode.DMA_LOAD, Sram.PARAM, ext=ectx.constants[f"params@{t.c0}"],
+              sram_addr=bufs[Sram.PARAM][slot] * PARAM_RECORD_BYTES, len0=t.tc * PARAM_RECORD_BYTES)
+
+    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, *, prefetched: Prefetched | None = None,
+             next_loads=None, on_chip=None) -> list[dict]:
+        """The tiles. `prefetched`: the first tile's weights, issued by prefetch() before the
+        last compute command of the operation before; `next_loads(opcode, sub)`: issues the next
+        operation's first loads before the last MAC and returns their DMA count
+        (compiler/npu/prefetch.py)."""
+        unfolded = self.unfolded(ectx.cfg)
+        if unfolded is not None:
+            return unfolded.emit(w, plan, ectx, prefetched=prefetched, next_loads=next_loads)
         cfg = ectx.cfg
         L = cfg.mac_cols
         _, H, W, C = self.in_shape
@@ -474,9 +503,11 @@ class NpuConv(NpuOperation):
         resident_in: dict[int, tuple] = {}
         resident_w: dict[int, int] = {}
         n_in = n_w = 0
-        stage_regs = self.stage.regs(lut_addr=0)
-        if self.stage.table is not None:
-            load_table(w, ectx, self.stage, entry=0)
+        if prefetched is not None:
+            resident_w[prefetched.slot] = prefetched.state
+            n_w = prefetched.slot + 1
+        lut_addr = place_table(w, ectx, self.stage) if self.stage.table is not None else 0
+        stage_regs = self.stage.regs(lut_addr=lut_addr)
         def load(t) -> tuple[int, int, int]:
             """The tile's input box, weights and records unless resident: (input slot, weight
             slot, DMA commands emitted)."""
@@ -517,10 +548,7 @@ class NpuConv(NpuOperation):
                 w_slot = n_w % plan.buffers
                 n_w += 1
                 resident_w[w_slot] = t.c0
-                w.dma(Opcode.DMA_LOAD, Sram.WEIGHT, ext=ectx.constants[f"weights@{t.c0}"],
-                      sram_addr=bufs[Sram.WEIGHT][w_slot], len0=g.weight_bytes)
-                w.dma(Opcode.DMA_LOAD, Sram.PARAM, ext=ectx.constants[f"params@{t.c0}"],
-                      sram_addr=bufs[Sram.PARAM][w_slot] * PARAM_RECORD_BYTES, len0=t.tc * PARAM_RECORD_BYTES)
+                self._load_weights(w, ectx, t, w_slot)
             return in_slot, w_slot, w.dma_count - n0
 
         # Software pipeline (double buffering): tile k+1's loads are issued before tile k's MAC,
@@ -555,13 +583,17 @@ class NpuConv(NpuOperation):
             for reg, value in regs.items():
                 w.set(reg, value)
             slack = 0
+            mode = MacMode.DEPTHWISE if self.window_mode(cfg) else MacMode.CONV2D
             if pipelined:
                 ahead = 0
                 if k + 1 < len(tiles):
                     slots[k + 1] = load(tiles[k + 1])
                     ahead = slots[k + 1][2]
+                elif next_loads is not None:
+                    ahead = next_loads(Opcode.MAC, mode)
                 slack = stored + ahead
-            mode = MacMode.DEPTHWISE if self.window_mode(cfg) else MacMode.CONV2D
+            elif k + 1 == len(tiles) and next_loads is not None:
+                slack = next_loads(Opcode.MAC, mode)
             mac_index = w.emit(Opcode.MAC, mode, slack)
             before = w.dma_count
             w.dma(Opcode.DMA_STORE, Sram.OUTPUT,

@@ -31,8 +31,9 @@ from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value, scalar
+from compiler.npu.prefetch import Prefetched
 from compiler.npu.dma_patterns import FlatTile, Source, as_bytes, dense_strides, flat_tiles, load_source
-from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, load_table,
+from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, place_table,
                                 only_consumer, rescale_info, take_clamp, take_table)
 from firmware_model.arch.isa import EltMode, EltOp, Opcode, Reg, Sram
 from firmware_model.arch.config import NpuConfig
@@ -217,58 +218,155 @@ class NpuEltwise(NpuOperation):
             m |= EltMode.ROUND
         return int(m)
 
-    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+    def _layout(self, ectx: EmitContext):
+        """(shape, operands as (key, Operand, SRAM), their DMA sources) of the emission."""
         shape, strides = self.space()
         operands = [(k, x, sram) for k, x, sram in (("a", self.a, Sram.INPUT), ("b", self.b, Sram.WEIGHT))
                     if x is not None]
         sources = {k: self._source(k, x, st) for (k, x, _), st in zip(operands, strides)}
+        return shape, operands, sources
+
+    def _records(self, t: FlatTile, shape) -> tuple[int, int, int]:
+        """(first record, records, ELT_CHANNELS) of a tile's output stage."""
+        p_first, p_count = 0, 1
+        channels = self.stage.channels
+        if channels > 1 and t.axis == len(shape) - 1:
+            p_first, p_count = t.a, t.b - t.a
+        elif channels > 1:
+            p_count = channels
+        return p_first, p_count, p_count
+
+    def _forwarded_a(self, ectx: EmitContext, k: int, t: FlatTile, slot: int, layout, on_chip) -> int | None:
+        """Tile k's A as the operation before left it in the output SRAM, when it is there:
+        `on_chip` (ext address, bytes, output-SRAM address) is that operation's last store (a
+        dense 1-D run), and the tile's A elements are a dense run of its external bytes. Then
+        the ELT_A_ADDR of A_FROM_OUTPUT (apart from this tile's results, which go to buffer
+        `slot`), else None. Only the first tile can find its operand there."""
+        x = self.a
+        if k != 0 or on_chip is None or x.tensor is None:
+            return None
+        shape, _, sources = layout
+        src = sources["a"]
+        lo, sizes = ((0,) * len(shape), (1,) * len(shape)) if self._scalar(x) else t.box(shape)
+        run = 1
+        for n, st in reversed([(n, st) for n, st in zip(sizes, src.strides) if n != 1]):
+            if st != run:
+                return None
+            run *= n
+        first = src.ext_addr(ectx) + sum(l * s for l, s in zip(lo, src.strides)) * src.esize
+        ext, nbytes, sram = on_chip
+        if first < ext or first + run * src.esize > ext + nbytes or (first - ext) % src.esize:
+            return None
+        a_addr = sram + (first - ext)
+        out0 = ectx.buffers[Sram.OUTPUT][slot]
+        out1 = out0 + t.count * self.out_dtype.size_bytes
+        if a_addr < out1 and out0 < a_addr + run * src.esize:
+            return None
+        return a_addr
+
+    def _load(self, w: CommandWriter, ectx: EmitContext, k: int, t: FlatTile, slot: int, layout,
+              resident: dict, on_chip=None) -> int:
+        """Tile k's loads into buffer `slot`: its operands unless already there (or A, for the
+        first tile, in the output SRAM: _forwarded_a), its records unless resident, the table
+        (tile 0); the DMA commands pushed."""
+        shape, operands, sources = layout
+        n0 = w.dma_count
+        if k == 0 and self.stage.table is not None:
+            resident["lut"] = place_table(w, ectx, self.stage)
+        lo, sizes = t.box(shape)
+        forwarded = self._forwarded_a(ectx, k, t, slot, layout, on_chip)
+        for key, x, sram in operands:
+            if key == "a" and forwarded is not None:
+                continue
+            base = ectx.buffers[sram][slot]
+            src = sources[key]
+            if self._scalar(x):
+                tag = ("scalar",)
+                box = ((0,) * len(shape), (1,) * len(shape))
+            else:
+                box = (lo, sizes)
+                tag = (sum(l * s for l, s in zip(lo, src.strides)),
+                       tuple((n, s) for n, s in zip(sizes, src.strides) if n != 1))
+            if resident.get((key, slot)) != tag:
+                load_source(w, ectx, src, sram, base, box[0], box[1], dense_strides(box[1]))
+                resident[(key, slot)] = tag
+        if self.stage.rescale:
+            p_first, p_count, _ = self._records(t, shape)
+            if resident.get(("params", slot)) != (p_first, p_count):
+                load_params(w, ectx, p_first, p_count, ectx.buffers[Sram.PARAM][slot])
+                resident[("params", slot)] = (p_first, p_count)
+        return w.dma_count - n0
+
+    def prefetch(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, slot: int,
+                 on_chip=None) -> Prefetched | None:
+        """The first tile's loads into buffer `slot`, for issuing before the operation before
+        finishes (compiler/npu/prefetch.py); a table only when it is resident or goes to the LUT's
+        scratch area (whether the running command reads that area is the link's check)."""
+        if slot >= plan.buffers:
+            return None
+        if self.stage.table is not None and (ectx.luts is None or (ectx.luts.entry_of(self.stage) is None
+                                                                    and not ectx.luts.scratch_only(self.stage))):
+            return None                   # a table to keep: placed when the operation runs
+        resident: dict = {}
+        n = self._load(w, ectx, 0, plan.tiles[0], slot, self._layout(ectx), resident, on_chip)
+        return Prefetched(slot, resident, n)
+
+    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, *, prefetched: Prefetched | None = None,
+             next_loads=None, on_chip=None) -> list[dict]:
+        """The tiles. `prefetched`: the first tile's loads, issued by prefetch() before the last
+        compute command of the operation before; `next_loads(opcode, sub)`: issues the next
+        operation's first loads before the last ELTWISE and returns their DMA count
+        (compiler/npu/prefetch.py); `on_chip`: where the operation before's last result is
+        in the output SRAM (_forwarded_a)."""
+        layout = self._layout(ectx)
+        shape, operands, _ = layout
         bufs = ectx.buffers
         out = ectx.placements[self.out]
         osize = self.out_dtype.size_bytes
-        resident: dict[tuple, object] = {}
         st = self.stage
         channels = st.channels
+        nbuf = plan.buffers
+        first = prefetched.slot if prefetched else 0
+        resident: dict = prefetched.state if prefetched else {}
+        loaded = {0} if prefetched else set()
+        # the operation before's last store may run on at the first ELTWISE when it reads other
+        # output bytes than that tile writes
+        stored = 0
+        if prefetched and prefetched.store_span is not None:
+            t0 = plan.tiles[0]
+            o0 = bufs[Sram.OUTPUT][first]
+            a, b = prefetched.store_span
+            stored = 1 if (b <= o0 or o0 + t0.count * osize <= a) else 0
+        # Software pipeline (double buffering), as for the MAC (conv.py): tile k+1's loads, or the
+        # next operation's first ones, are issued before tile k's ELTWISE, whose DMA slack lets
+        # them and tile k-1's store run while it computes; they use the other buffer.
+        pipelined = nbuf >= 2
+        lut_addr = 0
         records = []
-        for k, t in enumerate(plan.tiles):
+        tiles = plan.tiles
+        for k, t in enumerate(tiles):
             t: FlatTile
             tile_id = ectx.first_tile_id + k
             start = len(w.commands)
             w.emit(Opcode.MARK, 0, tile_id)
-            slot = k % plan.buffers
+            slot = (first + k) % nbuf
+            if k not in loaded:
+                self._load(w, ectx, k, t, slot, layout, resident, on_chip)
+            forwarded = self._forwarded_a(ectx, k, t, slot, layout, on_chip)
             if k == 0 and st.table is not None:
-                load_table(w, ectx, st)
-            lo, sizes = t.box(shape)
-            addrs = {}
-            for key, x, sram in operands:
-                base = bufs[sram][slot]
-                addrs[key] = base
-                src = sources[key]
-                if self._scalar(x):
-                    tag = ("scalar",)
-                    box = ((0,) * len(shape), (1,) * len(shape))
-                else:
-                    box = (lo, sizes)
-                    tag = (sum(l * s for l, s in zip(lo, src.strides)),
-                           tuple((n, s) for n, s in zip(sizes, src.strides) if n != 1))
-                if resident.get((key, slot)) != tag:
-                    load_source(w, ectx, src, sram, base, box[0], box[1], dense_strides(box[1]))
-                    resident[(key, slot)] = tag
-            p_first, p_count, elt_channels = 0, 1, 1
+                lut_addr = resident["lut"]
+            p_first, p_count, elt_channels = self._records(t, shape) if st.rescale else (0, 1, 1)
             if st.rescale:
-                if channels > 1 and t.axis == len(shape) - 1:
-                    p_first, p_count = t.a, t.b - t.a
-                elif channels > 1:
-                    p_count = channels
-                elt_channels = p_count
-                rec = bufs[Sram.PARAM][slot]
-                if resident.get(("params", slot)) != (p_first, p_count):
-                    load_params(w, ectx, p_first, p_count, rec)
-                    resident[("params", slot)] = (p_first, p_count)
-                w.set(Reg.PARAM_ADDR, rec)
+                w.set(Reg.PARAM_ADDR, bufs[Sram.PARAM][slot])
+            addrs = {key: bufs[sram][slot] for key, _, sram in operands}
             out_addr = bufs[Sram.OUTPUT][slot]
+            mode = self.mode()
+            if forwarded is not None:
+                addrs["a"] = forwarded
+                mode |= EltMode.A_FROM_OUTPUT
             regs = {Reg.ELT_A_ADDR: addrs["a"], Reg.ELT_OUT_ADDR: out_addr, Reg.ELT_COUNT: t.count,
                     Reg.ELT_A_DTYPE: int(self.a.dtype), Reg.ELT_A_ZP: self.a.zp, Reg.ELT_A_LSHIFT: self.a.lshift,
-                    Reg.ELT_MODE: self.mode(), Reg.ELT_CHANNELS: elt_channels}
+                    Reg.ELT_MODE: int(mode), Reg.ELT_CHANNELS: elt_channels}
             if self.a.rescale is not None:
                 regs[Reg.ELT_A_MULT], regs[Reg.ELT_A_SHIFT] = self.a.rescale[0], self.a.rescale[1]
             if self.b is not None:
@@ -278,12 +376,25 @@ class NpuEltwise(NpuOperation):
                     regs[Reg.ELT_B_MULT], regs[Reg.ELT_B_SHIFT] = self.b.rescale[0], self.b.rescale[1]
             if self.op == EltOp.MUL:
                 regs[Reg.ELT_SHIFT] = self.mul_shift
-            regs.update(st.regs())
+            regs.update(st.regs(lut_addr=lut_addr))
             for reg, value in regs.items():
                 w.set(reg, value)
-            unit_index = w.emit(Opcode.ELTWISE, self.op)
+            slack = 0
+            if pipelined:
+                ahead = 0
+                if k + 1 < len(tiles):
+                    ahead = self._load(w, ectx, k + 1, tiles[k + 1], (first + k + 1) % nbuf, layout, resident)
+                    loaded.add(k + 1)
+                elif next_loads is not None:
+                    ahead = next_loads(Opcode.ELTWISE, self.op, (out.addr + t.start * osize, t.count * osize, out_addr))
+                slack = stored + ahead
+            elif k + 1 == len(tiles) and next_loads is not None:
+                slack = next_loads(Opcode.ELTWISE, self.op, (out.addr + t.start * osize, t.count * osize, out_addr))
+            unit_index = w.emit(Opcode.ELTWISE, self.op, slack)
+            before = w.dma_count
             w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=out.addr + t.start * osize, sram_addr=out_addr,
                   len0=t.count * osize)
+            stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "ELTWISE",
                             "commands": [start, len(w.commands)], "unit_command": unit_index,
                             "start": t.start, "count": t.count, "c0": p_first if channels > 1 else 0,

@@ -22,7 +22,7 @@ from compiler.ir import Block, Operator
 from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, const_value,
                                round_up, scalar)
 from compiler.npu.conv import mac_output_stage, param_records
-from compiler.npu.stage import StageSpec, load_table, table_fits
+from compiler.npu.stage import StageSpec, place_table, table_fits
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
@@ -133,9 +133,8 @@ class NpuMatmul(NpuOperation):
         esize = self.out_dtype.size_bytes
         a, b, out = ectx.placements[self.a], ectx.placements[self.b], ectx.placements[self.out]
         bufs = ectx.buffers
-        stage_regs = self.stage.regs(lut_addr=0)
-        if self.stage.table is not None:
-            load_table(w, ectx, self.stage, entry=0)
+        lut_addr = place_table(w, ectx, self.stage) if self.stage.table is not None else 0
+        stage_regs = self.stage.regs(lut_addr=lut_addr)
         records = []
         resident_w = None
         n_w = 0

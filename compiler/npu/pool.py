@@ -34,7 +34,7 @@ from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import _extents
 from compiler.npu.dma_patterns import copy_box
-from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, load_table,
+from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, place_table,
                                 only_consumer, rescale_info)
 from firmware_model.arch.isa import Opcode, PoolMode, Reg, Sram
 from firmware_model.arch.config import NpuConfig
@@ -180,13 +180,14 @@ class NpuPool(NpuOperation):
         st = self.stage
         resident: dict = {}
         records = []
+        lut_addr = 0
         for k, t in enumerate(plan.tiles):
             tile_id = ectx.first_tile_id + k
             start = len(w.commands)
             w.emit(Opcode.MARK, 0, tile_id)
             slot = k % plan.buffers
             if k == 0 and st.table is not None:
-                load_table(w, ectx, st)
+                lut_addr = place_table(w, ectx, st)
             bh, bw = self.in_box(t.th, t.tw)
             v0, u0 = t.y0 * sh - pt, t.x0 * sw - pl
             r0, r1 = max(0, v0), min(H, v0 + bh)
@@ -214,7 +215,7 @@ class NpuPool(NpuOperation):
                     Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
                     Reg.POOL_PAD_TOP: r0 - v0, Reg.POOL_PAD_LEFT: c0x - u0, Reg.POOL_IN_H: in_h,
                     Reg.POOL_IN_W: in_w}
-            regs.update(st.regs())
+            regs.update(st.regs(lut_addr=lut_addr))
             if self.mode == PoolMode.AVG:
                 regs[Reg.OFM_ZP] = self.output_zp
             for reg, value in regs.items():

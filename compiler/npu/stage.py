@@ -18,6 +18,7 @@ from compiler.npu.base import const_value, scalar
 from firmware_model.errors import NpuBenchError
 from firmware_model.arch.isa import LutMode, Opcode, OutMode, Reg, Sram
 from firmware_model.arch.isa import encode_param_records
+from firmware_model.arch.checks import LUT_ENTRIES
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops import numerics
@@ -192,11 +193,13 @@ class StageSpec:
                     | (OutMode.DOUBLE_ROUND if self.double_round else 0)
                     | (OutMode.UNSIGNED_OUT if self.output_unsigned else 0))
         lo, hi = self.range()
-        return {Reg.OUT_MODE: int(mode), Reg.OFM_ZP: self.output_zp if self.rescale else 0,
+        regs = {Reg.OUT_MODE: int(mode), Reg.OFM_ZP: self.output_zp if self.rescale else 0,
                 Reg.CLAMP_MIN: lo, Reg.CLAMP_MAX: hi, Reg.LUT_MODE: int(self.lut_mode),
-                Reg.LUT_ADDR: lut_addr if self.lut_mode != LutMode.OFF else 0,
                 Reg.RESCALE_DTYPE: int(self.rescale_dtype if self.rescale else I32),
                 Reg.OFM_DTYPE: int(self.out_dtype)}
+        if self.lut_mode != LutMode.OFF:       # read only with a table: left as it is otherwise
+            regs[Reg.LUT_ADDR] = lut_addr
+        return regs
 
     def blobs(self) -> dict[str, bytes]:
         out = {}
@@ -295,6 +298,82 @@ def load_params(w: CommandWriter, ectx: EmitContext, first: int, count: int, rec
 def load_table(w: CommandWriter, ectx: EmitContext, stage: StageSpec, entry: int = 0) -> None:
     """DMA_LOAD the stage's table into the LUT SRAM from entry `entry` (16-bit entries)."""
     w.dma(Opcode.DMA_LOAD, Sram.LUT, ext=ectx.constants["lut"], sram_addr=2 * entry, len0=2 * stage.table.size)
+
+
+class LutTables:
+    """The tables the LUT SRAM holds at this point of the program (in emission order), so that an
+    operation whose table is already there points LUT_ADDR at it instead of loading it again: an
+    LSTM cell's sigmoid and tanh are loaded once per invocation, not once per gate and step.
+
+    A table that more than one operation uses (`reused`, known from the whole graph) goes to the
+    next free place after a scratch area of one table at entry 0, from a word boundary (`align`
+    entries); when the rest of the SRAM is too small it starts again after the scratch area, and
+    the tables it covers are forgotten. A table used once is loaded into the scratch area and not
+    kept (LUT_ADDR and the load's SRAM address then stay as they were: no SET). A table kept is
+    only ever loaded between compute commands; one for the scratch area may be prefetched under
+    a command that reads no byte of it (compiler/npu/prefetch.py checks that). No command reads a
+    table it did not point at, so overwriting a forgotten one is safe. The program starts each
+    invocation with nothing assumed resident."""
+
+    def __init__(self, entries: int, align: int, reused: set[bytes] = frozenset()):
+        self.entries = entries
+        self.align = max(1, align)
+        self.reused = reused
+        self.scratch = -(-max(LUT_ENTRIES.values()) // self.align) * self.align
+        self.held: dict[bytes, tuple[int, int]] = {}     # table bytes -> (first entry, entries)
+        self.next = self.scratch
+
+    def entry_of(self, stage: StageSpec) -> int | None:
+        """Where the stage's table is resident, or None."""
+        got = self.held.get(_table_key(stage))
+        return None if got is None else got[0]
+
+    def scratch_only(self, stage: StageSpec) -> bool:
+        """Whether the stage's table goes to the scratch area (used once): placing it changes
+        nothing this object remembers."""
+        return _table_key(stage) not in self.reused or self.scratch + stage.table.size > self.entries
+
+    def place(self, w: CommandWriter, ectx: EmitContext, stage: StageSpec) -> int:
+        """The stage's table's first entry, loading it there unless resident."""
+        key = _table_key(stage)
+        if key in self.held:
+            return self.held[key][0]
+        size = stage.table.size
+        start = -(-self.next // self.align) * self.align
+        if self.scratch_only(stage):
+            load_table(w, ectx, stage, entry=0)
+            return 0
+        if start + size > self.entries:
+            start = self.scratch
+        end = start + size
+        self.held = {k: (e, n) for k, (e, n) in self.held.items() if e + n <= start or e >= end}
+        load_table(w, ectx, stage, entry=start)
+        self.held[key] = (start, size)
+        self.next = end
+        return start
+
+    @staticmethod
+    def reused_tables(stages) -> set[bytes]:
+        """The tables more than one of these stages uses."""
+        seen: dict[bytes, int] = {}
+        for st in stages:
+            if st is not None and st.table is not None:
+                k = _table_key(st)
+                seen[k] = seen.get(k, 0) + 1
+        return {k for k, n in seen.items() if n > 1}
+
+
+def _table_key(stage: StageSpec) -> bytes:
+    return np.ascontiguousarray(stage.table, dtype="<i2").tobytes()
+
+
+def place_table(w: CommandWriter, ectx: EmitContext, stage: StageSpec) -> int:
+    """The first LUT entry of the stage's table, loaded there unless the LUT SRAM holds it already
+    (`ectx.luts`; without it, loaded at entry 0)."""
+    if ectx.luts is None:
+        load_table(w, ectx, stage)
+        return 0
+    return ectx.luts.place(w, ectx, stage)
 
 
 def table_fits(cfg: NpuConfig, stage: StageSpec) -> bool:

@@ -6,6 +6,8 @@ the manifest (graph I/O placements, host ops, layers with their tiles and comman
 the compile report lines in ctx.report.
 
 Registers keep their values between commands, so a SET is emitted only when a value changes.
+Consecutive NPU operations are linked (compiler/npu/prefetch.py): the next one's first loads are
+issued before this one's last compute command when that is safe, so they overlap it.
 Each NPU operation emits its own tiles (compiler/npu/<kind>.py); each tile is preceded by MARK
 <tile id> so the RTL and the waveform show which tile is running.
 """
@@ -13,6 +15,8 @@ Each NPU operation emits its own tiles (compiler/npu/<kind>.py); each tile is pr
 from __future__ import annotations
 
 from compiler.npu.base import NPU_OP, CommandWriter, EmitContext
+from compiler.npu.prefetch import PrefetchLink, pending_store_span, stored_on_chip
+from compiler.npu.stage import LutTables
 from compiler.passes.scheduler import Schedule
 from firmware_model.arch.isa import Opcode
 from firmware_model.arch.config import NpuConfig
@@ -31,6 +35,30 @@ def _host_op_entry(op, block, sched: Schedule, where: str) -> dict:
             "outputs": [place(n) for n in op.outputs]}
 
 
+def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule, layer: int,
+               first_tile_id: int, luts: LutTables) -> PrefetchLink | None:
+    """The prefetch link from `npu` to the NPU operation right after it, when both take part
+    (compiler/npu/prefetch.py); None otherwise (a host operation between them, or a kind without
+    prefetch)."""
+    if not hasattr(npu, "prefetch"):
+        return None
+    nxt = None
+    for _, op in ops[pos + 1:]:
+        if op.op != NPU_OP:
+            return None
+        nxt = op.attrs["npu"]
+        if nxt.kind != "alias":       # no command: the link passes over it
+            break
+    else:
+        return None
+    if not hasattr(nxt, "prefetch"):
+        return None
+    n_sched = sched.ops[id(op)]
+    ectx = EmitContext(cfg, sched.placements, n_sched.constants, n_sched.buffers, layer, first_tile_id, luts)
+    return PrefetchLink(cfg, w, nxt, op.annotations["plan"], ectx,
+                        [sched.placements[n] for n in npu.ofm_names])
+
+
 def run(ctx) -> None:
     cfg: NpuConfig = ctx.cfg
     sched: Schedule = ctx.schedule
@@ -39,22 +67,36 @@ def run(ctx) -> None:
     layers, host_ops = [], []
     tile_id = 0
     npu_macs = host_macs = 0
-    for i, op in enumerate(block.operators):
-        if op.op in ("CONST", "CONST_SHAPE"):
-            continue
+    ops = [(i, op) for i, op in enumerate(block.operators) if op.op not in ("CONST", "CONST_SHAPE")]
+    prefetched = None           # this operation's first loads, issued by the one before
+    on_chip = None              # the operation before's last result in the output SRAM
+    luts = LutTables(cfg.lut_entries, cfg.mac_cols // 2,
+                     LutTables.reused_tables(getattr(op.attrs["npu"], "stage", None) for _, op in ops if op.op == NPU_OP))
+    for pos, (i, op) in enumerate(ops):
         where = f"op %{i} {op.op} -> {', '.join(op.outputs)}"
         if op.op == NPU_OP:
             npu = op.attrs["npu"]
             plan = op.annotations["plan"]
             op_sched = sched.ops[id(op)]
-            ectx = EmitContext(cfg, sched.placements, op_sched.constants, op_sched.buffers, len(layers), tile_id)
-            tiles = npu.emit(w, plan, ectx)
+            ectx = EmitContext(cfg, sched.placements, op_sched.constants, op_sched.buffers, len(layers), tile_id, luts)
+            kw = {}
+            if hasattr(npu, "prefetch"):
+                link = _next_link(cfg, w, ops, pos, npu, sched, len(layers) + 1, tile_id + len(plan.tiles), luts)
+                kw = {"prefetched": prefetched, "next_loads": link, "on_chip": on_chip}
+            tiles = npu.emit(w, plan, ectx, **kw)
+            if npu.kind != "alias":          # an alias emits nothing: a prefetch passes over it
+                prefetched = None
+                on_chip = stored_on_chip(cfg, w)
+            if kw and kw["next_loads"] is not None and kw["next_loads"].taken is not None:
+                prefetched = kw["next_loads"].taken
+                prefetched.store_span = pending_store_span(cfg, w)
             tile_id += len(tiles)
             npu_macs += npu.macs
             layers.append({"index": len(layers), "kind": "npu", "unit": npu.unit, "name": ", ".join(npu.ofm_names),
                            "op": npu.describe(), "sources": npu.sources, "macs": npu.macs,
                            "order": plan.order, "tiles": tiles})
         else:
+            prefetched = on_chip = None
             entry = _host_op_entry(op, block, sched, where)
             w.emit(Opcode.HOST, 0, len(host_ops))
             host_ops.append(entry)

@@ -289,12 +289,13 @@ ELT_RULES: tuple[Rule, ...] = (
          lambda x, r, sub, cfg: x.all(x.one_of(sub, *_SHIFT_OPS),
                                       x.not_(x.one_of(r.elt_a_dtype, DType.INT8, DType.INT16, DType.INT32)))),
     Rule("A range", Status.ADDRESS_RANGE,
-         "operand A (ELT_COUNT elements, one with A_SCALAR) lies inside the input SRAM at a multiple of its size",
+         "operand A (ELT_COUNT elements, one with A_SCALAR) lies inside the input SRAM (the output SRAM with "
+         "A_FROM_OUTPUT) at a multiple of its size",
          ("ELT_A_ADDR", "ELT_COUNT", "ELT_MODE", "ELT_A_DTYPE"),
          lambda x, r, sub, cfg: x.any(
              x.not_(x.aligned_to(r.elt_a_addr, x.size_of(r.elt_a_dtype))),
              r.elt_a_addr + _mul(x, _operand_count(x, r, EltMode.A_SCALAR), x.size_of(r.elt_a_dtype))
-             > cfg.input_sram)),
+             > x.mux(x.flag(r.elt_mode, EltMode.A_FROM_OUTPUT), cfg.output_sram, cfg.input_sram))),
     Rule("B range", Status.ADDRESS_RANGE,
          "operand B (ELT_COUNT elements, one with B_SCALAR) lies inside the weight SRAM at a multiple of its size",
          ("ELT_B_ADDR", "ELT_COUNT", "ELT_MODE", "ELT_B_DTYPE"),
@@ -315,6 +316,14 @@ ELT_RULES: tuple[Rule, ...] = (
          lambda x, r, sub, cfg: x.all(r.elt_count != 0, x.any(
              x.not_(x.aligned_to(r.elt_out_addr, x.size_of(r.ofm_dtype))),
              r.elt_out_addr + _mul(x, r.elt_count, x.size_of(r.ofm_dtype)) > cfg.output_sram))),
+    Rule("A apart from the results", Status.ADDRESS_RANGE,
+         "with A_FROM_OUTPUT, operand A's bytes and the results' bytes do not overlap",
+         ("ELT_MODE", "ELT_A_ADDR", "ELT_OUT_ADDR", "ELT_COUNT", "ELT_A_DTYPE", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: x.all(
+             x.flag(r.elt_mode, EltMode.A_FROM_OUTPUT), r.elt_count != 0,
+             r.elt_a_addr < r.elt_out_addr + _mul(x, r.elt_count, x.size_of(r.ofm_dtype)),
+             r.elt_out_addr < r.elt_a_addr + _mul(x, _operand_count(x, r, EltMode.A_SCALAR),
+                                                  x.size_of(r.elt_a_dtype)))),
 )
 
 

@@ -92,8 +92,8 @@ class Timeline:
       clock a slot is free (the queue holds DMA_QUEUE_DEPTH descriptors: a slot frees the clock
       after a pop); the next fetch follows the push. The engine pops a descriptor the clock after
       its push, when it is idle, and is idle again `busy` clocks later (dma_busy_cycles); or,
-      while a transfer is in flight, into its next slot, where the latency runs before the beats
-      can start (`dma`);
+      while a transfer is in flight, in that one's last (DRAIN) clock. A queued transfer's
+      latency runs from the clock after its push, beside the transfers before it (`dma`);
     - MAC, ELTWISE, POOL: at the decode clock, or when at most `slack` transfers (the command's
       value32: the latest ones pushed) are still outstanding if that is later — slack 0: the DMA
       engine idle with an empty queue — the unit starts; it reports done `unit` clocks later (its
@@ -109,9 +109,8 @@ class Timeline:
         self.queue_depth = queue_depth
         self.fetch = 0                 # clock of the next fetch
         self.dma_idle = 0              # clock from which the engine is idle with an empty queue
-        self.next_free = 0             # clock from which the engine's next slot is free
         self.pops: deque = deque(maxlen=queue_depth)   # pop clocks of the latest transfers
-        # completion clocks of the latest transfers (at most queue_depth + 2 are ever outstanding)
+        # completion clocks of the latest transfers (at most queue_depth + 1 are ever outstanding)
         self.done_at: deque = deque(maxlen=queue_depth + 3)
         self.stall = 0                 # clocks the command processor waited (queue full, DMA busy)
 
@@ -137,11 +136,11 @@ class Timeline:
         """A DMA command whose transfer alone keeps the engine `busy` clocks (dma_busy_cycles):
         (pop clock, idle clock).
 
-        A transfer popped while the one before is in flight waits in the engine's next slot,
-        its latency running meanwhile (the external memory takes requests while it answers
-        earlier ones): its beats start when its latency is over and the one before has drained.
-        The slot frees when its transfer starts; it is not filled in a DRAIN clock, and an empty
-        transfer waits for the engine to be idle."""
+        The external memory takes the request of every queued transfer, so a transfer's latency
+        runs from the clock after its push, while the ones before it are in flight. The engine
+        pops it in the DRAIN clock of the one before (or from IDLE), and its beats start the
+        clock after, or when its latency is over if that is later. An empty transfer waits for
+        the engine to be idle."""
         d = self._decode()
         push = d
         if len(self.pops) == self.queue_depth:
@@ -150,15 +149,12 @@ class Timeline:
         prev_idle = self.dma_idle
         if busy == EMPTY_TRANSFER_CYCLES:               # empty: the pop clock, from IDLE
             pop = max(push + 1, prev_idle)
-            self.dma_idle = self.next_free = pop + 1
+            self.dma_idle = pop + 1
         else:
             latency = 0 if fill else self.latency
-            pop = max(push + 1, self.next_free)
-            if pop == prev_idle - 1:                    # the DRAIN clock: popped from IDLE next
-                pop = prev_idle
-            beats_start = max(pop + latency + 1, prev_idle)
+            pop = max(push + 1, prev_idle - 1)          # from IDLE, or in the DRAIN clock before
+            beats_start = pop + 1 if fill else max(pop + 1, push + latency + 2)
             self.dma_idle = beats_start + busy - latency - 1
-            self.next_free = pop + 1 if pop >= prev_idle else prev_idle
         self.pops.append(pop)
         self.done_at.append(self.dma_idle)
         self.fetch = push + 1
@@ -197,7 +193,7 @@ class Timeline:
             self.fetch = w + 1
             return w, w
         pop = w + 1
-        self.dma_idle = self.next_free = pop + busy
+        self.dma_idle = pop + busy
         self.pops.append(pop)
         self.done_at.append(self.dma_idle)
         self.fetch = self.dma_idle + 1

@@ -30,8 +30,9 @@ from firmware_model.arch.fields import FieldTable
 from firmware_model.errors import IsaError
 from firmware_model.tosa_ops.dtypes import DType
 
-ISA_VERSION = 3          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
-                         # 3: VAR CHECK and MARK, for variables kept in external memory
+ISA_VERSION = 4          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
+                         # 3: VAR CHECK and MARK, for variables kept in external memory;
+                         # 4: ELTWISE A_FROM_OUTPUT; a queued transfer's latency runs from its push
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command
@@ -230,6 +231,7 @@ class EltMode(enum.IntFlag):
     A_DOUBLE_ROUND = 1 << 6  # A's input rescale uses double rounding
     B_DOUBLE_ROUND = 1 << 7  # B's input rescale uses double rounding
     A_SCALAR = 1 << 8        # A is one element, used for every i
+    A_FROM_OUTPUT = 1 << 9   # A is read from the output SRAM (an earlier command's result, kept on chip)
 
 
 class PoolMode(enum.IntEnum):

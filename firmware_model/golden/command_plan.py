@@ -76,14 +76,13 @@ def unit_ranges(op: Opcode, plan) -> tuple[dict, dict]:
         if reg.lut is not None:
             reads["lut"] = reg.lut
         return reads, {"output": reg.output}
-    regions = plan.regions
-    return {k: v for k, v in regions.items() if k != "output"}, {"output": regions["output"]}
+    return plan.reads, {"output": plan.regions["output"]}
 
 
 class DmaWindow:
     """The transfers a compute command may leave running: the latest DMA_LOAD, DMA_STORE and FILL
-    descriptors pushed (at most DMA_QUEUE_DEPTH + 2 are ever outstanding: the queue's, the
-    engine's next slot and the one in flight), each with its SRAM and
+    descriptors pushed (at most DMA_QUEUE_DEPTH + 1 are ever outstanding: the queue's and the
+    one in flight), each with its SRAM and
     byte span. A compute command with slack s (its value32) starts while the latest s may still
     run, so none of them may write a byte it reads or writes, nor read a byte it writes (docs/isa.md,
     "DMA slack"); the RTL does not check this, the golden model refuses such a program

@@ -134,10 +134,17 @@ class EltPlan:
     regions: dict[str, tuple[int, int]]    # memory -> bytes read / written, in the order the unit meets them
     stage: object                          # output_stage.StagePlan
     cycles: int
+    a_sram: Sram = Sram.INPUT              # where A is read (the output SRAM with A_FROM_OUTPUT)
+
+    @property
+    def a_key(self) -> str:
+        """A's key in `regions`: "input", or "a_output" when it is read from the output SRAM (the
+        result's range is "output")."""
+        return "input" if self.a_sram == Sram.INPUT else "a_output"
 
     @property
     def reads(self) -> dict[str, tuple[int, int]]:
-        return {k: v for k, v in self.regions.items() if k != "output"}
+        return {("output" if k == "a_output" else k): v for k, v in self.regions.items() if k != "output"}
 
 
 def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
@@ -152,7 +159,7 @@ def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
         op = EltOp(sub)
     except ValueError:
         _fail(Status.BAD_MODE, f"operation {sub} does not exist")
-    mode = EltMode(r.elt_mode & 0x1FF)
+    mode = EltMode(r.elt_mode & 0x3FF)
     count = r.elt_count
     a_dt = dtype_of(r.elt_a_dtype, "ELT_A_DTYPE", "ELTWISE", OPERAND_DTYPES)
     ofm_dt = dtype_of(r.ofm_dtype, "OFM_DTYPE", "ELTWISE", tuple(ELEMENT_BYTES))
@@ -166,8 +173,9 @@ def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
         _fail(Status.BAD_MODE, f"{op.name} on {a_dt.name} elements (shifts take int8, int16 or int32)")
 
     regions: dict[str, tuple[int, int]] = {}
-    regions["input"] = elements_range(cfg, Sram.INPUT, r.elt_a_addr, 1 if EltMode.A_SCALAR in mode else count,
-                                      a_dt, "ELTWISE operand A")
+    a_sram = Sram.OUTPUT if EltMode.A_FROM_OUTPUT in mode else Sram.INPUT
+    regions["input" if a_sram == Sram.INPUT else "a_output"] = elements_range(
+        cfg, a_sram, r.elt_a_addr, 1 if EltMode.A_SCALAR in mode else count, a_dt, "ELTWISE operand A")
     if binary:
         regions["weight"] = elements_range(cfg, Sram.WEIGHT, r.elt_b_addr, 1 if EltMode.B_SCALAR in mode else count,
                                            b_dt, "ELTWISE operand B")
@@ -188,7 +196,7 @@ def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
                                        out_size=ELEMENT_BYTES[ofm_dt])
     else:
         cycles = eltwise_command_cycles(count, max(element_write_clocks(cfg, s) for s in sizes))
-    return EltPlan(op, mode, count, a_dt, b_dt, ofm_dt, records, regions, stage, cycles)
+    return EltPlan(op, mode, count, a_dt, b_dt, ofm_dt, records, regions, stage, cycles, a_sram)
 
 
 def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None,
@@ -198,7 +206,7 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
         plan = eltwise_plan(cfg, regs, sub)
     r = Registers(regs)
     op, mode, count, regions = plan.op, plan.mode, plan.count, plan.regions
-    a_raw = load_elements(mem, Sram.INPUT, regions["input"], plan.a_dtype, EltMode.A_UNSIGNED in mode)
+    a_raw = load_elements(mem, plan.a_sram, regions[plan.a_key], plan.a_dtype, EltMode.A_UNSIGNED in mode)
     a = input_stage(a_raw, zp=r.elt_a_zp, lshift=r.elt_a_lshift, rescale=EltMode.A_RESCALE in mode,
                     multiplier=r.elt_a_mult, shift=r.elt_a_shift,
                     double_round=EltMode.A_DOUBLE_ROUND in mode, probe=probe, name="A")
@@ -393,7 +401,8 @@ def prepare_eltwise_vector(cfg: NpuConfig, regs: dict[int, int], sub: int, plan:
     """prepare_eltwise's form for any ELT_COUNT: prepare_eltwise_values on the command's ranges."""
     regions = plan.regions
     values = prepare_eltwise_values(cfg, regs, sub, plan)
-    a0, a1 = regions["input"]
+    a_sram = plan.a_sram
+    a0, a1 = regions[plan.a_key]
     b0, b1 = regions.get("weight", (0, 0))
     binary = plan.b_dtype is not None
     param = regions.get("param")
@@ -402,7 +411,7 @@ def prepare_eltwise_vector(cfg: NpuConfig, regs: dict[int, int], sub: int, plan:
     def run(mem: Memories, probe=None) -> None:
         b_raw = mem.sram[Sram.WEIGHT][b0:b1] if binary else None
         records = load_records(mem, param) if param is not None else None
-        out = values(mem.sram[Sram.INPUT][a0:a1], b_raw, records, mem, probe)
+        out = values(mem.sram[a_sram][a0:a1], b_raw, records, mem, probe)
         store_run(mem, out_rng, out, ofm_dtype)
     return run
 
@@ -548,7 +557,8 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
     op, mode, count, regions = plan.op, plan.mode, plan.count, plan.regions
     binary = plan.b_dtype is not None
     st = plan.stage
-    a0, a1 = regions["input"]
+    a_sram = plan.a_sram
+    a0, a1 = regions[plan.a_key]
     b0, b1 = regions.get("weight", (0, 0))
     param = regions.get("param")
     o0, o1 = regions["output"]
@@ -750,7 +760,7 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                 def show(point, *lists):
                     probe(point, *[np.array(x, dtype=np.int64) for x in lists])
         sram = mem.sram
-        a = stage_a(sram[Sram.INPUT][a0:a1], show)
+        a = stage_a(sram[a_sram][a0:a1], show)
         if n_a != count:
             a = a * count                       # A_SCALAR: element 0 for every i
         if binary:

@@ -19,7 +19,7 @@ import numpy as np
 
 from compiler.npu.base import CommandWriter
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import EltOp, Opcode, PoolMode, Reg, Sram
+from firmware_model.arch.isa import EltMode, EltOp, Opcode, PoolMode, Reg, Sram
 from firmware_model.arch.program import Placement, Program
 from firmware_model.arch.registers import Registers
 from firmware_model.tosa_ops.dtypes import DType
@@ -230,11 +230,35 @@ def eltwise_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, lis
         c = commands[k] if commands else ev.random_command(rng, mem, f"program {k}")
         osize = c.out.ofm_dtype.size_bytes
         regs = dict(c.regs)
-        out.append(TileSpec(Opcode.ELTWISE, int(c.op), regs,
-                            _whole(mem, (Sram.INPUT, Sram.WEIGHT, Sram.PARAM, Sram.LUT)),
-                            (int(regs[Reg.ELT_OUT_ADDR]), int(regs[Reg.ELT_OUT_ADDR]) + c.count * osize),
-                            fill=int(rng.integers(0, 256))))
+        loads = _whole(mem, (Sram.INPUT, Sram.WEIGHT, Sram.PARAM, Sram.LUT))
+        out_rng = (int(regs[Reg.ELT_OUT_ADDR]), int(regs[Reg.ELT_OUT_ADDR]) + c.count * osize)
+        if not corners and k % 3 == 1:
+            _a_from_output(mem, regs, loads, out_rng)
+        out.append(TileSpec(Opcode.ELTWISE, int(c.op), regs, loads, out_rng, fill=int(rng.integers(0, 256))))
     return ev.NPU, out
+
+
+def _a_from_output(mem, regs: dict, loads: dict, out_rng: tuple[int, int]) -> None:
+    """Turn an ELTWISE command into one that reads A from the output SRAM (A_FROM_OUTPUT): A's
+    bytes are loaded there, past the results (or before them), at the same offset in a 64-byte
+    block (the vector path's lanes depend on the address's alignment). Left as it is when the
+    output SRAM has no room beside the results."""
+    r = Registers(regs)
+    mode = EltMode(r.elt_mode)
+    n = 1 if EltMode.A_SCALAR in mode else r.elt_count
+    a0, nbytes = r.elt_a_addr, n * DType(r.elt_a_dtype).size_bytes
+    size = len(mem.sram[Sram.OUTPUT])
+    for base in (-(-out_rng[1] // 64) * 64, (out_rng[0] - nbytes - 64) // 64 * 64):
+        at = base + a0 % 64
+        if base >= 0 and at + nbytes <= size and (at + nbytes <= out_rng[0] or at >= out_rng[1]):
+            break
+    else:
+        return
+    image = np.zeros(size, np.uint8)
+    image[at:at + nbytes] = mem.sram[Sram.INPUT][a0:a0 + nbytes]
+    loads[Sram.OUTPUT] = (image, (at, at + nbytes))
+    regs[int(Reg.ELT_A_ADDR)] = at
+    regs[int(Reg.ELT_MODE)] = int(mode | EltMode.A_FROM_OUTPUT)
 
 
 def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[TileSpec]]:

@@ -31,6 +31,7 @@ PART_MODULES = {
     "output_writer": r"\\npu_core\.output_writer",
     "vector_writer": r"\\npu_core\.vector_writer",
     "output_control": r"npu_core",
+    "sram_ports": r"npu_core",
     "var_handling": r"npu_core",
 }
 
@@ -47,6 +48,7 @@ PART_RUNS = {
     "output_writer": ("mac8", "eltwise", "pool"),
     "vector_writer": ("mac8", "mac16"),
     "output_control": ("mac8", "mac16"),
+    "sram_ports": ("eltwise",),
     "var_handling": ("variables", "var_fault"),
 }
 
@@ -121,6 +123,12 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("dma_engine", "latency_one_short",
        "the external-memory latency wait ends one clock early",
        r"(assign \\\$\d+  = lat) == 1'h1;", r"\1 == 2'h2;"),
+    _m("dma_engine", "queue_latency_frozen",
+       "the queued transfers' latency counters never count down: each pays its whole latency after its pop",
+       r"(assign \\\$\d+  = )\| (queue_latency\d);", r"\g<1>1'h0;", count=4),
+    _m("dma_engine", "popped_without_latency",
+       "a popped transfer starts its beats at once, whatever is left of its latency",
+       r"(assign \\\$\d+  = )front_latency <= 1'h1;", r"\g<1>1'h1;", count=2),
     _m("dma_engine", "last_run_dropped",
        "the DMA's run count is off by one: the last LEN1 run of a transfer is not moved",
        rf"(assign {_N}  = \\\$signal\$\d+  \+ )1'h1;\n(  assign {_N}  = {_N}  < d\[149:118\];)",
@@ -273,6 +281,10 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        rf"assign sram__en = ({_N})  \? ({_N})  : (\d+)'h0;",
        r"assign sram__en = (\1  & (words_left != 16'h1)) ? \2  : \3'h0;"),
     # ---- VAR handling between the DMA engine and the variable SRAM ----
+    # ---- the SRAM ports of the core ----
+    _m("sram_ports", "a_from_output_ignored",
+       "ELTWISE ignores A_FROM_OUTPUT: A is always read from the input SRAM",
+       r"assign a_data = a_from_output \? a_rd__data : ifm_data;", r"assign a_data = ifm_data;"),
     _m("var_handling", "var_transfer_raw",
        "VAR transfers reach the variable SRAM as raw accesses: a VAR WRITE sets no written flag",
        rf"(assign {_N}  = )~ {_N} \[0\];\n(  assign {_N}  = ~ var_mark;)", r"\g<1>1'h1;\n\g<2>"),

@@ -1,0 +1,146 @@
+"""Cross-operation prefetch: the next NPU operation's first loads, issued before this operation's
+last compute command, so that they run on the DMA engine while it computes.
+
+Within an operation the kinds already double-buffer (tile k+1's loads before tile k's compute
+command, covered by its DMA slack: docs/isa.md, "DMA slack"). Between operations the same is
+worth most where operations are short: a recurrent cell's chain of small ELTWISE operations, or
+a fully connected layer whose weights could stream in while the operation before it runs. An
+operation kind that can take part offers
+
+- `prefetch(w, plan, ectx, slot) -> Prefetched | None`: its first tile's loads that depend on no
+  earlier operation's pending store (ELTWISE: operands and records; MAC: the weights and records
+  of its first channel slice), into buffer `slot`;
+- `emit(w, plan, ectx, prefetched=..., next_loads=..., on_chip=...)`: with `prefetched`, the
+  first tile skips what is resident; before its last compute command it calls
+  `next_loads(opcode, sub, result)`, which issues the next operation's prefetch when safe and
+  returns the DMA commands it pushed (the command's slack grows by that many).
+
+An ELTWISE whose first operand A is the result the operation before left in the output SRAM (its
+last store's run, `on_chip`, or `result` for a prefetch) reads it there (A_FROM_OUTPUT) instead of
+loading it back: a chain of dependent elementwise operations then waits for no round trip through
+external memory between them.
+
+Safety is the ISA's own rule, checked here before anything is emitted: the prefetch is written
+into a scratch writer for each candidate buffer; it is taken only if none of its transfers writes
+a byte the compute command (its registers already set) reads or writes — `DmaWindow`, the rule
+the golden model refuses a program by (DMA_HAZARD) — and none reads external bytes this
+operation's outputs occupy (its last store is still to come; the engine runs transfers in order,
+so stores pushed earlier are seen).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.npu.base import CommandWriter, EmitContext, TilePlan
+from firmware_model.arch.config import NpuConfig
+from firmware_model.arch.isa import Opcode, Sram
+from firmware_model.arch.program import Placement
+from firmware_model.errors import GoldenModelError
+from firmware_model.golden.command_plan import DmaWindow, dma_sram
+from firmware_model.golden.dma import dma_plan, fill_plan
+from firmware_model.golden.eltwise_unit import eltwise_plan
+from firmware_model.golden.mac_unit import mac_plan
+from firmware_model.golden.pool_unit import pool_plan
+
+
+@dataclass
+class Prefetched:
+    """An operation's first loads issued early: the buffer they filled, the kind's record of what
+    is resident, the DMA commands pushed, and the output-SRAM bytes [a, b) the operation before
+    still reads with its last store (None: no store pending)."""
+    slot: int
+    state: object
+    dma: int
+    store_span: tuple[int, int] | None = None
+
+
+def _unit_plan(cfg: NpuConfig, op: Opcode, sub: int, regs: dict):
+    if op == Opcode.MAC:
+        return mac_plan(cfg, regs, sub)
+    if op == Opcode.ELTWISE:
+        return eltwise_plan(cfg, regs, sub)
+    return pool_plan(cfg, regs, sub)
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+class PrefetchLink:
+    """`next_loads` for one operation: the next operation's prefetch, issued once when safe."""
+
+    def __init__(self, cfg: NpuConfig, w: CommandWriter, nxt, plan: TilePlan, ectx: EmitContext,
+                 outputs: list[Placement]):
+        self.cfg, self.w, self.nxt, self.plan, self.ectx = cfg, w, nxt, plan, ectx
+        self.outputs = [(p.addr, p.addr + p.nbytes) for p in outputs]
+        self.taken: Prefetched | None = None
+
+    def __call__(self, op: Opcode, sub: int, result=None) -> int:
+        """`result`: where the command's result will be stored from, (ext address, bytes,
+        output-SRAM address) of a dense 1-D store, when the next operation may read it on chip."""
+        if self.taken is not None:
+            return 0
+        try:
+            unit = _unit_plan(self.cfg, op, sub, self.w.regs)
+        except GoldenModelError:
+            return 0                      # the command faults anyway: nothing to overlap
+        for slot in range(self.plan.buffers):
+            scratch = CommandWriter()
+            scratch.regs = dict(self.w.regs)
+            got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, result)
+            if got is None:
+                return 0
+            if got.dma and self._safe(scratch, op, unit, got.dma):
+                self.w.commands.extend(scratch.commands)
+                self.w.regs = scratch.regs
+                self.w.dma_count += scratch.dma_count
+                self.taken = got
+                return got.dma
+        return 0
+
+    def _safe(self, scratch: CommandWriter, op: Opcode, unit, n: int) -> bool:
+        regs = dict(self.w.regs)
+        window = DmaWindow()
+        for c in scratch.commands:
+            if c.opcode == Opcode.SET:
+                regs[c.sub] = c.value
+                continue
+            if c.opcode not in (Opcode.DMA_LOAD, Opcode.FILL):
+                return False
+            sram = dma_sram(c)
+            if c.opcode == Opcode.FILL:
+                p = fill_plan(self.cfg, regs, sram)
+            else:
+                p = dma_plan(self.cfg, regs, sram, True)
+                if p.ext is not None:
+                    base, len0, len1, len2, s1, s2 = p.ext
+                    span = (base, base + (len2 - 1) * s2 + (len1 - 1) * s1 + len0)
+                    if any(_overlaps(span, o) for o in self.outputs):
+                        return False
+            window.push(sram, True, p.sram_range)
+        try:
+            window.check(op, unit, n)
+        except GoldenModelError:
+            return False
+        return True
+
+
+def pending_store_span(cfg: NpuConfig, w: CommandWriter) -> tuple[int, int] | None:
+    """The output-SRAM bytes the last command read with its store, when it is a DMA_STORE (its
+    registers are the writer's current ones)."""
+    if not w.commands or w.commands[-1].opcode != Opcode.DMA_STORE or dma_sram(w.commands[-1]) != Sram.OUTPUT:
+        return None
+    return dma_plan(cfg, w.regs, Sram.OUTPUT, False).sram_range
+
+
+def stored_on_chip(cfg: NpuConfig, w: CommandWriter) -> tuple[int, int, int] | None:
+    """(ext address, bytes, output-SRAM address) of the last command when it is a dense 1-D
+    DMA_STORE from the output SRAM: the result the next ELTWISE may read there (A_FROM_OUTPUT)."""
+    if pending_store_span(cfg, w) is None:
+        return None
+    p = dma_plan(cfg, w.regs, Sram.OUTPUT, False)
+    base, len0, len1, len2, _, _ = p.on_chip
+    if len1 != 1 or len2 != 1 or not len0:
+        return None
+    return p.ext[0], len0, base
