@@ -584,20 +584,23 @@ class NpuConv(NpuOperation):
                 w.set(reg, value)
             slack = 0
             mode = MacMode.DEPTHWISE if self.window_mode(cfg) else MacMode.CONV2D
+            ext_out = ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize
+            # a one-pixel tile's result is one dense run: the next ELTWISE may read it on chip
+            result = (ext_out, t.tc * esize, out_addr) if t.tw == t.th == 1 else None
             if pipelined:
                 ahead = 0
                 if k + 1 < len(tiles):
                     slots[k + 1] = load(tiles[k + 1])
                     ahead = slots[k + 1][2]
                 elif next_loads is not None:
-                    ahead = next_loads(Opcode.MAC, mode)
+                    ahead = next_loads(Opcode.MAC, mode, result)
                 slack = stored + ahead
             elif k + 1 == len(tiles) and next_loads is not None:
-                slack = next_loads(Opcode.MAC, mode)
+                slack = next_loads(Opcode.MAC, mode, result)
             mac_index = w.emit(Opcode.MAC, mode, slack)
             before = w.dma_count
             w.dma(Opcode.DMA_STORE, Sram.OUTPUT,
-                  ext=ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize,
+                  ext=ext_out,
                   sram_addr=out_addr, len0=t.tc * esize, len1=t.tw, len2=t.th,
                   ext_s1=OC * esize, ext_s2=OW * OC * esize, sram_s1=g.out_pix_bytes,
                   sram_s2=t.tw * g.out_pix_bytes)

@@ -488,6 +488,24 @@ def operand_chain(block: Block, producers: dict, consumers: dict, binop: Operato
     return x, absorbed + more
 
 
+# Operations whose operands may trade places: A is the operand the unit can also read from the
+# output SRAM (A_FROM_OUTPUT), so the one computed last (most likely still there) goes to A.
+COMMUTATIVE = {"ADD", "MUL", "MINIMUM", "MAXIMUM"}
+
+
+def _made_later(producers: dict, x: Operand) -> int:
+    """The graph position of the op that computes the tensor an operand reads (-1: an input, a
+    variable or a constant)."""
+    p = producers.get(x.tensor) if x.tensor is not None else None
+    return -1 if p is None else p.annotations.get("graph_index", -1)
+
+
+def _as_side(x: Operand, side: str) -> Operand:
+    """The operand as the unit's A or B: its input RESCALEs' probe points renamed."""
+    x.rescales = [(side + at[1:], info) for at, info in x.rescales]
+    return x
+
+
 def build_binary(block: Block, op: Operator, producers: dict, consumers: dict):
     """(NpuEltwise, ops) for a binary elementwise op and what it absorbs, or a reason string."""
     out_t = block.tensor(op.outputs[0])
@@ -518,6 +536,8 @@ def build_binary(block: Block, op: Operator, producers: dict, consumers: dict):
             return f"{op.op}: operand shape {x.shape} does not broadcast to {out_t.shape}"
     a, a_ops = operand_chain(block, producers, consumers, op, 0)
     b, b_ops = operand_chain(block, producers, consumers, op, 1)
+    if op.op in COMMUTATIVE and _made_later(producers, b) > _made_later(producers, a):
+        a, b = _as_side(b, "A"), _as_side(a, "B")
     stage = StageSpec(value_dtype=out_t.dtype)
     channels = out_t.shape[-1] if out_t.rank else 1
     out_name = extend_stage(block, producers, consumers, stage, op.outputs[0], channels=channels,
