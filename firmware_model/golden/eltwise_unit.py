@@ -34,12 +34,14 @@ range, the cycles), which execute_eltwise calls first and the timing-only model 
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, EltMode, EltOp, LutMode, OutMode, Sram, Status
+from firmware_model.arch.isa import (ELEMENT_BYTES, OUTPUT_STAGE_REGS, EltMode, EltOp, LutMode, OutMode, Sram, Status,
+                                     decode_param_records)
 from firmware_model.arch.checks import ELT_RULES, first_violation
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.memories import Memories
@@ -499,6 +501,19 @@ def _may_fail(c: dict, arrays: tuple) -> bool:
     return test is None or not test(arrays)
 
 
+def _show_checked(probe):
+    """How the small path shows the monitor's Probe a point's lists: as arrays, only where the
+    Probe has checks and one of them may fail (_may_fail)."""
+    checks, fast = probe.checks, _fast_checks(probe)
+
+    def show(point, *lists):
+        if point in checks:
+            tests = fast[point]
+            if tests is None or not all(t(lists) for t in tests):
+                probe(point, *[np.array(x, dtype=np.int64) for x in lists])
+    return show
+
+
 def _fast_checks(probe) -> dict:
     """A Probe's checks by point as _passes tests; None at a point where one has none."""
     out = {}
@@ -512,6 +527,8 @@ _H32, _M32 = 1 << 31, (1 << 32) - 1
 _H48, _M48 = 1 << 47, (1 << 48) - 1
 _M64 = (1 << 64) - 1
 _STORE = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_INT16 = struct.Struct("<h")
+_LOAD = {"<i1": "b", "<u1": "B", "<i2": "h", "<u2": "H", "<i4": "i", "<u4": "I", "<i8": "q"}
 
 
 def _operand_ranges(dt: DType, unsigned: bool, zp: int, plain: bool, lsh: int, rescale: bool, m: int, s: int,
@@ -549,8 +566,6 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
     probe) that stores what execute_eltwise stores, for ELT_COUNT <= SMALL_COUNT. Each step is one
     list comprehension with its wraps written out ((x + 2^(n-1)) & (2^n - 1)) - 2^(n-1)), and a
     wrap the operand's range proves idle is left out (_operand_ranges, as the vector form does)."""
-    import struct
-
     from firmware_model.golden.require_monitor import Probe
 
     r = Registers(regs)
@@ -564,7 +579,7 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
     o0, o1 = regions["output"]
     out_size = ELEMENT_BYTES[plan.ofm_dtype]
     out_mask = (1 << (8 * out_size)) - 1
-    pack = struct.Struct(f"<{count}{_STORE[out_size]}").pack
+    pack_into = struct.Struct(f"<{count}{_STORE[out_size]}").pack_into
     channels = max(1, r.elt_channels)
 
     def operand(dt, unsigned, zp, lshift, rescale, mult, shift, double_round, name, scalar):
@@ -577,9 +592,12 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
         w48, w0, w1, w2, out_range = _operand_ranges(dt, unsigned, zp, plain, lsh, rescale, m, s, rnd, extra)
         n = 1 if scalar else count
         p0, p1 = name + "0", name + "1"
+        # the operand's elements as Python integers straight from the SRAM's bytes (what
+        # raw.view(view).tolist() gives, without the numpy calls)
+        read = struct.Struct(f"<{n}{_LOAD[view]}").unpack_from
 
-        def stage(raw, show):
-            xs = raw.view(view).tolist()
+        def stage(sram, start, show):
+            xs = read(sram, start)
             if int48:                                           # load_elements' int48 reading
                 xs = [((x + _H48) & _M48) - _H48 for x in xs]
             if zp:
@@ -677,18 +695,21 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
         clips = ([(max(lo, clamp_min), min(hi, clamp_max))] if clamp_min <= hi
                  else [(lo, hi), (clamp_min, clamp_max)])
     lut_range, lut_mode = st.lut_range, st.lut_mode
+    lut0 = lut_range[0] if lut_range is not None else 0
+    entry = _INT16.unpack_from
     index = [i % channels for i in range(count)]
     memo: dict = {}
 
-    def operands(records) -> tuple:
+    def operands(records: bytes) -> tuple:
         """Per element: the records' multiplier and shift (as the probe sees them) and the
-        rescale's (multiplier, shift, round) as it uses them; kept per records seen (commands
-        with these registers share this function; decode_param_records hands the same arrays for
-        the same bytes)."""
-        made = memo.get(id(records[0]))
-        if made is not None and made[0] is records[0] and made[1] is records[1]:
-            return made[2]
-        ms, ss = records[0].tolist(), records[1].tolist()
+        rescale's (multiplier, shift, round) as it uses them, from the records' bytes
+        (load_records' decode); kept per bytes seen (commands with these registers share this
+        function)."""
+        made = memo.get(records)
+        if made is not None:
+            return made
+        _, multiplier, shift = decode_param_records(np.frombuffer(records, dtype=np.uint8))
+        ms, ss = multiplier.tolist(), shift.tolist()
         mults, shifts = [ms[i] for i in index], [ss[i] for i in index]
         use = []
         for mu, sh in zip(mults, shifts):
@@ -697,7 +718,7 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
         made = (mults, shifts, use)
         if len(memo) >= 64:
             memo.clear()
-        memo[id(records[0])] = (records[0], records[1], made)
+        memo[records] = made
         return made
 
     def out_stage(values, records, mem, show):
@@ -720,9 +741,9 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
             values = [lo_ if v < lo_ else v for v in values]
             values = [hi_ if v > hi_ else v for v in values]
         if lut_range is not None:
-            table = mem.sram[Sram.LUT][lut_range[0]:lut_range[1]].view("<i2")
+            lut = mem.sram[Sram.LUT]            # entry i: the int16 at byte lut0 + 2 * i
             if lut_mode == LutMode.INT8:
-                values = [int(table[(v + 128) & 0xFF]) for v in values]
+                values = [entry(lut, lut0 + 2 * ((v + 128) & 0xFF))[0] for v in values]
             else:
                 if show is not None:
                     show("lut", values)
@@ -730,14 +751,14 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                 for v in values:                # apply_lookup_s(require=False)
                     c = -32768 if v < -32768 else 32767 if v > 32767 else v
                     i = (c + 32768) >> 7
-                    base = int(table[i])
-                    out.append((((base << 7) + (int(table[i + 1 if i < 512 else 512]) - base) * (c & 0x7F))
-                                + _H32 & _M32) - _H32)
+                    base = entry(lut, lut0 + 2 * i)[0]
+                    out.append((((base << 7) + (entry(lut, lut0 + 2 * (i + 1 if i < 512 else 512))[0] - base)
+                                 * (c & 0x7F)) + _H32 & _M32) - _H32)
                 values = out
         return values
 
     # the Probes seen (commands with these registers share this function, each with its own
-    # Probe): id -> (the Probe, its checks, their _fast_checks)
+    # Probe): id -> (the Probe, its show function)
     fast_memo: dict = {}
 
     def run(mem: Memories, probe=None) -> None:
@@ -748,23 +769,17 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                 if kept is None or kept[0] is not probe:
                     if len(fast_memo) >= 64:
                         fast_memo.clear()
-                    kept = fast_memo[id(probe)] = (probe, probe.checks, _fast_checks(probe))
-                checks, fast = kept[1], kept[2]
-
-                def show(point, *lists):
-                    if point in checks:
-                        tests = fast[point]
-                        if tests is None or not all(t(lists) for t in tests):
-                            probe(point, *[np.array(x, dtype=np.int64) for x in lists])
+                    kept = fast_memo[id(probe)] = (probe, _show_checked(probe))
+                show = kept[1]
             else:
                 def show(point, *lists):
                     probe(point, *[np.array(x, dtype=np.int64) for x in lists])
         sram = mem.sram
-        a = stage_a(sram[a_sram][a0:a1], show)
+        a = stage_a(sram[a_sram], a0, show)
         if n_a != count:
             a = a * count                       # A_SCALAR: element 0 for every i
         if binary:
-            b = stage_b(sram[Sram.WEIGHT][b0:b1], show)
+            b = stage_b(sram[Sram.WEIGHT], b0, show)
             if n_b != count:
                 b = b * count
             if show is not None:
@@ -772,6 +787,7 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
             values = operation(a, b)
         else:
             values = a                          # COPY
-        values = out_stage(values, load_records(mem, param) if param is not None else None, mem, show)
-        sram[Sram.OUTPUT][o0:o1] = np.frombuffer(pack(*[v & out_mask for v in values]), dtype=np.uint8)
+        values = out_stage(values, sram[Sram.PARAM][param[0]:param[1]].tobytes() if param is not None else None,
+                           mem, show)
+        pack_into(sram[Sram.OUTPUT], o0, *[v & out_mask for v in values])     # store_run's bytes
     return run

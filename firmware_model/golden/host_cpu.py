@@ -27,18 +27,43 @@ def host_cycles(ops: list[dict], index: int) -> int:
 class HostCpu:
     def __init__(self, program: Program):
         self.ops = program.manifest.get("host_ops", [])
+        self._prepared: dict[int, _HostOp] = {}
 
     def run(self, model, index: int) -> int:
-        entry = self.ops[index]
-        ins = [Placement.from_json(p) if p else None for p in entry["inputs"]]
-        outs = [Placement.from_json(p) for p in entry["outputs"]]
-        arrays = [model.read_tensor(p) if p else None for p in ins]
+        op = self._prepared.get(index)
+        if op is None:
+            op = self._prepared[index] = _HostOp(self.ops, index)
+        entry = op.entry
+        arrays = [op.read(model, k) if p else None for k, p in enumerate(op.ins)]
         call = OpCall(
             op=entry["op"], attrs=dict(entry["attrs"]), inputs=arrays,
-            input_specs=[TensorSpec(tuple(p.shape), p.dtype) if p else None for p in ins],
-            output_specs=[TensorSpec(tuple(p.shape), p.dtype) for p in outs],
-            where=entry.get("graph_where") or f"host op {index}: {entry['where']}", attr_kind=entry.get("attr_kind"))
+            input_specs=list(op.input_specs), output_specs=list(op.output_specs),
+            where=op.where, attr_kind=entry.get("attr_kind"))
         results = run_op(call)
-        for place, value in zip(outs, results):
+        for place, value in zip(op.outs, results):
             model.write_tensor(place, np.asarray(value).reshape(place.shape))
-        return host_cycles(self.ops, index)
+        return op.cycles
+
+
+class _HostOp:
+    """Host op `index` of the manifest read once: its placements, tensor specs, place in the
+    graph and host cycles (host_cycles), which the manifest alone decides."""
+
+    def __init__(self, ops: list[dict], index: int):
+        entry = self.entry = ops[index]
+        self.ins = [Placement.from_json(p) if p else None for p in entry["inputs"]]
+        self.outs = [Placement.from_json(p) for p in entry["outputs"]]
+        self.input_specs = tuple(TensorSpec(tuple(p.shape), p.dtype) if p else None for p in self.ins)
+        self.output_specs = tuple(TensorSpec(tuple(p.shape), p.dtype) for p in self.outs)
+        self.where = entry.get("graph_where") or f"host op {index}: {entry['where']}"
+        self.cycles = host_cycles(ops, index)
+        # model.read_tensor's reading of each input, its byte count computed once
+        self._reads = [None if p is None else (p, p.nbytes, p.dtype.storage.newbyteorder("<"), p.dtype.storage)
+                       for p in self.ins]
+
+    def read(self, model, k: int) -> np.ndarray:
+        """model.read_tensor(self.ins[k])."""
+        place, n, little, storage = self._reads[k]
+        mem = model.mem
+        mem.check_range("ext", place.addr, place.addr + n, f"tensor {place.name}")
+        return mem.ext[place.addr:place.addr + n].view(little).astype(storage).reshape(place.shape)

@@ -27,6 +27,8 @@ timing-only model calls alone.
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -212,6 +214,8 @@ def prepare_pool(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan)
     from firmware_model.golden.output_stage import prepare_output_stage, scale32_operands, write_elements
 
     r = Registers(regs)
+    if _small(r, plan):
+        return prepare_pool_small(cfg, regs, sub, plan)
     mode, in_dt, out_dt = plan.mode, plan.in_dtype, plan.out_dtype
     oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
     kh, kw = r.kernel_h, r.kernel_w
@@ -322,4 +326,105 @@ def prepare_pool(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan)
             dst[...] = raw.view(np.uint8).reshape(oh, ow, n_o)
         else:
             write_elements(mem, out_offsets, out, out_dt, "POOL output", rng=out_rng)
+    return run
+
+
+# ---- A small box in Python integers (issue 16) --------------------------------------------------
+# A POOL command on a few elements (mlp's softmax: a MAX and a REDUCE_SUM over ten int32 values)
+# spends ~20-40 us in prepare_pool's numpy calls (and ~10 us more in the REDUCE_SUM check), each
+# ~1 us whatever the size. Up to SMALL_BOX input elements, for MAX, MIN and SUM with an output
+# stage that only clamps (no rescale, no table) and output elements apart, prepare_pool runs the
+# same reduction on Python integers instead: each output element is the max, min or wrapped sum
+# of its window's real taps (Python integers are exact: the int64 sum of at most SMALL_BOX
+# values below 2^33 each is too), then the clamp, stored at the element's bytes. The REQUIRE
+# probe is shown the box as prepare_pool shows it (an int64 array (POOL_IN_H, POOL_IN_W, OFM_C)),
+# for any probe; for the monitor's Probe only when one of its checks may fail (_box_may_fail).
+# tests/firmware_model/golden/test_pool_prepared.py compares this path with execute_pool.
+
+SMALL_BOX = 64
+
+_LOAD = {1: "b", 2: "h", 4: "i"}
+_STORE = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def _small(r: Registers, plan: PoolPlan) -> bool:
+    """Whether prepare_pool takes the Python-integer form (the section's comment above)."""
+    oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
+    n_o = oc * ELEMENT_BYTES[plan.out_dtype]
+    out_apart = (ow == 1 or r.ofm_pix_stride >= n_o) and (oh == 1 or r.ofm_row_stride >= (ow - 1) * r.ofm_pix_stride + n_o)
+    return (plan.mode in (PoolMode.MAX, PoolMode.MIN, PoolMode.SUM) and not plan.stage.rescale
+            and plan.stage.lut_range is None and out_apart
+            and 0 < r.pool_in_h * r.pool_in_w * oc <= SMALL_BOX)
+
+
+def _box_may_fail(checks: list, values: list, ih: int, iw: int) -> bool:
+    """Whether one of the monitor's checks at "box" may fail on these box values (row-major
+    (y, x, c)): a REDUCE_SUM check (require_monitor.check_reduce_sum) passes when the sum of
+    |value - input_zp| over the box is below 2^31, since every partial sum it tests is a sum of
+    some of those terms; a box not of its window's shape (the check raises) and any other check
+    are handed to the probe."""
+    for c in checks:
+        if c["kind"] != "reduce_sum" or iw != 1 or ih != math.prod(c["dims"]):
+            return True
+        zp = c["input_zp"]
+        if sum(abs(v - zp) for v in values) >= 1 << 31:
+            return True
+    return False
+
+
+def prepare_pool_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan):
+    """execute_pool on Python integers (the section's comment above) for a command _small admits:
+    a function of (memories, probe) that stores what execute_pool stores."""
+    from firmware_model.golden.require_monitor import Probe
+
+    r = Registers(regs)
+    mode, in_dt, out_dt = plan.mode, plan.in_dtype, plan.out_dtype
+    oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
+    ih, iw = r.pool_in_h, r.pool_in_w
+    size, esize = ELEMENT_BYTES[in_dt], ELEMENT_BYTES[out_dt]
+    # the box (_read_box): element (y, x, k) at IFM_ADDR + y*row + x*pix + k*size, read a pixel at
+    # a time, or at once where the box's pixels are consecutive
+    row, pix = r.ifm_row_stride, r.ifm_pix_stride
+    if pix == oc * size and (ih == 1 or row == iw * pix):
+        reads = ((struct.Struct(f"<{ih * iw * oc}{_LOAD[size]}").unpack_from, r.ifm_addr),)
+    else:
+        pixel = struct.Struct(f"<{oc}{_LOAD[size]}").unpack_from
+        reads = tuple((pixel, r.ifm_addr + y * row + x * pix) for y in range(ih) for x in range(iw))
+    # each output element's real taps (oy, ox, k order), as indices into the box's values
+    windows = []
+    for oy in range(oh):
+        for ox in range(ow):
+            taps = [y * iw + x for y in plan.rows[oy].tolist() if 0 <= y < ih
+                    for x in plan.cols[ox].tolist() if 0 <= x < iw]
+            windows.extend(tuple(t * oc + k for t in taps) for k in range(oc))
+    ifm_zp, clamp_min, clamp_max = r.ifm_zp, r.clamp_min, r.clamp_max
+    # the store: output pixel (oy, ox) at OFM_ADDR + oy*row + ox*pix, its OFM_C elements together
+    out_mask = (1 << (8 * esize)) - 1
+    put = struct.Struct(f"<{oc}{_STORE[esize]}").pack_into
+    out_pixels = [r.ofm_addr + oy * r.ofm_row_stride + ox * r.ofm_pix_stride for oy in range(oh) for ox in range(ow)]
+
+    def run(mem: Memories, probe=None) -> None:
+        sram = mem.sram[Sram.INPUT]
+        xs = []
+        for read, at in reads:
+            xs.extend(read(sram, at))
+        if probe is not None:
+            if type(probe) is not Probe:
+                probe("box", np.array(xs, dtype=np.int64).reshape(ih, iw, oc))
+            else:
+                checks = probe.checks.get("box")
+                if checks and _box_may_fail(checks, xs, ih, iw):
+                    probe("box", np.array(xs, dtype=np.int64).reshape(ih, iw, oc))
+        if mode == PoolMode.MAX:
+            values = [max([xs[t] for t in w]) for w in windows]
+        elif mode == PoolMode.MIN:
+            values = [min([xs[t] for t in w]) for w in windows]
+        else:                                   # SUM: wrap32 of the exact sum
+            values = [((sum([xs[t] for t in w]) - ifm_zp * len(w) + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+                      for w in windows]
+        values = [clamp_min if v < clamp_min else v for v in values]        # apply_clip_s
+        values = [clamp_max if v > clamp_max else v for v in values]
+        out = mem.sram[Sram.OUTPUT]
+        for k, at in enumerate(out_pixels):
+            put(out, at, *[v & out_mask for v in values[k * oc:(k + 1) * oc]])
     return run

@@ -125,3 +125,89 @@ def test_cases_reach_every_mode_padding_and_shared_output_bytes():
         if regs[int(Reg.OFM_W)] > 1 and regs[int(Reg.OFM_PIX_STRIDE)] < n:
             seen.add("shared")
     assert {("mode", int(m)) for m in PoolMode} | {"padding", "shared"} <= seen
+
+
+# ---- the Python-integer form of a small box (pool_unit.prepare_pool_small) ----------------------
+
+def test_random_cases_reach_the_small_form_and_the_vector_form():
+    """The random cases of test_prepared_pool_equals_execute_pool take both of prepare_pool's
+    forms (so that test compares each with execute_pool)."""
+    rng = np.random.default_rng(0)
+    forms = set()
+    for _ in range(400):
+        regs, sub = random_case(rng)
+        try:
+            plan = pool_plan(CFG, regs, sub)
+        except GoldenModelError:
+            continue
+        forms.add(prepare_pool(CFG, regs, sub, plan).__qualname__.split(".")[0])
+    assert forms == {"prepare_pool", "prepare_pool_small"}
+
+
+class FailureLog:
+    """A RequireMonitor's record() as the probe calls it: every failure, in order."""
+
+    def __init__(self):
+        self.failures = []
+
+    def record(self, index, rank, error):
+        self.failures.append((index, rank, str(error)))
+
+
+def _reduce_sum_case(rng):
+    """A SUM (or MAX) over a column box (POOL_IN_W 1, as a REDUCE_SUM's window) of int32 values at
+    and near the partial sums' int32 edges, with a REDUCE_SUM check of the box's shape (or, now
+    and then, of another shape: the check raises)."""
+    ih, oc = int(rng.integers(1, 9)), int(rng.integers(1, 4))
+    dims = _pick(rng, [[ih], [ih], [1, ih]] + ([[2, ih // 2]] if ih % 2 == 0 else []) + [[ih + 1]])
+    axis = int(rng.integers(0, len(dims)))
+    before = [a for a in range(len(dims)) if a != axis and rng.random() < 0.5]
+    zp = int(_pick(rng, [0, 0, 5, -(1 << 20)]))
+    checks = {"box": [dict(kind="reduce_sum", dims=dims, axis=axis, before=before, input_zp=zp,
+                           index=int(rng.integers(0, 3)), op="REDUCE_SUM", where="op #1")]}
+    regs = {
+        Reg.IFM_ADDR: 4 * int(rng.integers(0, 4)), Reg.IFM_ROW_STRIDE: oc * 4 * int(rng.integers(1, 3)),
+        Reg.IFM_PIX_STRIDE: oc * 4, Reg.IFM_DTYPE: int(DType.INT32), Reg.IFM_ZP: zp & 0xFFFFFFFF,
+        Reg.KERNEL_H: ih, Reg.KERNEL_W: 1, Reg.STRIDE_H: 1, Reg.STRIDE_W: 1, Reg.POOL_PAD_TOP: 0,
+        Reg.POOL_PAD_LEFT: 0, Reg.POOL_IN_H: ih, Reg.POOL_IN_W: 1, Reg.OFM_ADDR: 0, Reg.OFM_ROW_STRIDE: oc * 4,
+        Reg.OFM_PIX_STRIDE: oc * 4, Reg.OFM_H: 1, Reg.OFM_W: 1, Reg.OFM_C: oc, Reg.OFM_DTYPE: int(DType.INT32),
+        Reg.CLAMP_MIN: 0x80000000, Reg.CLAMP_MAX: 0x7FFFFFFF,
+    }
+    mem = random_memories(rng)
+    top = 1 << 31
+    values = rng.choice(np.array([top - 1, -top, top // 2, -(top // 2), top // 8, 1, -1, 0], dtype=np.int64),
+                        64 * 4).astype("<i4").view(np.uint8)
+    if rng.random() < 0.5:
+        values = rng.integers(-1000, 1000, 64 * 4).astype("<i4").view(np.uint8)
+    mem.sram[Sram.INPUT][:len(values)] = values
+    return {int(k): v for k, v in regs.items()}, int(_pick(rng, [PoolMode.SUM, PoolMode.SUM, PoolMode.MAX])), \
+        checks, mem
+
+
+def _outcome(run, mem, probe):
+    try:
+        run(mem, probe)
+    except RuntimeError as e:               # check_reduce_sum on a box not of its window's shape
+        return "raised", str(e)
+    return "ran", mem.sram[Sram.OUTPUT].tobytes()
+
+
+def test_small_form_reports_the_monitors_failures():
+    """The small form with the monitor's Probe (which it calls only when a check may fail) records
+    the failures execute_pool's probe records, raises where it raises, and stores the same bytes."""
+    from firmware_model.golden.pool_unit import prepare_pool_small
+    from firmware_model.golden.require_monitor import Probe
+
+    rng = np.random.default_rng(5)
+    met = set()
+    for _ in range(600):
+        regs, sub, checks, mem = _reduce_sum_case(rng)
+        plan = pool_plan(CFG, regs, sub)
+        run = prepare_pool(CFG, regs, sub, plan)
+        assert run.__qualname__.startswith("prepare_pool_small")
+        la, lb = FailureLog(), FailureLog()
+        want = _outcome(lambda m, p: execute_pool(CFG, m, regs, sub, p, plan), _clone(mem), Probe(la, checks))
+        got = _outcome(run, _clone(mem), Probe(lb, checks))
+        assert want == got and la.failures == lb.failures, (regs, sub, checks)
+        met.add("raised" if want[0] == "raised" else "failed" if la.failures else "passed")
+    assert met == {"raised", "failed", "passed"}
