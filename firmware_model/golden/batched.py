@@ -298,6 +298,10 @@ class _Group:
         xis, wset, ts, xpos, wpos = self.parts[0]
         self.single = (len(self.parts) == 1 and len(wset) == 1 and len(xis) == self.G
                        and np.array_equal(ts, np.arange(self.G)) and np.array_equal(xpos, np.arange(self.G)))
+        # one input box for every tile, tile t with weight block t (a fully connected layer's
+        # channel blocks): one product whose column blocks are the tiles, in order
+        self.shared_x = (len(self.parts) == 1 and len(xis) == 1 and len(wset) == self.G
+                         and np.array_equal(ts, np.arange(self.G)) and np.array_equal(wpos, np.arange(self.G)))
 
     def sizes(self) -> int:
         return self.x.size + self.w.size + self.p.size
@@ -311,6 +315,8 @@ class _Group:
         weights = self._weights(_take(V, self.w_get))
         if self.single:                     # one input box per tile, one weight block: no reordering
             acc = exact_dot(x.reshape(-1, K), weights[0]).reshape(nx, P, -1)[:, :, :oc]
+        elif self.shared_x:                 # the box's product with every tile's block: (P, G, N) -> (G, P, oc)
+            acc = exact_dot(x.reshape(-1, K), weights[0]).reshape(P, self.G, -1)[:, :, :oc].transpose(1, 0, 2)
         else:
             N = self.n_ocb * self.R
             acc = np.empty((self.G, P, oc), dtype=np.int64)

@@ -670,18 +670,18 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
             return [x if x < y else y for x, y in zip(A, B)]
         if op == EltOp.MAXIMUM:
             return [x if x > y else y for x, y in zip(A, B)]
-        out = []
-        for a, b in zip(A, B):                  # the shifts, in the width of A's type
-            a = ((a + whalf) & wmask) - whalf
+        # the shifts, in the width of A's type: a = wrap_w(a), n = b & 31, the result wrap_w(v)
+        A = [((a + whalf) & wmask) - whalf for a in A]
+        if op == EltOp.LOGICAL_LEFT_SHIFT:      # v = a << n < 2^31 * 2^31
+            return [((a << (b & 31)) + whalf & wmask) - whalf for a, b in zip(A, B)]
+        if op == EltOp.LOGICAL_RIGHT_SHIFT:     # v = (a & (2^w - 1)) >> n
+            return [(((a & wmask) >> (b & 31)) + whalf & wmask) - whalf for a, b in zip(A, B)]
+        out = []                                # ARITHMETIC_RIGHT_SHIFT
+        for a, b in zip(A, B):
             n = b & 31
-            if op == EltOp.LOGICAL_LEFT_SHIFT:
-                v = a << n                      # < 2^31 * 2^31
-            elif op == EltOp.LOGICAL_RIGHT_SHIFT:
-                v = (a & wmask) >> n
-            else:                               # ARITHMETIC_RIGHT_SHIFT
-                v = ((a >> n) + whalf & wmask) - whalf
-                if round_ and n > 0 and ((((a >> (n - 1)) + whalf) & wmask) - whalf) & 1:
-                    v += 1
+            v = ((a >> n) + whalf & wmask) - whalf
+            if round_ and n > 0 and (a >> (n - 1)) & 1:     # bit n-1 of a (a wrap keeps the low bits)
+                v += 1
             out.append(((v + whalf) & wmask) - whalf)
         return out
 
@@ -721,25 +721,27 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
         memo[records] = made
         return made
 
+    scale32, double_round, zp_h = st.scale32, st.double_round, ofm_zp + _H32
+
     def out_stage(values, records, mem, show):
         if st.rescale:
             mults, shifts, use = operands(records)
             if show is not None:
                 show("stage", values, mults, shifts)
-            out = []
-            for v, (mu, sh, t) in zip(values, use):
-                if st.scale32:                  # apply_scale_32: |v * m| < 2^62, t <= 2^62 + 2^30
-                    v = ((v + _H32) & _M32) - _H32
-                    if st.double_round and sh > 31:
-                        t += (1 << 30) if v >= 0 else -(1 << 30)
-                    x = (v * mu + t) >> sh
-                else:                           # apply_scale_16: |v * m| < 2^47 * 2^15
-                    x = ((((((v + _H48) & _M48) - _H48) * mu + t) >> sh) + _H32 & _M32) - _H32
-                out.append(((x + ofm_zp + _H32) & _M32) - _H32)     # wrap32(wrap32(x) + zp)
-            values = out
-        for lo_, hi_ in clips:                  # apply_clip_s
-            values = [lo_ if v < lo_ else v for v in values]
-            values = [hi_ if v > hi_ else v for v in values]
+            # x = apply_scale(v), then wrap32(wrap32(x) + OFM_ZP) = wrap32(x + OFM_ZP) (both wraps
+            # reduce modulo 2^32)
+            if scale32:                         # apply_scale_32 of wrap32(v): |v * m| < 2^62, t <= 2^62 + 2^30
+                values = [((v + _H32) & _M32) - _H32 for v in values]
+                if double_round:                # t +/- 2^30 towards v's sign where the shift > 31
+                    values = [(((v * mu + t + (0 if sh <= 31 else (1 << 30) if v >= 0 else -(1 << 30))) >> sh)
+                               + zp_h & _M32) - _H32 for v, (mu, sh, t) in zip(values, use)]
+                else:
+                    values = [(((v * mu + t) >> sh) + zp_h & _M32) - _H32 for v, (mu, sh, t) in zip(values, use)]
+            else:                               # apply_scale_16 of wrap48(v): |v * m| < 2^47 * 2^15
+                values = [((((((v + _H48) & _M48) - _H48) * mu + t) >> sh) + zp_h & _M32) - _H32
+                          for v, (mu, sh, t) in zip(values, use)]
+        for lo_, hi_ in clips:                  # apply_clip_s: min(max(v, lo), hi), hi where lo > hi
+            values = [lo_ if v < lo_ else hi_ if v > hi_ else v for v in values] if lo_ <= hi_ else [hi_] * len(values)
         if lut_range is not None:
             lut = mem.sram[Sram.LUT]            # entry i: the int16 at byte lut0 + 2 * i
             if lut_mode == LutMode.INT8:

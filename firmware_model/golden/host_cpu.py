@@ -34,7 +34,7 @@ class HostCpu:
         if op is None:
             op = self._prepared[index] = _HostOp(self.ops, index)
         entry = op.entry
-        arrays = [op.read(model, k) if p else None for k, p in enumerate(op.ins)]
+        arrays = [model.read_tensor(p) if p else None for p in op.ins]
         call = OpCall(
             op=entry["op"], attrs=dict(entry["attrs"]), inputs=arrays,
             input_specs=list(op.input_specs), output_specs=list(op.output_specs),
@@ -57,13 +57,3 @@ class _HostOp:
         self.output_specs = tuple(TensorSpec(tuple(p.shape), p.dtype) for p in self.outs)
         self.where = entry.get("graph_where") or f"host op {index}: {entry['where']}"
         self.cycles = host_cycles(ops, index)
-        # model.read_tensor's reading of each input, its byte count computed once
-        self._reads = [None if p is None else (p, p.nbytes, p.dtype.storage.newbyteorder("<"), p.dtype.storage)
-                       for p in self.ins]
-
-    def read(self, model, k: int) -> np.ndarray:
-        """model.read_tensor(self.ins[k])."""
-        place, n, little, storage = self._reads[k]
-        mem = model.mem
-        mem.check_range("ext", place.addr, place.addr + n, f"tensor {place.name}")
-        return mem.ext[place.addr:place.addr + n].view(little).astype(storage).reshape(place.shape)

@@ -439,3 +439,40 @@ def test_segment_patterns():
         batched._box_positions(*overlapping, written=True)
     with pytest.raises(batched.NotBatchable):
         batched._box_positions(0, 4, 2, 2, 4, 4, written=True)      # planes over each other
+
+
+@pytest.mark.parametrize("config", ("default", "large"))
+def test_shared_input_groups(config, segments):
+    """A group whose tiles share one input box, tile t with weight block t (mlp's fully connected
+    layers: _Group.shared_x, one product without reordering) computes what the general form
+    (the parts' gathers and scatters) computes, on the bytes of an invocation and on random ones;
+    and mlp's invocations with such groups leave what run_steps leaves."""
+    program, cfg = compiled("mlp", config), load_config(config)
+    feeds = ModelData.of(MODELS_DIR / "mlp" / "model.tosa").all_inputs()
+    assert check_same(program, cfg, feeds) == [None] * len(feeds)
+    model = GoldenModel(program, cfg)
+    model.invoke(feeds[0])
+    model.invoke(feeds[0])
+    segs = [s[3] for steps in model._plans.decode({}).golden.values() for s in steps.batched or ()
+            if s[0] == decoded.S_BATCH]
+    groups = [(seg, g) for seg in segs for g in seg.groups if getattr(g, "shared_x", False)]
+    assert groups
+    rng = np.random.default_rng(3)
+    for seg, g in groups:
+        for trial in range(3):
+            V = np.empty(seg.size, dtype=np.uint8)
+            for src, copy in seg._moves[0]:
+                if src == "const":
+                    V[copy[0]:copy[1]] = copy[2]
+                else:
+                    batched._move(V, model.mem.ext if src == "ext" else model.mem.sram[src], copy)
+            if trial:
+                V[:g.out0] = rng.integers(0, 256, g.out0, dtype=np.uint8)
+            got, want = V.copy(), V.copy()
+            g.run(got, None)
+            g.shared_x = False
+            try:
+                g.run(want, None)
+            finally:
+                g.shared_x = True
+            assert np.array_equal(got, want)
