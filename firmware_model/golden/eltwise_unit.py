@@ -501,17 +501,26 @@ def _may_fail(c: dict, arrays: tuple) -> bool:
     return test is None or not test(arrays)
 
 
-def _show_checked(probe):
+def _show_checked(probe) -> tuple:
     """How the small path shows the monitor's Probe a point's lists: as arrays, only where the
-    Probe has checks and one of them may fail (_may_fail)."""
+    Probe has checks and one of them may fail (_may_fail). The show function for A's points, B's,
+    "op" and the output stage's ("stage", "lut"), each None where the Probe has no check there."""
     checks, fast = probe.checks, _fast_checks(probe)
 
     def show(point, *lists):
         if point in checks:
             tests = fast[point]
-            if tests is None or not all(t(lists) for t in tests):
-                probe(point, *[np.array(x, dtype=np.int64) for x in lists])
-    return show
+            if tests is not None:
+                for t in tests:
+                    if not t(lists):
+                        break
+                else:
+                    return
+            probe(point, *[np.array(x, dtype=np.int64) for x in lists])
+
+    def at(*points):
+        return show if any(p in checks for p in points) else None
+    return at("A0", "A1"), at("B0", "B1"), at("op"), at("stage", "lut")
 
 
 def _fast_checks(probe) -> dict:
@@ -527,6 +536,7 @@ _H32, _M32 = 1 << 31, (1 << 32) - 1
 _H48, _M48 = 1 << 47, (1 << 48) - 1
 _M64 = (1 << 64) - 1
 _STORE = {1: "B", 2: "H", 4: "I", 8: "Q"}
+_STORE_SIGNED = {4: "i", 8: "q"}
 _INT16 = struct.Struct("<h")
 _LOAD = {"<i1": "b", "<u1": "B", "<i2": "h", "<u2": "H", "<i4": "i", "<u4": "I", "<i8": "q"}
 
@@ -579,7 +589,10 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
     o0, o1 = regions["output"]
     out_size = ELEMENT_BYTES[plan.ofm_dtype]
     out_mask = (1 << (8 * out_size)) - 1
-    pack_into = struct.Struct(f"<{count}{_STORE[out_size]}").pack_into
+    # the store (store_run): every value is an int32 by then (the clamp's bounds are int32, a
+    # table's entries int16 or wrapped to int32), so a 4- or 8-byte element takes it as it is
+    wide = out_size >= 4
+    pack_into = struct.Struct(f"<{count}{_STORE_SIGNED[out_size] if wide else _STORE[out_size]}").pack_into
     channels = max(1, r.elt_channels)
 
     def operand(dt, unsigned, zp, lshift, rescale, mult, shift, double_round, name, scalar):
@@ -760,11 +773,11 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
         return values
 
     # the Probes seen (commands with these registers share this function, each with its own
-    # Probe): id -> (the Probe, its show function)
+    # Probe): id -> (the Probe, its show functions)
     fast_memo: dict = {}
 
     def run(mem: Memories, probe=None) -> None:
-        show = None
+        show_a = show_b = show_op = show_out = None
         if probe is not None:
             if type(probe) is Probe:
                 kept = fast_memo.get(id(probe))
@@ -772,24 +785,28 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
                     if len(fast_memo) >= 64:
                         fast_memo.clear()
                     kept = fast_memo[id(probe)] = (probe, _show_checked(probe))
-                show = kept[1]
+                show_a, show_b, show_op, show_out = kept[1]
             else:
                 def show(point, *lists):
                     probe(point, *[np.array(x, dtype=np.int64) for x in lists])
+                show_a = show_b = show_op = show_out = show
         sram = mem.sram
-        a = stage_a(sram[a_sram], a0, show)
+        a = stage_a(sram[a_sram], a0, show_a)
         if n_a != count:
             a = a * count                       # A_SCALAR: element 0 for every i
         if binary:
-            b = stage_b(sram[Sram.WEIGHT], b0, show)
+            b = stage_b(sram[Sram.WEIGHT], b0, show_b)
             if n_b != count:
                 b = b * count
-            if show is not None:
-                show("op", a, b)
+            if show_op is not None:
+                show_op("op", a, b)
             values = operation(a, b)
         else:
             values = a                          # COPY
         values = out_stage(values, sram[Sram.PARAM][param[0]:param[1]].tobytes() if param is not None else None,
-                           mem, show)
-        pack_into(sram[Sram.OUTPUT], o0, *[v & out_mask for v in values])     # store_run's bytes
+                           mem, show_out)
+        if wide:                                # values are int32 after the clamp (or a table): stored as they are
+            pack_into(sram[Sram.OUTPUT], o0, *values)
+        else:                                   # store_run's wrap to the element
+            pack_into(sram[Sram.OUTPUT], o0, *[v & out_mask for v in values])
     return run
