@@ -14,7 +14,8 @@ import numpy as np
 
 from firmware_model.arch.cycle_model import host_op_cycles
 from firmware_model.arch.program import Placement, Program
-from firmware_model.tosa_ops.registry import OpCall, TensorSpec, run_op
+from firmware_model.errors import TosaUnpredictable
+from firmware_model.tosa_ops.registry import OpCall, TensorSpec, op_unpredictable, prepare_for, run_op
 
 
 def host_cycles(ops: list[dict], index: int) -> int:
@@ -33,13 +34,19 @@ class HostCpu:
         op = self._prepared.get(index)
         if op is None:
             op = self._prepared[index] = _HostOp(self.ops, index)
-        entry = op.entry
         arrays = [model.read_tensor(p) if p else None for p in op.ins]
-        call = OpCall(
-            op=entry["op"], attrs=dict(entry["attrs"]), inputs=arrays,
-            input_specs=list(op.input_specs), output_specs=list(op.output_specs),
-            where=op.where, attr_kind=entry.get("attr_kind"))
-        results = run_op(call)
+        if op.execute is not None:      # the kernel's execute half, prepared at an earlier run
+            try:
+                results = op.execute(arrays)
+            except TosaUnpredictable as e:      # as run_op names it
+                named = op_unpredictable(op.call(arrays), e)
+                if named is e:
+                    raise
+                raise named from e
+        else:
+            call = op.call(arrays)
+            results = run_op(call)
+            op.prepare_from(call)
         for place, value in zip(op.outs, results):
             model.write_tensor(place, np.asarray(value).reshape(place.shape))
         return op.cycles
@@ -57,3 +64,20 @@ class _HostOp:
         self.output_specs = tuple(TensorSpec(tuple(p.shape), p.dtype) for p in self.outs)
         self.where = entry.get("graph_where") or f"host op {index}: {entry['where']}"
         self.cycles = host_cycles(ops, index)
+        # A kernel written in two halves (registry.register_plan) whose prepare reads no input's
+        # value: its execute, made from this op's call once a run has gone through (prepare_from),
+        # is what run_op runs at every run, prepare(call)(call.inputs): the interpreter's "prepare
+        # once, execute many".
+        self.execute = None
+
+    def call(self, arrays: list) -> OpCall:
+        entry = self.entry
+        return OpCall(op=entry["op"], attrs=dict(entry["attrs"]), inputs=arrays,
+                      input_specs=list(self.input_specs), output_specs=list(self.output_specs),
+                      where=self.where, attr_kind=entry.get("attr_kind"))
+
+    def prepare_from(self, call: OpCall) -> None:
+        """Keep the kernel's execute half (see __init__) after `call` ran through run_op."""
+        split = prepare_for(call.op)
+        if split is not None and not split[1]:
+            self.execute = split[0](call)

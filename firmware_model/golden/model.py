@@ -136,6 +136,7 @@ class GoldenModel:
         self._timeline: Timeline | None = None        # the running (or last) invocation's (timeline)
         self._timeline_of = None                      # a decode's outcome timeline to copy from
         self._last_decode = None                      # (plans, decode) of the last decoded invocation
+        self._kept_for = None                         # (plans, _variables_kept's answer)
         self._var_names = {v.slot: v.name for v in program_layout(program.manifest)}
         monitor = RequireMonitor(program) if requires else None
         self.monitor = monitor if monitor is not None and monitor.active else None
@@ -185,7 +186,7 @@ class GoldenModel:
         """One invocation. Like the interpreter's, it is a transaction for the variables: when the
         program faults, the variable SRAM and its flags are put back as they were before it (the
         host driver's part; the hardware itself does not roll back)."""
-        saved = self._variable_snapshot()
+        saved = None if self._variables_kept() else self._variable_snapshot()
         self.fault_variables = None
         try:
             self.begin_invocation(inputs)
@@ -194,7 +195,8 @@ class GoldenModel:
             # what the hardware left behind, for a bench that checks the driver's rollback too
             self.fault_variables = (self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_slots.copy(),
                                     self.home_bytes())
-            self._variable_restore(saved)
+            if saved is not None:
+                self._variable_restore(saved)
             raise
         return self.read_outputs()
 
@@ -539,6 +541,26 @@ class GoldenModel:
     def external_variables(self) -> list:
         """The variables the compiler keeps in external memory (their `home`s)."""
         return [v for v in program_layout(self.program.manifest) if v.external]
+
+    def _variables_kept(self) -> bool:
+        """Whether no command of the program can change the variable SRAM, its written flags or the
+        slots' flags (no VAR, no DMA_LOAD or FILL of the variable SRAM) and the program keeps no
+        variable in external memory: an invocation then leaves them as it found them, and the
+        rollback would put back what is there (large: 2 x 64 KiB copied for nothing). Decided once
+        per program's plans (made again when the program changes)."""
+        from firmware_model.golden.timing_model import program_plans
+
+        plans = self._plans
+        if not plans.matches(self.program, self.cfg):
+            plans = self._plans = program_plans(self.program, self.cfg)
+        known = self._kept_for
+        if known is None or known[0] is not plans:
+            variable = int(Sram.VARIABLE)
+            writes = any(cmd.opcode == Opcode.VAR
+                         or (cmd.opcode in (Opcode.DMA_LOAD, Opcode.FILL) and cmd.sub == variable)
+                         for cmd in plans.commands)
+            known = self._kept_for = (plans, not writes and not self.program.manifest.get("variables"))
+        return known[1]
 
     def _variable_snapshot(self):
         homes = self.home_bytes()
