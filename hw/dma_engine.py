@@ -204,11 +204,13 @@ class DmaEngine(wiring.Component):
                 m.d.sync += c.eq(Mux(self.push.payload.kind == DmaKind.FILL, 0, cfg.ext_latency + 1))
             with m.Elif(c != 0):
                 m.d.sync += c.eq(c - 1)
+        # the front's counter as a chain of multiplexers (continuous assignments in Verilog: a
+        # process would wait for an input to change, and Icarus would leave it X until then)
         front_lat = Signal(range(cfg.ext_latency + 2), name="front_latency")
-        with m.Switch(head):
-            for i, c in enumerate(qlat):
-                with m.Case(i):
-                    m.d.comb += front_lat.eq(c)
+        pick = qlat[-1]
+        for i in reversed(range(Q - 1)):
+            pick = Mux(head == i, qlat[i], pick)
+        m.d.comb += front_lat.eq(pick)
 
         def begin(src, latency):
             """The transfer `src` becomes the one in flight: its registers, and LATENCY for

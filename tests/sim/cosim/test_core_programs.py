@@ -85,6 +85,22 @@ def test_random_eltwise_programs(simulator, n):
 
 
 @pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_a_program_whose_first_transfer_is_a_fill(simulator):
+    """A FILL first (no latency: its queue entry's latency counter stays 0, as it was from
+    reset), then a load queued behind it. The DMA engine's view of the front entry's counter once
+    stayed X on Icarus when no counter had changed yet, and the core hung (cnn32's first tile
+    starts with its halo FILL)."""
+    cfg, tiles = rp.eltwise_tiles(seeds.rng(3, "first transfer a fill"), 2)
+    first = tiles[0]
+    tiles[0] = rp.TileSpec(first.opcode, first.sub, first.regs, {}, first.output, fill=first.fill)
+    program = rp.tile_program(cfg, tiles)
+    assert program.commands[[c.opcode.name for c in program.commands].index("FILL")] is next(
+        c for c in program.commands if c.opcode.name in ("FILL", "DMA_LOAD", "DMA_STORE"))
+    assert_matches_golden(*run(cfg, simulator, tiles))
+
+
+@pytest.mark.rtl
 @pytest.mark.parametrize("simulator,n", [("verilator", 30), ("icarus", 6)])
 def test_random_pool_programs(simulator, n):
     cfg, tiles = rp.pool_tiles(seeds.rng(n, f"pool programs {simulator}"), n)
