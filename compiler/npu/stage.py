@@ -306,20 +306,25 @@ class LutTables:
     LSTM cell's sigmoid and tanh are loaded once per invocation, not once per gate and step.
 
     A table that more than one operation uses (`reused`, known from the whole graph) goes to the
-    next free place after a scratch area of one table at entry 0, from a word boundary (`align`
-    entries); when the rest of the SRAM is too small it starts again after the scratch area, and
-    the tables it covers are forgotten. A table used once is loaded into the scratch area and not
-    kept (LUT_ADDR and the load's SRAM address then stay as they were: no SET). A table kept is
-    only ever loaded between compute commands; one for the scratch area may be prefetched under
-    a command that reads no byte of it (compiler/npu/prefetch.py checks that). No command reads a
-    table it did not point at, so overwriting a forgotten one is safe. The program starts each
-    invocation with nothing assumed resident."""
+    next free place after the scratch areas, from a word boundary (`align` entries); when the
+    rest of the SRAM is too small it starts again after them, and the tables it covers are
+    forgotten. A table used once is loaded into a scratch area and not kept. There are two
+    scratch areas of one table each when the SRAM has room for three tables, else one, at entry
+    0: a single-use table takes the one the last took, or the other one when the command before
+    it reads a table there, so that it can be loaded while that command runs. A table kept is only ever loaded between compute commands; one
+    for a scratch area may be prefetched under a command that reads no byte of it
+    (compiler/npu/prefetch.py checks that). No command reads a table it did not point at, so
+    overwriting a forgotten one is safe. The program starts each invocation with nothing assumed
+    resident."""
 
     def __init__(self, entries: int, align: int, reused: set[bytes] = frozenset()):
         self.entries = entries
         self.align = max(1, align)
         self.reused = reused
-        self.scratch = -(-max(LUT_ENTRIES.values()) // self.align) * self.align
+        one = -(-max(LUT_ENTRIES.values()) // self.align) * self.align
+        self.areas = (0, one) if 3 * one <= entries else (0,)
+        self.turn = 0                                    # the scratch area the last one took
+        self.scratch = one * len(self.areas)             # where the kept tables start
         self.held: dict[bytes, tuple[int, int]] = {}     # table bytes -> (first entry, entries)
         self.next = self.scratch
 
@@ -329,8 +334,8 @@ class LutTables:
         return None if got is None else got[0]
 
     def scratch_only(self, stage: StageSpec) -> bool:
-        """Whether the stage's table goes to the scratch area (used once): placing it changes
-        nothing this object remembers."""
+        """Whether the stage's table goes to a scratch area (used once): placing it changes
+        nothing this object remembers but which scratch area the last one took."""
         return _table_key(stage) not in self.reused or self.scratch + stage.table.size > self.entries
 
     def place(self, w: CommandWriter, ectx: EmitContext, stage: StageSpec) -> int:
@@ -341,8 +346,16 @@ class LutTables:
         size = stage.table.size
         start = -(-self.next // self.align) * self.align
         if self.scratch_only(stage):
-            load_table(w, ectx, stage, entry=0)
-            return 0
+            # the area the last one took (its address registers need no SET), unless the
+            # command whose registers are set (the one before, or the one running while this
+            # load is prefetched) reads a table there
+            in_use = w.regs.get(Reg.LUT_ADDR, 0) if w.regs.get(Reg.LUT_MODE, 0) != LutMode.OFF else None
+            entry = self.areas[self.turn]
+            if entry == in_use and len(self.areas) > 1:
+                self.turn = 1 - self.turn
+                entry = self.areas[self.turn]
+            load_table(w, ectx, stage, entry=entry)
+            return entry
         if start + size > self.entries:
             start = self.scratch
         end = start + size
