@@ -137,6 +137,7 @@ class GoldenModel:
         self._timeline_of = None                      # a decode's outcome timeline to copy from
         self._last_decode = None                      # (plans, decode) of the last decoded invocation
         self._kept_for = None                         # (plans, _variables_kept's answer)
+        self._checked_plans = None                    # the plans invoke found the program matches (for its run)
         self._var_names = {v.slot: v.name for v in program_layout(program.manifest)}
         monitor = RequireMonitor(program) if requires else None
         self.monitor = monitor if monitor is not None and monitor.active else None
@@ -192,6 +193,7 @@ class GoldenModel:
             self.begin_invocation(inputs)
             self.run()
         except BaseException:
+            self._checked_plans = None
             # what the hardware left behind, for a bench that checks the driver's rollback too
             self.fault_variables = (self.mem.sram[Sram.VARIABLE].copy(), self.mem.variable_slots.copy(),
                                     self.home_bytes())
@@ -205,8 +207,9 @@ class GoldenModel:
         """One invocation from command 0 to END. Without an event hook, the program decoded once
         (decoded.py: the same memories, counters, timeline, registers and errors as run_steps);
         `fast = False` (or a hook) runs it command by command through run_steps."""
+        checked, self._checked_plans = self._checked_plans, None
         if self.fast and self.event_hook is None and self._decodable():
-            self._run_decoded()
+            self._run_decoded(checked)
             return
         for _ in self.run_steps():
             pass
@@ -219,13 +222,17 @@ class GoldenModel:
         from firmware_model.golden.host_cpu import HostCpu
         return type(self.host) is HostCpu and bool(self.program.manifest.get("host_ops"))
 
-    def _run_decoded(self) -> None:
+    def _run_decoded(self, checked=None) -> None:
+        """The program decoded once (decoded.py). `checked`: the plans invoke has just found the
+        program matches (else the check is made here)."""
         from firmware_model.golden import decoded as D
         from firmware_model.golden.timing_model import _fresh, invocation_outcome, program_plans
 
-        plans = self._plans
-        if not plans.matches(self.program, self.cfg):
-            plans = self._plans = program_plans(self.program, self.cfg)
+        plans = checked
+        if plans is None or plans is not self._plans:
+            plans = self._plans
+            if not plans.matches(self.program, self.cfg):
+                plans = self._plans = program_plans(self.program, self.cfg)
         last = self._last_decode         # the decode the last invocation ran: its start registers
         dec = last[1] if last is not None and last[0] is plans and self.regs == last[1].start \
             else plans.decode(self.regs)   # (plans.decode's key, sorted, costs ~6 us)
@@ -553,6 +560,7 @@ class GoldenModel:
         plans = self._plans
         if not plans.matches(self.program, self.cfg):
             plans = self._plans = program_plans(self.program, self.cfg)
+        self._checked_plans = plans     # the program matched its plans: the run that follows need not check again
         known = self._kept_for
         if known is None or known[0] is not plans:
             variable = int(Sram.VARIABLE)

@@ -42,3 +42,20 @@ def test_rollback(opcode, sram, fast):
     assert (not np.array_equal(left, before)) == (sram == Sram.VARIABLE)       # what the hardware left
     if sram != Sram.VARIABLE:
         assert not np.array_equal(model.mem.sram[sram], 0)
+
+
+def test_program_changed_in_place():
+    """A program that wrote no variable, then changed in place to FILL the variable SRAM before its
+    fault: the next invocation notices (its plans are made again) and rolls the fill back."""
+    program = _program(Opcode.FILL, Sram.INPUT)
+    model = GoldenModel(program, CFG)
+    with pytest.raises(GoldenModelError):
+        model.invoke({})
+    assert model._variables_kept()
+    program.commands[-3] = Command(Opcode.FILL, int(Sram.VARIABLE), 0, 0x5A)
+    before = model.mem.sram[Sram.VARIABLE].copy()
+    with pytest.raises(GoldenModelError):
+        model.invoke({})
+    assert not model._variables_kept()
+    assert np.array_equal(model.mem.sram[Sram.VARIABLE], before)
+    assert not np.array_equal(model.fault_variables[0], before)
