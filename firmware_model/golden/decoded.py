@@ -24,6 +24,11 @@ program). `GoldenModel.run()` therefore runs this module's form of the same prog
 
 From a decode's second run on, runs of DMA, FILL, MAC and ELTWISE steps are computed a segment at
 a time, many tiles per numpy call (batched.py, `steps_to_run`); the other steps run as above.
+A compute command on a few elements (a softmax's scalar chain) runs on Python integers instead of
+a few dozen numpy calls of ~1 us each: ELTWISE up to eltwise_unit.SMALL_COUNT elements
+(prepare_eltwise_small), POOL up to pool_unit.SMALL_BOX input elements (prepare_pool_small); each
+is compared with its unit's execute_* on random commands, REQUIRE failures included
+(test_eltwise_small.py, test_pool_prepared.py).
 
 So an invocation leaves the same memories, outputs, counters, timeline, registers, slot flags
 and errors as run_steps (tests/firmware_model/golden/test_decoded.py compares both on every
