@@ -85,7 +85,11 @@ class CommandProcessor(wiring.Component):
         regs = self.regs
         counting = Signal()
 
-        m.d.comb += [self.cmd_addr.eq((self.prog_addr >> 3) + pc), self.unit_op.eq(opcode),
+        # A command that completes in its DECODE clock (SET, NOP, MARK, a DMA push, BARRIER, a
+        # VAR without transfer) fetches the next one in that clock (`chain`): the next DECODE
+        # follows at once, one clock per command. After the others, FETCH runs first.
+        chain = Signal()
+        m.d.comb += [self.cmd_addr.eq((self.prog_addr >> 3) + pc + chain), self.unit_op.eq(opcode),
                      self.unit_sub.eq(sub), self.host_op.eq(value)]
         with m.If(counting):
             m.d.sync += self.cycles.eq(self.cycles + 1)
@@ -195,7 +199,11 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += advance.eq(0)
                 with m.If(advance):
                     m.d.sync += pc.eq(pc + 1)
-                    m.next = "FETCH"
+                    # the last word of the program: FETCH reports the overrun as before
+                    with m.If(pc + 1 == self.prog_words):
+                        m.next = "FETCH"
+                    with m.Else():
+                        m.d.comb += chain.eq(1)
                 with m.Switch(opcode):
                     with m.Case(Opcode.NOP):
                         m.d.comb += advance.eq(1)

@@ -19,8 +19,9 @@ from firmware_model.arch.config import LUT_ENTRY_BYTES, NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES, LutMode, PoolMode, Sram
 from firmware_model.tosa_ops.dtypes import DType
 
-# Command processor: every command is fetched and decoded in two clocks before its unit runs.
-COMMAND_OVERHEAD = 2
+# Command processor (hw/command_processor.py): a command's DECODE clock, with a FETCH clock before
+# it unless the command before chained (Timeline).
+DECODE_CLOCKS = 1
 
 # DMA engine (hw/dma_engine.py): descriptors waiting in its queue; a DMA command finding the queue
 # full stalls the command processor until a slot frees.
@@ -86,11 +87,14 @@ def dma_busy_cycles(cfg: NpuConfig, sram: Sram, *, fill: bool = False, **geometr
 class Timeline:
     """When each command runs, in clocks from the first fetch of an invocation (clock 0).
 
-    The command processor fetches a command at clock f and decodes it at f + 1 (COMMAND_OVERHEAD):
-    - SET, NOP, MARK: the next fetch is at f + 2;
+    The command processor fetches a command at clock f and decodes it at f + 1. A command that
+    completes in its decode clock fetches the next one in that clock (it *chains*: the next
+    decode follows at once); after the others a FETCH clock comes first. `fetch` is the clock of
+    the next fetch:
+    - SET, NOP, MARK: chained, one clock each;
     - DMA_LOAD / DMA_STORE / FILL: pushed into the DMA queue at the decode clock, or at the first
       clock a slot is free (the queue holds DMA_QUEUE_DEPTH descriptors: a slot frees the clock
-      after a pop); the next fetch follows the push. The engine pops a descriptor the clock after
+      after a pop); chained at the push. The engine pops a descriptor the clock after
       its push, when it is idle, and is idle again `busy` clocks later (dma_busy_cycles); or,
       while a transfer is in flight, in that one's last (DRAIN) clock. A queued transfer's
       latency runs from the clock after its push, beside the transfers before it (`dma`);
@@ -98,10 +102,12 @@ class Timeline:
       value32: the latest ones pushed) are still outstanding if that is later — slack 0: the DMA
       engine idle with an empty queue — the unit starts; it reports done `unit` clocks later (its
       own formula below), and the next fetch follows;
-    - BARRIER, HOST, END: wait for the DMA engine likewise; END's clock + 1 is the invocation's
-      cycle count; HOST hands over to the host at that clock (host time is not NPU time);
+    - BARRIER, HOST, END: wait for the DMA engine likewise; BARRIER then chains; END's clock + 1
+      is the invocation's cycle count; HOST hands over to the host at that clock (host time is
+      not NPU time), and the next fetch follows its return;
     - VAR: waits for the DMA engine, then a transfer (if any) runs on it: pushed at the clock it
-      may start, the next fetch the clock after the engine is idle again.
+      may start, the next fetch the clock after the engine is idle again; without a transfer it
+      chains.
     """
 
     def __init__(self, latency: int = 0, queue_depth: int = DMA_QUEUE_DEPTH):
@@ -123,14 +129,14 @@ class Timeline:
         return start
 
     def simple(self) -> int:
-        """SET, NOP, MARK: the decode clock."""
+        """SET, NOP, MARK: the decode clock (chained)."""
         d = self._decode()
-        self.fetch = d + 1
+        self.fetch = d
         return d
 
     def simple_run(self, n: int) -> None:
         """`n` SET, NOP or MARK commands in a row: what n calls of simple() do."""
-        self.fetch += n * COMMAND_OVERHEAD
+        self.fetch += n * DECODE_CLOCKS
 
     def dma(self, busy: int, fill: bool = False) -> tuple[int, int]:
         """A DMA command whose transfer alone keeps the engine `busy` clocks (dma_busy_cycles):
@@ -157,7 +163,7 @@ class Timeline:
             self.dma_idle = beats_start + busy - latency - 1
         self.pops.append(pop)
         self.done_at.append(self.dma_idle)
-        self.fetch = push + 1
+        self.fetch = push
         return pop, self.dma_idle
 
     def unit(self, cycles: int, slack: int = 0) -> tuple[int, int]:
@@ -176,21 +182,29 @@ class Timeline:
         return start, done
 
     def barrier(self) -> int:
-        """BARRIER and HOST: the clock the command processor goes on (host time excluded)."""
+        """BARRIER: the clock the command processor goes on (chained)."""
+        w = self._wait_dma(self._decode())
+        self.fetch = w
+        return w
+
+    def host(self) -> int:
+        """HOST: the clock the command processor hands over to the host (host time excluded);
+        the next fetch follows."""
         w = self._wait_dma(self._decode())
         self.fetch = w + 1
         return w
 
     def end(self) -> int:
-        """END: the invocation's cycle count."""
-        return self.barrier() + 1
+        """END: the invocation's cycle count (also `fetch`, where a next invocation would start)."""
+        self.fetch = self._wait_dma(self._decode()) + 1
+        return self.fetch
 
     def var(self, busy: int | None) -> tuple[int, int]:
         """A VAR command: its transfer keeps the engine `busy` clocks (None: no transfer, an INIT
         of a written slot): (start clock, done clock)."""
         w = self._wait_dma(self._decode())
         if busy is None:
-            self.fetch = w + 1
+            self.fetch = w
             return w, w
         pop = w + 1
         self.dma_idle = pop + busy

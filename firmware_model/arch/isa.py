@@ -32,7 +32,8 @@ from firmware_model.tosa_ops.dtypes import DType
 
 ISA_VERSION = 4          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
                          # 3: VAR CHECK and MARK, for variables kept in external memory;
-                         # 4: ELTWISE A_FROM_OUTPUT; a queued transfer's latency runs from its push
+                         # 4: ELTWISE A_FROM_OUTPUT; a queued transfer's latency runs from its push;
+                         #    commands that complete at decode chain (one clock each)
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from firmware_model.arch.cycle_model import COMMAND_OVERHEAD, DMA_QUEUE_DEPTH, Timeline
+from firmware_model.arch.cycle_model import DECODE_CLOCKS, DMA_QUEUE_DEPTH, Timeline
 from firmware_model.arch.isa import Command, Opcode, Reg, Sram, Status, VarOp
 from firmware_model.errors import GoldenModelError
 
@@ -131,10 +131,12 @@ class DmaWindow:
 
 # --- the counters --------------------------------------------------------------------------------
 def count_command(counters, op: Opcode, n: int = 1) -> None:
-    """Every command fetched (`n` of them with opcode `op`): one more of its opcode, and the fetch
-    and decode clocks."""
+    """Every command fetched (`n` of them with opcode `op`): one more of its opcode, and its decode
+    clock. The FETCH clocks that do not overlap a decode (after a compute command, HOST, a VAR
+    transfer, and clock 0's) are counted with the command they follow (count_compute,
+    count_host, count_var, count_end)."""
     counters.opcodes[op] += n
-    counters.unit_cycles["command"] += n * COMMAND_OVERHEAD
+    counters.unit_cycles["command"] += n * DECODE_CLOCKS
 
 
 def count_dma(counters, op: Opcode, sram: Sram, cycles: int, nbytes: int) -> None:
@@ -157,6 +159,7 @@ def count_compute(counters, op: Opcode, plan) -> None:
     LUT bytes), the bytes written (the MAC: its elements; ELTWISE, POOL: the output range), and
     the MAC's lane slots."""
     counters.unit_cycles[UNIT_NAMES[op]] += plan.cycles
+    counters.unit_cycles["command"] += 1            # the FETCH after it
     counters.tiles += 1
     if op == Opcode.MAC:
         counters.macs += plan.macs
@@ -177,6 +180,7 @@ def count_var(counters, op: VarOp, cycles: int, moved: int) -> None:
     """A VAR command (var_unit.var_flags decided `moved`): the DMA engine's clocks and the pop
     clock when it moved bytes, its kind, the bytes between the variable SRAM and external memory."""
     counters.unit_cycles["var"] += cycles + 1 if moved else 0
+    counters.unit_cycles["command"] += 1 if moved else 0      # the FETCH after its transfer
     counters.var[op.name if op != VarOp.INIT else f"INIT {'loaded' if moved else 'kept'}"] += 1
     if moved:
         src, dst = ("variable", "ext") if op == VarOp.READ else ("ext", "variable")
@@ -186,11 +190,13 @@ def count_var(counters, op: VarOp, cycles: int, moved: int) -> None:
 
 def count_host(counters, cycles: int) -> None:
     counters.unit_cycles["host"] += cycles
+    counters.unit_cycles["command"] += 1            # the FETCH after the host's return
     counters.host_cycles += cycles
 
 
 def count_end(counters, cycles: int) -> None:
-    """END: the invocation's NPU clocks."""
+    """END: the invocation's NPU clocks (and the FETCH clock at clock 0)."""
+    counters.unit_cycles["command"] += 1
     counters.cycles += cycles
     counters.invocation_cycles.append(cycles)
 

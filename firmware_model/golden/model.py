@@ -384,7 +384,7 @@ class GoldenModel:
             op = cmds[pc].opcode
             count_command(counters, op)
             if op == Opcode.HOST and self.host is not None:
-                tl.barrier()            # the host's kernel raised: the barrier before it ran
+                tl.host()               # the host's kernel raised: the wait before it ran
         for host_pc in refused:     # a refused host op counts no host time
             cycles = host_cycles(self.program.manifest["host_ops"], cmds[host_pc].value)
             counters.unit_cycles["host"] -= cycles
@@ -494,7 +494,7 @@ class GoldenModel:
         elif op == Opcode.HOST:
             if self.host is None:
                 raise no_host(cmd)
-            tl.barrier()
+            tl.host()
             self._dma_window.settle()
             try:
                 cycles = self.host.run(self, cmd.value)

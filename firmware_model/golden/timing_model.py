@@ -437,7 +437,7 @@ def run_events(cmds: list, dec: _Decoded, counters: Counters, tl: Timeline, slot
             time_var(tl, plan.cycles, moved)
             count_var(counters, plan.op, plan.cycles, moved)
         elif kind == HOST:
-            tl.barrier()
+            tl.host()
             if ev[4] is not None:
                 raise _fresh(ev[4])
             count_host(counters, ev[3])

@@ -112,6 +112,9 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("command_processor", "var_read_unwritten_allowed",
        "VAR READ / CHECK of a slot never written is not refused (no VAR_READ_BEFORE_WRITE)",
        rf"(assign {_N}  = )~ slot_written;", r"\g<1>1'h0;", count=2),
+    _m("command_processor", "chain_fetches_same_word",
+       "a command that chains fetches its own word again instead of the next one's",
+       r"(assign \\\$\d+  = \\\$\d+  )\+ chain;", r"\g<1>;"),
     # ---- register file ----
     _m("register_file", "ofm_zp_enable_on_ofm_dtype",
        "the write enable of OFM_ZP is decoded from OFM_DTYPE's number: SET OFM_DTYPE also writes OFM_ZP, SET OFM_ZP writes nothing",

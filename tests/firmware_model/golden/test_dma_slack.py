@@ -49,7 +49,7 @@ def test_timeline_slack_waits_for_the_older_transfers_only():
     tl2 = Timeline()
     tl2.dma(100)
     tl2.dma(50)
-    assert tl2.unit(10)[0] == 151 and tl2.stall == 151 - 5
+    assert tl2.unit(10)[0] == 151 and tl2.stall == 151 - 3      # decoded at 3: the DMA commands chain
 
 
 def test_timeline_overlaps_the_latency_of_queued_transfers():
@@ -66,8 +66,8 @@ def test_timeline_overlaps_the_latency_of_queued_transfers():
     assert fill[1] - fill[0] == 9             # a FILL popped from IDLE: no latency
     tl2 = Timeline(latency=32)
     tl2.dma(3 + 2, fill=True)                 # pop 2, beats 3..5, DRAIN 6, idle at 7
-    assert tl2.dma(32 + 1 + 2) == (6, 39)     # popped in DRAIN 6; latency 4..36 from its push at 3
-    assert tl2.dma(1) == (39, 40)             # an empty transfer waits for IDLE
+    assert tl2.dma(32 + 1 + 2) == (6, 38)     # pushed at 2 (chained); popped in DRAIN 6; latency 3..35
+    assert tl2.dma(1) == (38, 39)             # an empty transfer waits for IDLE
 
 
 def test_the_compiler_pipelines_tiles_and_the_models_agree():
