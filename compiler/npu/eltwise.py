@@ -380,20 +380,20 @@ class NpuEltwise(NpuOperation):
             for reg, value in regs.items():
                 w.set(reg, value)
             slack = 0
+            result = (out.addr + t.start * osize, t.count * osize, out_addr)   # where the store takes it
             if pipelined:
                 ahead = 0
                 if k + 1 < len(tiles):
                     ahead = self._load(w, ectx, k + 1, tiles[k + 1], (first + k + 1) % nbuf, layout, resident)
                     loaded.add(k + 1)
                 elif next_loads is not None:
-                    ahead = next_loads(Opcode.ELTWISE, self.op, (out.addr + t.start * osize, t.count * osize, out_addr))
+                    ahead = next_loads(Opcode.ELTWISE, self.op, result)
                 slack = stored + ahead
             elif k + 1 == len(tiles) and next_loads is not None:
-                slack = next_loads(Opcode.ELTWISE, self.op, (out.addr + t.start * osize, t.count * osize, out_addr))
+                slack = next_loads(Opcode.ELTWISE, self.op, result)
             unit_index = w.emit(Opcode.ELTWISE, self.op, slack)
             before = w.dma_count
-            w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=out.addr + t.start * osize, sram_addr=out_addr,
-                  len0=t.count * osize)
+            w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=result[0], sram_addr=out_addr, len0=result[1])
             stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "ELTWISE",
                             "commands": [start, len(w.commands)], "unit_command": unit_index,

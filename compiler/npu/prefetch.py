@@ -39,9 +39,7 @@ from firmware_model.arch.program import Placement
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.command_plan import DmaWindow, dma_sram
 from firmware_model.golden.dma import dma_plan, fill_plan
-from firmware_model.golden.eltwise_unit import eltwise_plan
-from firmware_model.golden.mac_unit import mac_plan
-from firmware_model.golden.pool_unit import pool_plan
+from firmware_model.golden.timing_model import UNIT_PLANS
 
 
 @dataclass
@@ -53,14 +51,6 @@ class Prefetched:
     state: object
     dma: int
     store_span: tuple[int, int] | None = None
-
-
-def _unit_plan(cfg: NpuConfig, op: Opcode, sub: int, regs: dict):
-    if op == Opcode.MAC:
-        return mac_plan(cfg, regs, sub)
-    if op == Opcode.ELTWISE:
-        return eltwise_plan(cfg, regs, sub)
-    return pool_plan(cfg, regs, sub)
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -82,7 +72,7 @@ class PrefetchLink:
         if self.taken is not None:
             return 0
         try:
-            unit = _unit_plan(self.cfg, op, sub, self.w.regs)
+            unit = UNIT_PLANS[op][0](self.cfg, self.w.regs, sub)
         except GoldenModelError:
             return 0                      # the command faults anyway: nothing to overlap
         for slot in range(self.plan.buffers):
@@ -113,11 +103,8 @@ class PrefetchLink:
                 p = fill_plan(self.cfg, regs, sram)
             else:
                 p = dma_plan(self.cfg, regs, sram, True)
-                if p.ext is not None:
-                    base, len0, len1, len2, s1, s2 = p.ext
-                    span = (base, base + (len2 - 1) * s2 + (len1 - 1) * s1 + len0)
-                    if any(_overlaps(span, o) for o in self.outputs):
-                        return False
+                if p.ext is not None and any(_overlaps(p.ext_range, o) for o in self.outputs):
+                    return False
             window.push(sram, True, p.sram_range)
         try:
             window.check(op, unit, n)

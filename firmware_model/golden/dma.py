@@ -42,6 +42,11 @@ class DmaPlan:
     ext: tuple | None           # (base, len0, len1, len2, stride1, stride2) in external memory (None: FILL)
     on_chip: tuple              # the same in the SRAM
 
+    @property
+    def ext_range(self) -> tuple[int, int]:
+        """External-memory bytes [first, last + 1) of the pattern (a non-empty transfer's)."""
+        return _span(*self.ext)
+
 
 # The registers a DMA_LOAD, DMA_STORE or FILL reads (dma_plan, fill_plan).
 DMA_REGS = (Reg.DMA_EXT_ADDR, Reg.DMA_SRAM_ADDR, Reg.DMA_LEN0, Reg.DMA_LEN1, Reg.DMA_LEN2, Reg.DMA_EXT_STRIDE1,

@@ -106,17 +106,23 @@ def test_prepared_pool_equals_execute_pool(seed):
         assert np.array_equal(again.sram[Sram.OUTPUT], want.sram[Sram.OUTPUT]), (regs, sub)
 
 
-def test_cases_reach_every_mode_padding_and_shared_output_bytes():
-    """The random cases above do meet each mode, windows with padding and outputs whose
-    elements share bytes (so the test above exercises each branch)."""
+def _planned_cases(n: int = 400):
+    """(registers, mode, plan) of the random cases pool_plan accepts, among the first `n`."""
     rng = np.random.default_rng(0)
-    seen = set()
-    for _ in range(400):
+    for _ in range(n):
         regs, sub = random_case(rng)
         try:
             plan = pool_plan(CFG, regs, sub)
         except GoldenModelError:
             continue
+        yield regs, sub, plan
+
+
+def test_cases_reach_every_mode_padding_and_shared_output_bytes():
+    """The random cases above do meet each mode, windows with padding and outputs whose
+    elements share bytes (so the test above exercises each branch)."""
+    seen = set()
+    for regs, sub, plan in _planned_cases():
         seen.add(("mode", sub))
         rows_real = (plan.rows >= 0) & (plan.rows < regs[int(Reg.POOL_IN_H)])
         if not rows_real.all():
@@ -132,14 +138,8 @@ def test_cases_reach_every_mode_padding_and_shared_output_bytes():
 def test_random_cases_reach_the_small_form_and_the_vector_form():
     """The random cases of test_prepared_pool_equals_execute_pool take both of prepare_pool's
     forms (so that test compares each with execute_pool)."""
-    rng = np.random.default_rng(0)
     forms = set()
-    for _ in range(400):
-        regs, sub = random_case(rng)
-        try:
-            plan = pool_plan(CFG, regs, sub)
-        except GoldenModelError:
-            continue
+    for regs, sub, plan in _planned_cases():
         forms.add(prepare_pool(CFG, regs, sub, plan).__qualname__.split(".")[0])
     assert forms == {"prepare_pool", "prepare_pool_small"}
 
