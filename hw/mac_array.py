@@ -38,7 +38,10 @@ word in at lane 0 (the older words move up a lane); lanes at or past `win_len` h
 with `dw` set takes, for row r, lane l's factor from channel r mod cols of window word l (the
 window as shifted in that clock): the rows become channels and the lanes a run of input pixels
 along the row, and the weight block holds each channel's taps (firmware_model.golden.mac_unit.
-depthwise_sums). int8 only.
+depthwise_sums). int8 only. With `pair` (MacMode.DEPTHWISE_PAIRED) the window splits into two
+halves of cols/2 lanes: the lower half as before (lengths up to cols/2), the upper half shifting
+in `x2_data`, the next kernel row's word read in the same clock, masked with `win_len_hi`; so a
+row's adder tree sums two kernel rows' taps a beat (mac_unit.depthwise_lanes).
 
 The arithmetic is firmware_model.golden.mac_unit's (`mac_block_sums`, `accumulate`); the unit bench
 (tests/test_unit_mac_array.py) checks it against those functions.
@@ -116,6 +119,11 @@ class MacArray(wiring.Component):
             members["dw"] = In(1)
             members["win_shift"] = In(1)
             members["win_len"] = In(range(cols + 1))
+            # DEPTHWISE_PAIRED: the upper half of the window takes its own input word (the next
+            # kernel row's, read in the same clock) and its own length (0: no second row)
+            members["pair"] = In(1)
+            members["x2_data"] = In(data.ArrayLayout(unsigned(8), cols))
+            members["win_len_hi"] = In(range(cols // 2 + 1))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -161,9 +169,25 @@ class MacArray(wiring.Component):
         if self.window:
             win = [[Signal(signed(10), name=f"win_{l}_{c}") for c in range(cols)] for l in range(cols)]
             view = [[Signal(signed(10), name=f"wview_{l}_{c}") for c in range(cols)] for l in range(cols)]
+            half = cols // 2
+            # the second word's factors (int8 only: the window modes take int8 inputs)
+            x2s = []
+            for c in range(cols):
+                f = Signal(signed(10), name=f"x2_{c}")
+                m.d.comb += f.eq(self.x2_data[c].as_signed() - x.zp)
+                x2s.append(f)
             for lane in range(cols):
-                newer = xs if lane == 0 else win[lane - 1]
-                inside = lane < self.win_len
+                if lane == 0:
+                    newer = xs
+                elif lane == half:
+                    # paired: the upper half is a window of its own, its newest word the second row's
+                    newer = [Mux(self.pair, x2s[c], win[lane - 1][c]) for c in range(cols)]
+                else:
+                    newer = win[lane - 1]
+                if lane < half:
+                    inside = lane < self.win_len
+                else:
+                    inside = Mux(self.pair, lane - half < self.win_len_hi, lane < self.win_len)
                 for c in range(cols):
                     m.d.comb += view[lane][c].eq(Mux(inside, Mux(self.win_shift, newer[c], win[lane][c]), 0))
                     with m.If(self.win_shift):

@@ -18,6 +18,9 @@ kernel row and a window pass (cycle_model.depthwise_passes) instead of a kernel 
 channel block, and its stream reads the input words of each output row one a clock, in order,
 shifting each into the window: the pass's length for the row's first pixel, then STRIDE_W per
 pixel, a beat when a pixel's last word arrives (cycle_model.depthwise_stream_clocks).
+DEPTHWISE_PAIRED takes two kernel rows a step: the same stream also reads, through the input
+SRAM's second port (`ifm_addr2`), the word DILATION_H rows below, which the array's upper window
+half takes (mac_unit.depthwise_lanes); the step count halves (rounded up), nothing else changes.
 
 MacMode CONV2D and MATMUL; int8 inputs (int32 accumulator: the sum and the bias add wrap at 32
 bits) and int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per
@@ -83,6 +86,9 @@ class MacSequencer(wiring.Component):
             # SRAM ports (read data arrives one clock after the address)
             "ifm_addr": Out(_bits(cfg.input_words)),
             "ifm_data": In(8 * L),
+            # DEPTHWISE_PAIRED: the next kernel row's word, read in the same clock (a second port)
+            "ifm_addr2": Out(_bits(cfg.input_words)),
+            "ifm_data2": In(8 * L),
             "wgt_addr": Out(_bits(cfg.weight_words)),
             "wgt_data": In(8 * L),
             "prm_addr": Out(_bits(cfg.param_records)),
@@ -118,7 +124,10 @@ class MacSequencer(wiring.Component):
         esize = Signal(4)
         rescale_on = Signal()
         int16 = Signal()            # IFM_DTYPE is INT16: the array's int16 x int8 mode
-        dwm = Signal()              # MacMode.DEPTHWISE: the array's window mode
+        dwm = Signal()              # MacMode.DEPTHWISE or DEPTHWISE_PAIRED: the array's window mode
+        pair = Signal()             # DEPTHWISE_PAIRED: two kernel rows a step
+        ky_adv = Signal(32)         # input words from a step's first kernel row to the next step's
+        second = Signal()           # the step streaming has a second kernel row (paired)
         n_kx = Signal(32)           # steps along the kernel row: KERNEL_W, or the window passes
         span = Signal(32)           # DEPTHWISE: input pixels the kernel row's taps span
         rem = Signal(32)            # DEPTHWISE: span left from this pass on
@@ -170,6 +179,11 @@ class MacSequencer(wiring.Component):
         win_len_d = Signal.like(win_len)
         m.d.sync += win_len_d.eq(win_len)
         m.d.comb += [mac.dw.eq(dwm), mac.win_len.eq(win_len_d)]
+        # paired: the upper half's word is the next kernel row's, at the same column; a step
+        # without one (the last of an odd KERNEL_H) reads the first row's word again, masked
+        win_len_hi_d = Signal(range(L // 2 + 1))
+        m.d.sync += win_len_hi_d.eq(Mux(second, win_len, 0))
+        m.d.comb += [mac.pair.eq(pair), mac.win_len_hi.eq(win_len_hi_d), mac.x2_data.eq(self.ifm_data2)]
         s1_shift = Signal()
         m.d.sync += s1_shift.eq(0)
         m.d.comb += mac.win_shift.eq(s1_shift)
@@ -333,7 +347,9 @@ class MacSequencer(wiring.Component):
         loaded = Signal()
         has_next = Signal()        # the step about to stream is not its block's last
         start_loader = Signal()
-        m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= n_kx) & (ky + 1 >= op.kernel_h)))
+        ky_inc = Signal(2)          # kernel rows a step takes
+        m.d.comb += [ky_inc.eq(Mux(pair, 2, 1)), second.eq(pair & (ky + 1 < op.kernel_h))]
+        m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= n_kx) & (ky + ky_inc >= op.kernel_h)))
         # The step after this one (when has_next): its indices, bases and span left, for NEXT_STEP
         # and for the stream that runs straight on into it (STREAM's step change).
         nx_icb, nx_kx, nx_ky = Signal(32), Signal(32), Signal(32)
@@ -345,10 +361,11 @@ class MacSequencer(wiring.Component):
             m.d.comb += [nx_icb.eq(0), nx_kx.eq(kx + 1), nx_ky.eq(ky), nx_kx_base.eq(kx_base + kx_step),
                          nx_ky_base.eq(ky_base), nx_rem.eq(rem - L)]
         with m.Else():
-            m.d.comb += [nx_icb.eq(0), nx_kx.eq(0), nx_ky.eq(ky + 1), nx_kx_base.eq(ky_base + ky_step),
-                         nx_ky_base.eq(ky_base + ky_step), nx_rem.eq(span)]
+            m.d.comb += [nx_icb.eq(0), nx_kx.eq(0), nx_ky.eq(ky + ky_inc), nx_kx_base.eq(ky_base + ky_adv),
+                         nx_ky_base.eq(ky_base + ky_adv), nx_rem.eq(span)]
         nx_has_next = Signal()     # ... and it is not the block's last either
-        m.d.comb += nx_has_next.eq(~((nx_icb + 1 >= op.ifm_cblocks) & (nx_kx + 1 >= n_kx) & (nx_ky + 1 >= op.kernel_h)))
+        m.d.comb += nx_has_next.eq(~((nx_icb + 1 >= op.ifm_cblocks) & (nx_kx + 1 >= n_kx)
+                                     & (nx_ky + ky_inc >= op.kernel_h)))
         step_on = Signal()         # STREAM runs straight on into the next step (its weights are in)
         swap_next = Signal()       # ... whose weights the array swaps in the clock after
         m.d.sync += swap_next.eq(step_on)
@@ -368,7 +385,8 @@ class MacSequencer(wiring.Component):
 
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
-        m.d.comb += [self.ifm_addr.eq(pix_ptr), mac.rd_addr.eq(p)]
+        m.d.comb += [self.ifm_addr.eq(pix_ptr), self.ifm_addr2.eq(pix_ptr + Mux(second, ky_step, 0)),
+                     mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
         m.d.comb += [mac.w.valid.eq(loading & (kl != 0)), mac.w.payload.row.eq(Mux(loading, kl - 1, k - 1)),
@@ -398,7 +416,8 @@ class MacSequencer(wiring.Component):
                 m.d.sync += [getattr(op, name).eq(getattr(regs, name)) for name in LATCHED]
                 m.d.sync += int16.eq(regs.ifm_dtype == DType.INT16)
                 # (24-bit operands: a span the weight-range rule accepts is below 2^24)
-                m.d.sync += [dwm.eq(mode == MacMode.DEPTHWISE),
+                m.d.sync += [dwm.eq((mode == MacMode.DEPTHWISE) | (mode == MacMode.DEPTHWISE_PAIRED)),
+                             pair.eq(mode == MacMode.DEPTHWISE_PAIRED),
                              span.eq(((regs.kernel_w[:24] - 1) * regs.dilation_w[:24] + 1)[:32])]
                 m.next = "CHECK"
             with m.State("CHECK"):
@@ -407,6 +426,7 @@ class MacSequencer(wiring.Component):
                     row_step.eq(op.stride_h * row_words),
                     pix_step.eq(op.stride_w * pix_words),
                     ky_step.eq(op.dilation_h * row_words),
+                    ky_adv.eq(Mux(pair, (op.dilation_h * row_words) << 1, op.dilation_h * row_words)),
                     # a DEPTHWISE pass starts mac.cols pixels after the one before
                     kx_step.eq(Mux(dwm, pix_words << lg_l, op.dilation_w * pix_words)),
                     n_kx.eq(Mux(dwm, (span + (L - 1)) >> lg_l, op.kernel_w)),

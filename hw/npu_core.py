@@ -171,6 +171,9 @@ class NpuCore(wiring.Component):
 
         # the SRAMs' compute ports, to the running unit
         in_rd = input_sram.read_port()
+        # the MAC's second input port: DEPTHWISE_PAIRED reads two kernel rows' words a clock
+        in_rd2 = input_sram.read_port()
+        m.d.comb += [in_rd2.addr.eq(mac.ifm_addr2), mac.ifm_data2.eq(in_rd2.data)]
         w_rd = weight_sram.read_port()
         p_rd = param_sram.read_port()
         o_wr = output_sram.write_port(granularity=8)

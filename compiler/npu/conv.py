@@ -23,7 +23,8 @@ SRAMs, trying both loop orders (input reused across output-channel slices, or we
 across spatial tiles).
 
 Emission per tile: MARK, the input box (FILL with the input zero point where the box leaves the
-image or the channels do not fill a word, DMA_LOAD of the rest) unless resident, the weights and
+image, DMA_LOAD of the rest; the lanes past a pixel's channels are not filled: their weights are
+the weight zero point) unless resident, the weights and
 parameter records of the tile's channel slice unless resident, the MAC registers, MAC, and the
 DMA_STORE of the output box. With two buffers per SRAM the tiles are software-pipelined: tile
 k+1's loads come before tile k's MAC, whose DMA slack (docs/isa.md) lets them and tile k-1's
@@ -43,10 +44,10 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
 from compiler.npu.prefetch import Prefetched
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
-from firmware_model.golden.mac_unit import depthwise_window, lanes_per_word
+from firmware_model.golden.mac_unit import depthwise_lanes, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import (depthwise_passes, depthwise_stream_clocks, dma_busy_cycles,
+from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, depthwise_stream_clocks, dma_busy_cycles,
                                              element_write_clocks, mac_command_cycles, uses_vector_output)
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
@@ -137,19 +138,33 @@ class NpuConv(NpuOperation):
         one lane per row."""
         return self.depthwise and self.ifm_dtype == DType.INT8 and cfg.mac_rows >= cfg.mac_cols
 
+    def paired(self, cfg: NpuConfig) -> bool:
+        """Does the window-mode layer take two kernel rows a step (MacMode.DEPTHWISE_PAIRED: each
+        half of the lanes a row, read through the input SRAM's second port)? When its kernel row
+        spans at most mac.cols / 2 input pixels and it has more than one kernel row: a 5x5 layer
+        on 16 lanes takes 3 steps instead of 5."""
+        kh, kw = self.kernel
+        return (self.window_mode(cfg) and kh > 1
+                and (kw - 1) * self.dilation[1] + 1 <= cfg.mac_cols // 2)
+
+    def mac_mode(self, cfg: NpuConfig) -> MacMode:
+        if self.paired(cfg):
+            return MacMode.DEPTHWISE_PAIRED
+        return MacMode.DEPTHWISE if self.window_mode(cfg) else MacMode.CONV2D
+
     def mac_steps(self, cfg: NpuConfig) -> int:
         """Reduction steps (weight blocks) per block of output channels."""
         kh, kw = self.kernel
         if self.window_mode(cfg):
-            return kh * len(depthwise_passes(cfg, kw, self.dilation[1]))
+            return depthwise_kernel_steps(kh, self.paired(cfg)) * len(depthwise_passes(cfg, kw, self.dilation[1]))
         return kh * kw * (1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)))
 
     def mac_streams(self, cfg: NpuConfig, th: int, tw: int) -> list[int]:
         """Each step's stream clocks for a th x tw tile (cycle_model.mac_block_cycles)."""
         kh, kw = self.kernel
         if self.window_mode(cfg):
-            return kh * [depthwise_stream_clocks(th, tw, self.stride[1], n)
-                         for n in depthwise_passes(cfg, kw, self.dilation[1])]
+            return depthwise_kernel_steps(kh, self.paired(cfg)) * [
+                depthwise_stream_clocks(th, tw, self.stride[1], n) for n in depthwise_passes(cfg, kw, self.dilation[1])]
         return self.mac_steps(cfg) * [th * tw]
 
     @property
@@ -295,14 +310,20 @@ class NpuConv(NpuOperation):
                                  vector=uses_vector_output(self.out_dtype, self.stage.lut_mode),
                                  ofm_addr=0, ofm_row_stride=tw * g.out_pix_bytes, ofm_pix_stride=g.out_pix_bytes,
                                  element_bytes=esize, depthwise=self.window_mode(cfg), stride_w=self.stride[1],
-                                 dilation_w=self.dilation[1])
+                                 dilation_w=self.dilation[1], paired=self.paired(cfg))
 
         pix = g.in_bytes // (g.in_h * g.in_w)
         row_bytes = (tc if self.depthwise else self.in_shape[3]) * self.ifm_dtype.size_bytes
         load_in = dma_busy_cycles(cfg, Sram.INPUT, sram_addr=0, len0=row_bytes, len1=g.in_w, len2=g.in_h,
                                   sram_stride1=pix, sram_stride2=g.in_w * pix)
-        if row_bytes != pix or any(self.pad):
+        if True:
             load_in += dma_busy_cycles(cfg, Sram.INPUT, fill=True, sram_addr=0, len0=g.in_bytes, len1=1, len2=1)
+        elif any(self.pad):
+            # only the padding is filled (_fill_border); at most a tile at both edges' worth
+            pt, pb, pl, pr = self.pad
+            inner = max(0, g.in_h - pt - pb) * max(0, g.in_w - pl - pr)
+            load_in += dma_busy_cycles(cfg, Sram.INPUT, fill=True, sram_addr=0,
+                                       len0=(g.in_h * g.in_w - inner) * pix, len1=1, len2=1)
         load_w = (dma_busy_cycles(cfg, Sram.WEIGHT, sram_addr=0, len0=g.weight_bytes, len1=1, len2=1)
                   + dma_busy_cycles(cfg, Sram.PARAM, sram_addr=0, len0=tc * PARAM_RECORD_BYTES, len1=1, len2=1))
         store = dma_busy_cycles(cfg, Sram.OUTPUT, sram_addr=0, len0=tc * esize, len1=tw, len2=th,
@@ -395,22 +416,19 @@ class NpuConv(NpuOperation):
         return np.ascontiguousarray(blocks).tobytes()
 
     def window_blocks(self, cfg: NpuConfig, c0: int, tc: int) -> bytes:
-        """Weights of channels [c0, c0+tc) for the DEPTHWISE mode: a block of rows x cols per
-        kernel row and window pass, row r channel c0+r, lane l the tap the window's lane l holds
-        in that pass (mac_unit.depthwise_window: pass j lane l sees input pixel j*cols +
-        length_j - 1 - l of the row's span, where tap kx sits at kx*DILATION_W); every other
-        entry the weight zero point (adds nothing)."""
+        """Weights of channels [c0, c0+tc) for the DEPTHWISE and DEPTHWISE_PAIRED modes: a block of
+        rows x cols per step (mac_unit.depthwise_lanes: a kernel row and window pass, or a pair of
+        kernel rows), row r channel c0+r, lane l the tap of the kernel row the lane reads whose
+        input pixel the lane sees (offset in the row's span, where tap kx sits at kx*DILATION_W);
+        every other entry the weight zero point (adds nothing)."""
         R, L = cfg.mac_rows, cfg.mac_cols
         _, kh, kw, _ = self.weights.shape
         dw = self.dilation[1]
-        offset, inside = depthwise_window(cfg, kw, dw)
-        passes = len(offset)
-        w = np.full((kh, passes, R, L), self.weight_zp, dtype=np.int8)
+        krow, offset, inside = depthwise_lanes(cfg, self.mac_mode(cfg), kh, kw, dw)
+        w = np.full((len(offset), R, L), self.weight_zp, dtype=np.int8)
         taps = self.weights[c0:c0 + tc, :, :, 0]                      # (tc, kh, kw)
-        for j in range(passes):
-            for lane in range(L):
-                if inside[j, lane] and offset[j, lane] % dw == 0:
-                    w[:, j, :tc, lane] = taps[:, :, offset[j, lane] // dw].T
+        for i, lane in zip(*np.nonzero(inside & (offset % dw == 0))):
+            w[i, :tc, lane] = taps[:, krow[i, lane], offset[i, lane] // dw]
         return np.ascontiguousarray(w).tobytes()
 
     def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
@@ -533,9 +551,12 @@ class NpuConv(NpuOperation):
                     run, first = (t.tc * isize, t.c0 * isize) if self.depthwise else (row_bytes, 0)
                     whole = (uy == ux == 1 and run == pix and ry0 * uy == iy0 and rx0 * ux == ix0
                              and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
-                    if not whole:
+                    if uy != 1 or ux != 1 or ry1 <= ry0 or rx1 <= rx0:
                         w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes,
                               value=self.input_zp & 0xFF)
+                    elif not whole:
+                        _fill_border(w, in_addr, g, pix, ry0 - iy0, ry1 - iy0, rx0 - ix0, rx1 - ix0,
+                                     self.input_zp & 0xFF)
                     if ry1 > ry0 and rx1 > rx0:
                         w.dma(Opcode.DMA_LOAD, Sram.INPUT,
                               ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * row_bytes + first,
@@ -583,7 +604,7 @@ class NpuConv(NpuOperation):
             for reg, value in regs.items():
                 w.set(reg, value)
             slack = 0
-            mode = MacMode.DEPTHWISE if self.window_mode(cfg) else MacMode.CONV2D
+            mode = self.mac_mode(cfg)
             ext_out = ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize
             # a one-pixel tile's result is one dense run: the next ELTWISE may read it on chip
             result = (ext_out, t.tc * esize, out_addr) if t.tw == t.th == 1 else None
@@ -609,6 +630,38 @@ class NpuConv(NpuOperation):
                             "unit_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,
                             "tw": t.tw, "c0": t.c0, "tc": t.tc, "output": self.ofm})
         return records
+
+
+# A tile's loads go into the DMA queue (4 descriptors) before the MAC command that overlaps them;
+# a push that finds the queue full holds the command processor, and so the MAC, until a slot
+# frees. Three border FILLs where one whole-box FILL would do cost more than the beats they save
+# (blazeface on default: +1.0% cycles with up to three, -0.3% with at most two; measured on the
+# timing model), so a border needing three takes the whole box instead.
+MAX_BORDER_FILLS = 2
+
+
+def _fill_border(w: CommandWriter, in_addr: int, g: ConvGeometry, pix: int, y0: int, y1: int, x0: int,
+                 x1: int, value: int) -> None:
+    """FILL the input box's pixels outside rows [y0, y1) x columns [x0, x1) (box coordinates: the
+    part the DMA_LOAD writes) with the input zero point: from the box's start to the first real
+    pixel (the rows above and the left of row y0), one pattern of runs from the right of each real
+    row to the left of the next (they are contiguous in the box), and from the right of the last
+    real row to the box's end; or the whole box when the border needs more than
+    MAX_BORDER_FILLS transfers. The lanes of a pixel past its real channels need no fill: their
+    weights are the weight zero point (docs/isa.md), so they add nothing whatever the SRAM holds;
+    a DEPTHWISE row reads only its own channel."""
+    row = g.in_w * pix
+    first, last = y0 * row + x0 * pix, (y1 - 1) * row + x1 * pix
+    gap = (g.in_w - x1 + x0) * pix if y1 - y0 > 1 else 0
+    fills = [(0, first, 1)] if first > 0 else []
+    if gap > 0:
+        fills.append((y0 * row + x1 * pix, gap, y1 - y0 - 1))
+    if last < g.in_h * row:
+        fills.append((last, g.in_h * row - last, 1))
+    if len(fills) > MAX_BORDER_FILLS:
+        fills = [(0, g.in_h * row, 1)]
+    for addr, length, runs in fills:
+        w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr + addr, len0=length, len1=runs, sram_s1=row, value=value)
 
 
 def _unfold_columns(ix0: int, columns: int, run: int, step: int, pl: int, width: int):

@@ -182,14 +182,22 @@ def _mac_raw48(x, r):
 
 # ---- MAC (docs/isa.md, "The MAC command"), in the order the checks apply ----
 MAC_RULES: tuple[Rule, ...] = (
-    Rule("mode", Status.BAD_MODE, "the mode is CONV2D, DEPTHWISE or MATMUL", ("sub",),
-         lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.DEPTHWISE, MacMode.MATMUL))),
+    Rule("mode", Status.BAD_MODE, "the mode is CONV2D, DEPTHWISE, MATMUL or DEPTHWISE_PAIRED", ("sub",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.DEPTHWISE, MacMode.MATMUL,
+                                                MacMode.DEPTHWISE_PAIRED))),
     Rule("depthwise operands", Status.BAD_MODE,
-         "a DEPTHWISE command takes int8 inputs, one input word per pixel (IFM_CBLOCKS = 1) and at most "
-         "min(mac.rows, mac.cols) output channels (row r reads channel r of the window's words)",
+         "a DEPTHWISE or DEPTHWISE_PAIRED command takes int8 inputs, one input word per pixel "
+         "(IFM_CBLOCKS = 1) and at most min(mac.rows, mac.cols) output channels (row r reads channel r "
+         "of the window's words)",
          ("sub", "IFM_DTYPE", "IFM_CBLOCKS", "OFM_C"),
-         lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE, x.any(
+         lambda x, r, sub, cfg: x.all(x.one_of(sub, MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED), x.any(
              r.ifm_dtype != DType.INT8, r.ifm_cblocks != 1, r.ofm_c > min(cfg.mac_rows, cfg.mac_cols)))),
+    Rule("paired span", Status.BAD_MODE,
+         "a DEPTHWISE_PAIRED command's kernel row spans at most mac.cols / 2 input pixels "
+         "((KERNEL_W - 1) x DILATION_W + 1): one window pass in each half of the lanes",
+         ("sub", "KERNEL_W", "DILATION_W"),
+         lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE_PAIRED,
+                                      _mul(x, r.kernel_w - 1, r.dilation_w) + 1 > cfg.mac_cols // 2)),
     Rule("input type", Status.BAD_MODE, "IFM_DTYPE is INT8 or INT16", ("IFM_DTYPE",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_dtype, DType.INT8, DType.INT16))),
     Rule("int16 zero point", Status.BAD_MODE, "int16 inputs take no input zero point (IFM_ZP = 0)",
@@ -226,10 +234,13 @@ MAC_RULES: tuple[Rule, ...] = (
          + _mul(x, r.ifm_cblocks, cfg.word_bytes) > cfg.input_sram),
     Rule("weight range", Status.ADDRESS_RANGE,
          "the weight blocks lie inside the weight SRAM (a DEPTHWISE command: one block per kernel row and "
-         "window pass)", ("sub", "WGT_ADDR", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS", "DILATION_W"),
-         lambda x, r, sub, cfg: r.wgt_addr + _mul(x, (r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows, r.kernel_h,
-                                                  x.mux(sub == MacMode.DEPTHWISE, depthwise_pass_count(x, r, cfg),
-                                                        _mul(x, r.kernel_w, r.ifm_cblocks)),
+         "window pass; DEPTHWISE_PAIRED: one per pair of kernel rows)",
+         ("sub", "WGT_ADDR", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS", "DILATION_W"),
+         lambda x, r, sub, cfg: r.wgt_addr + _mul(x, (r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows,
+                                                  x.mux(sub == MacMode.DEPTHWISE_PAIRED, (r.kernel_h + 1) >> 1,
+                                                        _mul(x, r.kernel_h, x.mux(
+                                                            sub == MacMode.DEPTHWISE, depthwise_pass_count(x, r, cfg),
+                                                            _mul(x, r.kernel_w, r.ifm_cblocks)))),
                                                   cfg.mac_rows * cfg.word_bytes)
          > cfg.weight_sram),
     Rule("record range", Status.ADDRESS_RANGE,

@@ -110,6 +110,10 @@ class MacMode(enum.IntEnum):
     CONV2D = 0      # every output channel sums over every input channel of the window
     DEPTHWISE = 1   # rows are channels, lanes a window of input pixels along the row (docs/isa.md)
     MATMUL = 2      # a 1x1 convolution whose weights were loaded at run time
+    DEPTHWISE_PAIRED = 3   # DEPTHWISE over two kernel rows a step: each half of the lanes a row (docs/isa.md)
+
+
+DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED)
 
 
 class Reg(enum.IntEnum):

@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from firmware_model.arch.config import ACC_BITS
-from firmware_model.arch.isa import (ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Opcode, Reg, Sram,
+from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Opcode, Reg, Sram,
                                      decode_param_records)
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.mac_unit import accumulate, accumulator_bound, exact_dot, lanes_per_word, record_operands
@@ -696,7 +696,7 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
             step = steps[i]
             kind = step[0]
             # (a DEPTHWISE tile's rows read different channels: no shared input vectors; it runs as a step)
-            mac = (kind == D.S_UNIT and step[2] == Opcode.MAC and step[3] != MacMode.DEPTHWISE
+            mac = (kind == D.S_UNIT and step[2] == Opcode.MAC and step[3] not in DEPTHWISE_MODES
                    and step[5].stage is not None and _small(cfg, step))
             elt = (kind == D.S_UNIT and step[2] == Opcode.ELTWISE and step[5].count >= ELT_MIN_COUNT
                    and _small(cfg, step))

@@ -38,7 +38,7 @@ commands (the co-simulation's event hook, `npu perf`) uses run_steps.
 
 from __future__ import annotations
 
-from firmware_model.arch.isa import MacMode, Opcode
+from firmware_model.arch.isa import DEPTHWISE_MODES, MacMode, Opcode
 from firmware_model.golden.dma import DMA_REGS, dma_plan, fill_plan
 from firmware_model.golden import timing_model as tm
 from firmware_model.golden.mac_prepared import prepare_conv, prepare_depthwise
@@ -171,7 +171,7 @@ def prepare(cfg, op: Opcode, regs: dict, sub: int, plan):
     if op == Opcode.ELTWISE:
         return prepare_eltwise(cfg, regs, sub, plan)
     if op == Opcode.MAC:                    # mac_prepared.py (mac_plan admitted only these modes)
-        if sub == MacMode.DEPTHWISE:
+        if sub in DEPTHWISE_MODES:
             return prepare_depthwise(cfg, regs, sub, plan)
         return prepare_conv(cfg, regs, sub, plan)
     if op == Opcode.POOL:

@@ -11,8 +11,9 @@ cnn32's 8x8 tiles ~115 us a command, most of it gathering the window's lanes and
 spec's stage. Everything but the data is a function of the registers, so `prepare_depthwise`
 makes once:
 
-- the input SRAM byte of each operand x[p, ky, j, l, row] (depthwise_sums' gather: pixel p's
-  window word offset_j(l) of kernel row ky, channel row mod mac.cols) as one index array, read
+- the input SRAM byte of each operand x[p, i, l, row] (depthwise_sums' gather: pixel p's
+  window word at step i's lane l, mac_unit.depthwise_lanes, channel row mod mac.cols; also for
+  DEPTHWISE_PAIRED) as one index array, read
   with one gather; only the lanes inside a pass (the others are multiplied by zero) and the rows
   of the OFM_C channels kept (large's 3x3 tiles: 9 of 48 lanes, 8 of 16 rows);
 - the weight matrix (kernel row, lane inside a pass) x row, less WGT_ZP,
@@ -47,7 +48,7 @@ import numpy as np
 from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, Sram
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, depthwise_window, exact_dot,
+from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, depthwise_lanes, exact_dot,
                                            finish_accumulator, lanes_per_word, record_operands)
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
@@ -83,30 +84,30 @@ def _spread_records(raw: np.ndarray, ifm_dtype: DType, stage_plan_, P: int, oc: 
 
 
 def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
-    """execute_mac(cfg, mem, regs, DEPTHWISE, probe, plan) as a function run(mem, probe) (module
-    docstring). The command is int8 (the "depthwise operands" rule mac_plan checked)."""
+    """execute_mac(cfg, mem, regs, mode, probe, plan) for a DEPTHWISE or DEPTHWISE_PAIRED command,
+    as a function run(mem, probe) (module docstring). The command is int8 (the "depthwise
+    operands" rule mac_plan checked)."""
     R, L = cfg.mac_rows, cfg.mac_cols
     r = Registers(regs)
     oh, ow, oc = plan.out_shape
     P = oh * ow
-    kh = r.kernel_h
-    offset, inside = depthwise_window(cfg, r.kernel_w, r.dilation_w)
-    passes = len(offset)
+    krow, offset, inside = depthwise_lanes(cfg, mode, r.kernel_h, r.kernel_w, r.dilation_w)
+    steps = len(offset)
     # only the lanes inside a pass (the others are multiplied by zero) and the rows of the OFM_C
-    # channels kept (the others are cut from the accumulators): (pass, lane) pairs q
-    q_pass, q_lane = np.nonzero(inside)
-    K = kh * len(q_pass)
+    # channels kept (the others are cut from the accumulators): (step, lane) pairs q
+    q_step, q_lane = np.nonzero(inside)
+    K = len(q_step)
     row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
     ar = lambda n: np.arange(n, dtype=np.intp)      # noqa: E731
-    # depthwise_sums' x[p, ky, j, l, row] = words[oy, ox, ky, offset[j, l], row % L], words the
+    # depthwise_sums' x[p, i, l, row] = words[oy, ox, krow[i, l], offset[i, l], row % L], words the
     # strided view (oy*SH*row + ox*SW*pix + ky*DH*row + s*pix + c bytes from the first word),
     # laid out (row, p, k) for one product per row
     index = ((r.ifm_addr // L) * L
-             + (ar(oc) % L)[:, None, None, None, None]
-             + (ar(oh) * (r.stride_h * row_b))[None, :, None, None, None]
-             + (ar(ow) * (r.stride_w * pix_b))[None, None, :, None, None]
-             + (ar(kh) * (r.dilation_h * row_b))[None, None, None, :, None]
-             + (offset[q_pass, q_lane].astype(np.intp) * pix_b)[None, None, None, None, :]).reshape(oc, P, K)
+             + (ar(oc) % L)[:, None, None, None]
+             + (ar(oh) * (r.stride_h * row_b))[None, :, None, None]
+             + (ar(ow) * (r.stride_w * pix_b))[None, None, :, None]
+             + (krow[q_step, q_lane].astype(np.intp) * (r.dilation_h * row_b)
+                + offset[q_step, q_lane].astype(np.intp) * pix_b)[None, None, None, :]).reshape(oc, P, K)
     ifm_zp, wgt_zp = r.ifm_zp, r.wgt_zp
     wa, wb = plan.region.weight
     pa, pb = plan.region.param
@@ -122,12 +123,12 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
     @_last_bytes
     def weights(raw: np.ndarray) -> np.ndarray:
-        """(OFM_C, K, 1) float64: row r's weights over (kernel row, lane inside a pass), less
+        """(OFM_C, K, 1) float64: row r's weights over the (step, lane) pairs inside a pass, less
         WGT_ZP (depthwise_sums' w at the lanes inside, transposed)."""
-        w = raw.view(np.int8).reshape(kh, passes, R, L).transpose(0, 2, 1, 3)[:, :oc][:, :, q_pass, q_lane]
-        w = w.astype(np.float64)                                                    # (kh, oc, q)
+        w = raw.view(np.int8).reshape(steps, R, L).transpose(1, 0, 2)[:oc][:, q_step, q_lane]
+        w = w.astype(np.float64)                                                    # (oc, K)
         w -= wgt_zp
-        return np.ascontiguousarray(w.transpose(1, 0, 2).reshape(oc, K, 1))
+        return np.ascontiguousarray(w.reshape(oc, K, 1))
 
     records = _last_bytes(lambda raw: _spread_records(raw, DType.INT8, stage_plan_, P, oc, bound, acc32_wraps))
 

@@ -38,9 +38,10 @@ import numpy as np
 
 from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.cycle_model import (depthwise_passes, element_write_clocks, mac_command_cycles,
+from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, element_write_clocks, mac_command_cycles,
                                              uses_vector_output)
-from firmware_model.arch.isa import ELEMENT_BYTES, PARAM_RECORD_BYTES, MacMode, Sram, decode_param_records
+from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECORD_BYTES, MacMode, Sram,
+                                    decode_param_records)
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.memories import Memories, check_range
@@ -182,8 +183,10 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     hi = (word0 + ((oh - 1) * r.stride_h + (kh - 1) * r.dilation_h) * row_w
           + ((ow - 1) * r.stride_w + (kw - 1) * r.dilation_w) * pix_w + cb)
     check_range(cfg, Sram.INPUT, lo * L, hi * L, "MAC input")
-    depthwise = mode == MacMode.DEPTHWISE
-    steps = kh * (len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise else kw * cb)
+    depthwise = mode in DEPTHWISE_MODES
+    paired = mode == MacMode.DEPTHWISE_PAIRED
+    steps = (depthwise_kernel_steps(kh, paired) * len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise
+             else kh * kw * cb)
     wword0 = r.wgt_addr // L
     n_wwords = n_ocb * steps * R
     check_range(cfg, Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
@@ -204,7 +207,7 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
                                   vector=uses_vector_output(ofm_dtype, r.lut_mode), ofm_addr=r.ofm_addr,
                                   ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
                                   element_bytes=esize, depthwise=depthwise, stride_w=r.stride_w,
-                                  dilation_w=r.dilation_w),
+                                  dilation_w=r.dilation_w, paired=paired),
         macs=n_ocb * steps * oh * ow * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
@@ -225,8 +228,8 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     kh, kw, cb = r.kernel_h, r.kernel_w, r.ifm_cblocks
     n_ocb = -(-oc // R)
 
-    if mode == MacMode.DEPTHWISE:
-        acc = depthwise_sums(cfg, mem, r, plan)
+    if mode in DEPTHWISE_MODES:
+        acc = depthwise_sums(cfg, mem, r, plan, mode)
         return _finish_mac(cfg, mem, regs, r, plan, acc, probe)
 
     # Input vectors: a strided view of the SRAM over the words mac_plan checked (the im2col
@@ -255,32 +258,52 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     return _finish_mac(cfg, mem, regs, r, plan, acc, probe)
 
 
-def depthwise_window(cfg: NpuConfig, kernel_w: int, dilation_w: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where a DEPTHWISE command's weight lanes look: for each block of a kernel row (its window
-    passes, cycle_model.depthwise_passes) and lane l, the input pixel offset in the row's span,
-    pass j * mac.cols + (length_j - 1 - l) (the window's newest word is lane 0), and whether the
-    lane is inside the pass (lanes past its length hold nothing: they contribute zero).
-    Returns (offset, inside), both of shape (passes, mac.cols)."""
+def depthwise_lanes(cfg: NpuConfig, mode: int, kernel_h: int, kernel_w: int,
+                    dilation_w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where a DEPTHWISE or DEPTHWISE_PAIRED command's weight lanes look, per step (weight block)
+    and lane l: the kernel row, the input pixel offset in the row's span, and whether the lane is
+    inside its pass (lanes past a pass's length hold nothing: they contribute zero).
+
+    - DEPTHWISE: a step per kernel row ky and window pass j (cycle_model.depthwise_passes, in
+      the order (ky, j)); lane l sees offset j * mac.cols + (length_j - 1 - l) of row ky (the
+      window's newest word is lane 0);
+    - DEPTHWISE_PAIRED: a step per pair of kernel rows (2s, 2s + 1); the row's span (at most
+      mac.cols / 2) is one pass in each half of the lanes: lane l < mac.cols / 2 sees offset
+      span - 1 - l of row 2s, lane mac.cols / 2 + l offset span - 1 - l of row 2s + 1 (none when
+      KERNEL_H is odd and 2s + 1 is past it).
+
+    Returns (kernel_row, offset, inside), each of shape (steps, mac.cols); outside lanes read row 0,
+    offset 0."""
     L = cfg.mac_cols
-    lengths = depthwise_passes(cfg, kernel_w, dilation_w)
     lane = np.arange(L)
-    offset = np.array([j * L + n - 1 - lane for j, n in enumerate(lengths)], dtype=np.int64)
-    inside = np.array([lane < n for n in lengths])
-    return np.where(inside, offset, 0), inside
+    if mode == MacMode.DEPTHWISE_PAIRED:
+        half = L // 2
+        span = (kernel_w - 1) * dilation_w + 1
+        steps = depthwise_kernel_steps(kernel_h, True)
+        row = 2 * np.arange(steps)[:, None] + (lane >= half)[None, :]
+        offset = np.broadcast_to(span - 1 - lane % half, (steps, L))
+        inside = (lane % half < span)[None, :] & (row < kernel_h)
+    else:
+        lengths = depthwise_passes(cfg, kernel_w, dilation_w)
+        offset = np.array([j * L + n - 1 - lane for j, n in enumerate(lengths)], dtype=np.int64)
+        inside = np.array([lane < n for n in lengths])
+        row = np.repeat(np.arange(kernel_h), len(lengths))[:, None] + 0 * lane
+        offset, inside = np.tile(offset, (kernel_h, 1)), np.tile(inside, (kernel_h, 1))
+    return np.where(inside, row, 0), np.where(inside, offset, 0), inside
 
 
-def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan") -> np.ndarray:
-    """A DEPTHWISE command's accumulators (P, OFM_C), docs/isa.md: for each kernel row ky and
-    window pass j, row r of the block takes channel r mod mac.cols of the input words at the
-    window's lanes,
-        acc[p, r] += sum over lanes l < length_j of
-                     (x[oy*SH + ky*DH, ox*SW + offset_j(l), r mod cols] - IFM_ZP) * (w[ky, j][r, l] - WGT_ZP)
-    (depthwise_window gives offset_j and the lanes inside the pass), wrapped to int48."""
+def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan", mode: int) -> np.ndarray:
+    """A DEPTHWISE or DEPTHWISE_PAIRED command's accumulators (P, OFM_C), docs/isa.md: for each
+    step i (weight block), row r of the block takes channel r mod mac.cols of the input words at
+    the lanes' kernel rows and offsets (depthwise_lanes),
+        acc[p, r] += sum over lanes l inside step i of
+                     (x[oy*SH + row_i(l)*DH, ox*SW + offset_i(l), r mod cols] - IFM_ZP) * (w[i][r, l] - WGT_ZP)
+    wrapped to int48."""
     R, L = cfg.mac_rows, cfg.mac_cols
     oh, ow, oc = plan.out_shape
     kh = r.kernel_h
-    offset, inside = depthwise_window(cfg, r.kernel_w, r.dilation_w)
-    passes = len(offset)
+    krow, offset, inside = depthwise_lanes(cfg, mode, kh, r.kernel_w, r.dilation_w)
+    steps = len(offset)
     span = (r.kernel_w - 1) * r.dilation_w + 1
     row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
     # The words each output pixel's window passes read, (oh, ow, kh, span, L) int8 bytes.
@@ -288,14 +311,14 @@ def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan")
                        offset=(r.ifm_addr // L) * L,
                        strides=(r.stride_h * row_b, r.stride_w * pix_b, r.dilation_h * row_b, pix_b, 1))
     chan = np.arange(R) % L
-    # x[p, ky, j, l, row]: lanes outside a pass read offset 0 and are multiplied by zero below.
-    x = words[:, :, :, offset][..., chan].astype(np.float64).reshape(oh * ow, kh * passes * L, R)
+    # x[p, i, l, row]: lanes outside a pass read row 0, offset 0 and are multiplied by zero below.
+    x = words[:, :, krow, offset][..., chan].astype(np.float64).reshape(oh * ow, steps * L, R)
     x -= r.ifm_zp
     wa, wb = plan.region.weight
-    w = mem.sram[Sram.WEIGHT][wa:wb].view(np.int8).reshape(kh, passes, R, L).astype(np.float64)
+    w = mem.sram[Sram.WEIGHT][wa:wb].view(np.int8).reshape(steps, R, L).astype(np.float64)
     w -= r.wgt_zp
-    w *= inside[None, :, None, :]
-    w = w.transpose(0, 1, 3, 2).reshape(kh * passes * L, R)
+    w *= inside[:, None, :]
+    w = w.transpose(0, 2, 1).reshape(steps * L, R)
     # Each product is below 2^16 and a sum has fewer than 2^30 of them: float64 is exact.
     acc = np.einsum("pkr,kr->pr", x, w).astype(np.int64)
     return accumulate(0, acc)[:, :oc]

@@ -173,6 +173,26 @@ def strided_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
                        f"pass in {DIRECTED_DRAWS} draws")
 
 
+def paired_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
+    """A random DEPTHWISE_PAIRED tile with an odd KERNEL_H of 3 or more (a step with two kernel
+    rows, then the last row alone: the upper window half masked), a kernel row of two or more
+    pixels and two or more output pixels a row: drawn until one is, at most DIRECTED_DRAWS
+    times."""
+    from firmware_model.arch.isa import MacMode
+    from sim.vectors.random_tiles import random_tile
+
+    for _ in range(DIRECTED_DRAWS):
+        t = random_tile(cfg, rng, tile_id)
+        regs = t["regs"]
+        span = (regs[int(Reg.KERNEL_W)] - 1) * regs[int(Reg.DILATION_W)] + 1
+        if (t["mode"] == MacMode.DEPTHWISE_PAIRED and regs[int(Reg.KERNEL_H)] % 2 == 1
+                and regs[int(Reg.KERNEL_H)] >= 3 and span >= 2 and regs[int(Reg.OFM_W)] >= 2):
+            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
+                            fill=int(rng.integers(0, 256)))
+    raise RuntimeError(f"no random DEPTHWISE_PAIRED tile on '{cfg.name}' with an odd kernel height of 3 "
+                       f"or more in {DIRECTED_DRAWS} draws")
+
+
 def one_step_full_block_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random CONV2D tile of one reduction step (a 1x1 kernel over one channel block) and exactly
     mac.rows output channels on the vector output path: its output engine starts early, at the end

@@ -14,7 +14,7 @@ import numpy as np
 from sim import seeds
 from firmware_model.errors import GoldenModelError
 from firmware_model.arch.isa import LutMode, MacMode, OutMode, Reg, Sram, Status
-from firmware_model.arch.cycle_model import depthwise_passes
+from firmware_model.arch.cycle_model import depthwise_kernel_steps, depthwise_passes
 from firmware_model.golden.mac_unit import execute_mac
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.golden.memories import Memories
@@ -28,24 +28,34 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     input word, weights in the low half of each weight row; IFM_ZP 0; rescaled with apply_scale_16,
     biases over the int48 range so that the saturating bias add is exercised). A third of the int8
     tiles are DEPTHWISE (the array's window mode): kernel rows up to 2*cols+1 taps wide, so that a
-    row takes one to three window passes, strides up to 3 (past a short last pass's length)."""
+    row takes one to three window passes, strides up to 3 (past a short last pass's length); half
+    of those are DEPTHWISE_PAIRED (kernel rows spanning up to cols/2 pixels, 1 to 5 of them, so an
+    odd last row leaves the upper lanes idle)."""
     R, L = cfg.mac_rows, cfg.mac_cols
     int16 = ifm_dtype == DType.INT16
     mem = Memories(cfg)
     for sram in (Sram.INPUT, Sram.WEIGHT, Sram.OUTPUT):
         mem.sram[sram][:] = rng.integers(0, 256, len(mem.sram[sram]), dtype=np.uint8)
     mode = MacMode.DEPTHWISE if not int16 and rng.random() < 1 / 3 else MacMode.CONV2D
+    if mode == MacMode.DEPTHWISE and rng.random() < 0.5:
+        mode = MacMode.DEPTHWISE_PAIRED
     while True:
         kh, kw = (int(v) for v in rng.integers(1, 4, 2))
         sh, sw = (int(v) for v in rng.integers(1, 3, 2))
         dh, dw = (int(v) for v in rng.integers(1, 3, 2))
         cb = int(rng.integers(1, 3))
         oc = int(rng.integers(1, 2 * R + 1))
-        if mode == MacMode.DEPTHWISE:
+        if mode != MacMode.CONV2D:
             kw = int(rng.integers(1, 2 * L + 2))
             sw = int(rng.integers(1, 4))
             cb = 1
             oc = int(rng.integers(1, min(R, L) + 1))
+        if mode == MacMode.DEPTHWISE_PAIRED:
+            kh = int(rng.integers(1, 6))
+            kw = int(rng.integers(1, L // 2 + 1))
+            dw = int(rng.integers(1, 3))
+            if (kw - 1) * dw + 1 > L // 2:
+                dw = 1
         oh, ow = (int(v) for v in rng.integers(1, 7, 2))
         if oh * ow > cfg.acc_depth:
             continue
@@ -53,7 +63,8 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         pix = cb * L
         in_bytes = ih * iw * pix
         n_ocb = -(-oc // R)
-        steps = kh * (len(depthwise_passes(cfg, kw, dw)) if mode == MacMode.DEPTHWISE else kw * cb)
+        steps = (depthwise_kernel_steps(kh, mode == MacMode.DEPTHWISE_PAIRED) * len(depthwise_passes(cfg, kw, dw))
+                 if mode != MacMode.CONV2D else kh * kw * cb)
         w_bytes = n_ocb * steps * R * L
         raw48 = int16 and rng.random() < 0.3          # the raw int48 result of an int16 tile
         out_dtype = DType.INT48 if raw48 else DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))

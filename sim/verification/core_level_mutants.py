@@ -167,7 +167,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        r"(= out_row \+ )op_ofm_row_stride;", r"\1op_ofm_pix_stride;"),
     _m("mac_sequencer", "kernel_row_uses_column_step",
        "the next kernel row's input address steps by the column dilation step",
-       r"(= ky_base \+ )ky_step;", r"\1kx_step;", count=2),
+       r"(= ky_base \+ )ky_adv;", r"\1kx_step;", count=2),
     _m("mac_sequencer", "halves_not_alternated",
        "with overlapping blocks, the next block accumulates into the half the output engine is still draining",
        rf"(assign {_N}  = )acc_half \^ overlap;", r"\g<1>acc_half;"),
@@ -194,6 +194,17 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "dw_last_pass_skipped",
        "the DEPTHWISE pass count rounds down: a kernel row's last, partial window pass is skipped",
        r"(assign \\\$\d+  = span \+ )\d+'h\w+;", r"\g<1>1'h0;"),
+    _m("mac_sequencer", "pair_steps_one_row",
+       "a DEPTHWISE_PAIRED step advances one kernel row instead of two: rows are taken twice, the "
+       "block's weights overrun",
+       r"assign ky_inc = pair \? 2'h2 : 2'h1;", r"assign ky_inc = 2'h1;"),
+    _m("mac_sequencer", "pair_second_row_not_offset",
+       "DEPTHWISE_PAIRED's second port reads the first kernel row's word, not the row DILATION_H below",
+       r"(assign \\\$\d+  = )second \? ky_step : 32'd0;", r"\g<1>32'd0;"),
+    _m("mac_sequencer", "pair_lone_row_unmasked",
+       "the last step of an odd KERNEL_H keeps the upper window half's lanes: the first row's words "
+       "read again add to the sum",
+       r"(assign \\\$\d+  = )second \? (\\\$\d+ \[\d+:0\]) : \d+'h0;", r"\g<1>\g<2>;"),
     # ---- the MAC array's window (DEPTHWISE mode), inside the core ----
     _m("mac_window", "lane1_past_length_kept",
        "window lane 1 of channel 0 is not cleared past the pass length: a stale word adds to the sum",
@@ -201,6 +212,10 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_window", "lane1_does_not_shift",
        "window lane 1 of channel 0 keeps its word when the window shifts, instead of taking lane 0's",
        r"= win_shift \? win_0_0 : win_1_0;", r"= win_1_0;"),
+    _m("mac_window", "upper_half_takes_lower_word",
+       "paired, the upper window half's first lane (channel 0) shifts in the lower half's oldest word "
+       "instead of the second kernel row's",
+       r"= pair \? x2_0 : win_1_0;", r"= win_1_0;"),
     _m("mac_window", "row1_reads_channel0",
        "in the window mode, row 1 multiplies channel 0 of the newest word instead of its own channel",
        r"(assign xr_1_0 = dw \? )wview_0_1( : x_0;)", r"\g<1>wview_0_0\g<2>"),

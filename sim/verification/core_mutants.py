@@ -335,6 +335,8 @@ def core_run(name: str) -> CoreRun:
             tiles.append(rp.strided_depthwise_tile(cfg, rng, len(tiles)))
             # and a one-step tile of mac.rows channels (its output engine starts early)
             tiles.append(rp.one_step_full_block_tile(cfg, rng, len(tiles)))
+            # and a DEPTHWISE_PAIRED tile whose last step has one kernel row
+            tiles.append(rp.paired_depthwise_tile(cfg, rng, len(tiles)))
         program = rp.tile_program(cfg, tiles)
     elif name in ("eltwise", "eltwise_corners"):
         cfg, tiles = rp.eltwise_tiles(rng, 10, corners=name == "eltwise_corners")

@@ -82,9 +82,54 @@ def test_wide_depthwise_kernels_in_window_passes(tmp_path, seed):
         cfg = load_config(name)
         ctx = compile_file(model, cfg)
         modes = {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC}
-        assert modes == {MacMode.DEPTHWISE}, f"{name}: MAC modes {modes}"
+        span = (kernel[1] - 1) * dilation[1] + 1
+        paired = kernel[0] > 1 and span <= cfg.mac_cols // 2
+        expected = MacMode.DEPTHWISE_PAIRED if paired else MacMode.DEPTHWISE
+        assert modes == {expected}, f"{name}: MAC modes {modes}"
         out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
         assert np.array_equal(out, ref), f"{name}: golden differs from the reference"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_depthwise_kernel_rows_in_pairs(tmp_path, seed):
+    """Depthwise kernels whose rows span at most half the lanes take two kernel rows a step
+    (MacMode.DEPTHWISE_PAIRED) on default and large: 2 to 6 kernel rows (an odd count leaves the
+    last step's upper lanes idle), dilated up to 2 both ways, strides up to 2; bit-exact against
+    Arm's model, with fewer MAC cycles than the same layer one kernel row a step."""
+    rng = seeds.rng(700 + seed)
+    while True:
+        H, W = (int(v) for v in rng.integers(4, 20, 2))
+        kernel = (int(rng.integers(2, 7)), int(rng.integers(1, 6)))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        dilation = (int(rng.integers(1, 3)), int(rng.integers(1, 3)) if kernel[1] <= 4 else 1)
+        pad = [int(v) for v in rng.integers(0, 4, 4)]
+        ny = H - 1 + pad[0] + pad[1] - (kernel[0] - 1) * dilation[0]
+        nx = W - 1 + pad[2] + pad[3] - (kernel[1] - 1) * dilation[1]
+        if ny >= 0 and nx >= 0 and ny % stride[0] == 0 and nx % stride[1] == 0:
+            break
+    C = int(rng.integers(1, 33))
+    mlir = conv_layer_mlir(rng, "depthwise_conv2d", (H, W, C), kernel, stride, dilation, pad, clamp=bool(seed % 2))
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    span = (kernel[1] - 1) * dilation[1] + 1
+    cfg = load_config("large")
+    assert span <= cfg.mac_cols // 2
+    ctx = compile_file(model, cfg)
+    assert {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC} == {MacMode.DEPTHWISE_PAIRED}
+    golden = GoldenModel(ctx.program, cfg)
+    assert np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+    # the same layer one kernel row a step: the paired form's MAC cycles are fewer
+    from compiler.npu import conv as conv_lowering
+    single = conv_lowering.NpuConv.paired
+    try:
+        conv_lowering.NpuConv.paired = lambda self, cfg: False
+        ctx1 = compile_file(model, cfg)
+    finally:
+        conv_lowering.NpuConv.paired = single
+    golden1 = GoldenModel(ctx1.program, cfg)
+    assert np.array_equal(golden1.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+    assert golden.counters.unit_cycles["mac"] < golden1.counters.unit_cycles["mac"]
 
 
 @pytest.mark.parametrize("seed", range(6))

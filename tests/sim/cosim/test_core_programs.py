@@ -55,9 +55,11 @@ def test_random_mac_programs(config, simulator, n):
     rng = seeds.rng(n, f"mac programs {config} {simulator}")
     tiles = rp.mac_tiles(cfg, rng, n)
     assert any(Sram.LUT in t.loads for t in tiles), "no tile with a fused table"
-    # directed: a one-step block of mac.rows channels (the early output engine's last lane), then
-    # a strided DEPTHWISE tile with a short last window pass
-    tiles += [rp.one_step_full_block_tile(cfg, rng, n), rp.strided_depthwise_tile(cfg, rng, n + 1)]
+    # directed: a one-step block of mac.rows channels (the early output engine's last lane), a
+    # strided DEPTHWISE tile with a short last window pass, a DEPTHWISE_PAIRED tile whose last
+    # step has one kernel row
+    tiles += [rp.one_step_full_block_tile(cfg, rng, n), rp.strided_depthwise_tile(cfg, rng, n + 1),
+              rp.paired_depthwise_tile(cfg, rng, n + 2)]
     assert_matches_golden(*run(cfg, simulator, tiles))
 
 
