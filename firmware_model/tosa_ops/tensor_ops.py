@@ -526,13 +526,34 @@ def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> list[int]:
     return counts
 
 
+# AVG_POOL2D of a small output (at most POOL_SCALE_BLOCK elements) whose windows have at most
+# AVG_TABLE_COUNTS taps scales every sum with one shift, AVG_TABLE_SHIFT (the largest
+# reciprocal_scale gives for those counts): with (m, sh) = reciprocal_scale(count),
+#   apply_scale_32(sum, m, sh) + output_zp
+#     == (sum * (m << (AVG_TABLE_SHIFT - sh)) + (1 << (AVG_TABLE_SHIFT - 1)) + (output_zp << AVG_TABLE_SHIFT))
+#        >> AVG_TABLE_SHIFT
+# (numerator and divisor times 2^(AVG_TABLE_SHIFT - sh); a multiple of 2^AVG_TABLE_SHIFT added before
+# the shift comes out whole), so a position's scaling is one multiplier, AVG_TABLE_MULTIPLIER[count].
+# For int8 and int16 values (|sum| <= count x 2^16) apply_scale_32's REQUIREs and apply_add_s's
+# hold, every term stays within int64, and the sums of the type's extremes, count x (min - input_zp)
+# and count x (max - input_zp), scale to min - input_zp and max - input_zp exactly, so a result lies
+# beyond the type on one side only, the side output_zp moves it to
+# (tests/firmware_model/tosa_ops/test_prepared_plans.py checks all of it for every count).
+AVG_TABLE_COUNTS = 4096
+_m, _sh = numerics.reciprocal_scale(np.arange(1, AVG_TABLE_COUNTS + 1))
+AVG_TABLE_SHIFT = int(_sh.max())
+AVG_TABLE_MULTIPLIER = np.concatenate(([0], _m.astype(np.int64) << (AVG_TABLE_SHIFT - _sh.astype(np.int64))))
+del _m, _sh
+_INT32_CODE, _I8 = int(DType.INT32), DType.INT8
+
+
 @register_plan("AVG_POOL2D", static=(1, 2))
 def avg_pool2d(call: OpCall):
     io_t, (n, ih, iw, c), k, s, (pt, pb, pl, pr), o = _pool_common(call, 3)
     acc_attr = call.attrs.get("acc_type")
-    if acc_attr is None or int(acc_attr) != int(DType.INT32):
+    if acc_attr is None or int(acc_attr) != _INT32_CODE:
         call.error_if(True, f"acc_type {acc_attr!r} is not INT32 for {io_t.name}")
-    is_i8 = io_t == DType.INT8
+    is_i8 = io_t == _I8
     izp = _zero_point(call, 1, "input_zp", io_t, is_i8)
     ozp = _zero_point(call, 2, "output_zp", io_t, is_i8)
 
@@ -540,6 +561,8 @@ def avg_pool2d(call: OpCall):
     # count[y, x] = rows[y] * cols[x]; reciprocal_scale is taken once per count that occurs.
     (ky, kx), (oh, ow) = k, o
     row_counts, col_counts = _valid_count(ih, ky, s[0], pt, oh), _valid_count(iw, kx, s[1], pl, ow)
+    if ky * kx <= AVG_TABLE_COUNTS and n * oh * ow * c <= POOL_SCALE_BLOCK:
+        return _avg_pool_small(io_t, (n, ih, iw, c), k, s, (pt, pb, pl, pr), o, izp, ozp, row_counts, col_counts)
     rs, qs = sorted(set(row_counts)), sorted(set(col_counts))
     scales = {}                                     # count -> (multiplier, shift)
     try:
@@ -651,6 +674,41 @@ def avg_pool2d(call: OpCall):
         except TosaUnpredictable as e:
             raise _unpredictable_from(call, e) from e
         return [result]
+    return execute
+
+
+def _avg_pool_small(io_t: DType, in_shape, k, s, pads, o, izp: int, ozp: int, row_counts: list[int],
+                    col_counts: list[int]):
+    """AVG_POOL2D's execute for a small output with windows of at most AVG_TABLE_COUNTS taps (see
+    AVG_TABLE_SHIFT): int64 sums of value - input_zp, each times its count's multiplier."""
+    (n, ih, iw, c), (pt, pb, pl, pr) = in_shape, pads
+    if pt or pb or pl or pr:                       # count = row count x column count, per position
+        padded = (n, ih + pt + pb, iw + pl + pr, c)
+        multiplier = AVG_TABLE_MULTIPLIER[np.multiply.outer(row_counts, col_counts)][:, :, None]
+    else:                                          # every window inside the input: one count
+        padded = None
+        multiplier = AVG_TABLE_MULTIPLIER[k[0] * k[1]]
+    rounding = (1 << (AVG_TABLE_SHIFT - 1)) + (ozp << AVG_TABLE_SHIFT)
+    # apply_clip_s: results lie in [min, max] - input_zp + output_zp
+    clip_lo, clip_hi, lo, hi, storage = ozp < izp, ozp > izp, io_t.min, io_t.max, io_t.storage
+
+    def execute(ins):
+        xs = np.asarray(ins[0]).astype(np.int64)
+        if izp:
+            xs -= izp
+        if padded:                                 # 0 outside the input (adds nothing)
+            xp = np.zeros(padded, np.int64)
+            xp[:, pt:pt + ih, pl:pl + iw] = xs
+            xs = xp
+        acc = _window_reduce(xs, k, s, o, np.add)
+        acc *= multiplier
+        acc += rounding
+        acc >>= AVG_TABLE_SHIFT
+        if clip_lo:
+            np.maximum(acc, lo, out=acc)
+        elif clip_hi:
+            np.minimum(acc, hi, out=acc)
+        return [acc.astype(storage)]
     return execute
 
 

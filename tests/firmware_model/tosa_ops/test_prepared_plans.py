@@ -372,9 +372,10 @@ def avg_pool_reference(x, izp, ozp, kernel, stride, pad, io_t):
                                                ((3, 2), (1, 2), (2, 0, 1, 0)), ((1, 1), (1, 1), (0, 0, 0, 0)),
                                                ((7, 9), (1, 1), (0, 0, 0, 0)), ((4, 5), (3, 4), (3, 0, 4, 0))])
 def test_avg_pool2d_equals_the_spec(monkeypatch, zps, blocks, io_t, kernel, stride, pad):
-    """AVG_POOL2D's execute (the zero points folded into the rounding constant, the clip on the
-    sides a result can reach; the scaling in blocks or at once) against the spec's loops, values
-    at the type's extremes, zero points at theirs."""
+    """AVG_POOL2D's executes against the spec's loops, values at the type's extremes, zero points
+    at theirs: a small output's (blocks False: one multiplier per count with one shift, the clip on
+    the side a result can reach) and the general one's (blocks True: POOL_SCALE_BLOCK lowered, the
+    zero points folded into the rounding constant, the scaling in blocks)."""
     from firmware_model.tosa_ops import tensor_ops
     if blocks:
         monkeypatch.setattr(tensor_ops, "POOL_SCALE_BLOCK", 7)
@@ -396,6 +397,43 @@ def test_avg_pool2d_equals_the_spec(monkeypatch, zps, blocks, io_t, kernel, stri
     for _ in range(3):
         x = edges(io_t, (n, ih, iw, c))
         same(execute([x])[0], avg_pool_reference(x, izp, ozp, kernel, stride, pad, io_t))
+
+
+def test_avg_pool_table_is_reciprocal_scale_with_one_shift():
+    """AVG_POOL2D's small path (tensor_ops.AVG_TABLE_*; test_avg_pool2d_equals_the_spec runs it
+    beside the general one): for every count of the table the multiplier is reciprocal_scale's
+    moved to the common shift, and for sums the int8 and int16 types allow (|sum| <= count x 2^16:
+    the extremes, zero, small and random ones) the one-shift form equals apply_scale_32 with
+    output_zp added, apply_scale_32's value REQUIRE holds, every term fits in int64, and the sum
+    count x v of a window of equal values v scales back to v (so a result lies beyond the type only
+    on the side output_zp - input_zp moves it to)."""
+    from firmware_model.tosa_ops import tensor_ops
+    big = tensor_ops.AVG_TABLE_SHIFT
+    table = tensor_ops.AVG_TABLE_MULTIPLIER
+    assert table.dtype == np.int64 and len(table) == tensor_ops.AVG_TABLE_COUNTS + 1
+    values = [-(1 << 16), -(1 << 16) + 1, -32768, -255, -128, -1, 0, 1, 127, 255, 32767, (1 << 16) - 1, 1 << 16]
+    for count in range(1, tensor_ops.AVG_TABLE_COUNTS + 1):
+        m, sh = nx.reciprocal_scale_int(count)
+        mult = int(table[count])
+        assert mult == m << (big - sh), count
+        sums = [count * v for v in values] + [int(v) for v in RNG.integers(-count << 16, (count << 16) + 1, 4)]
+        for ozp in (-32768, -1, 0, 32767):
+            for total in sums:
+                assert -(1 << (sh - 1)) <= total < 1 << (sh - 1)
+                spec = ((total * m + (1 << (sh - 1))) >> sh) + ozp
+                assert nx.INT32_MIN <= spec <= nx.INT32_MAX
+                rounding = (1 << (big - 1)) + (ozp << big)
+                assert abs(total * mult) + abs(rounding) < 1 << 63
+                assert (total * mult + rounding) >> big == spec, (count, total, ozp)
+        for v in values:
+            assert ((count * v * m + (1 << (sh - 1))) >> sh) == v, (count, v)
+    # the spec's primitive on arrays agrees (a sample of counts)
+    for count in (1, 2, 3, 5, 9, 63, 4096):
+        m, sh = nx.reciprocal_scale_int(count)
+        sums = RNG.integers(-count << 16, (count << 16) + 1, 64)
+        want = nx.apply_scale_32(sums, m, sh, False).astype(np.int64)
+        got = (sums * table[count] + (1 << (big - 1))) >> big
+        assert np.array_equal(got, want)
 
 
 @pytest.mark.parametrize("gemm", [False, "batched", "block"])
