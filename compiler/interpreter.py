@@ -29,7 +29,6 @@ invocation leaves the session (and a state file saved from it) as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from math import prod
 from types import MappingProxyType
 from typing import Mapping, NoReturn
@@ -142,8 +141,6 @@ class _OpPlan:
 
 _STORAGE = {t: t.storage for t in DType if t.has_storage}
 _INT48 = DType.INT48
-# TensorSpec(shape, dtype) made as its NamedTuple __new__ makes it, without that Python-level call
-_new_spec = partial(tuple.__new__, TensorSpec)
 _SHAPE = DType.SHAPE
 # bytes per element of each type with storage (the size check takes 1 for the others: a lower bound)
 _ITEMSIZE = {t: t.storage.itemsize for t in DType if t.has_storage}
@@ -154,11 +151,12 @@ _KERNEL_INFO: dict[str, tuple] = {}
 
 
 def _kernel_info(name: str) -> tuple:
-    """(kernel, (prepare, static) or None) of an op: the registry's answers, asked once per op
-    name (an op without a kernel raises TosaUnsupported each time)."""
+    """(inputs, outputs, kernel, (prepare, static) or None) of an op: its OP_ARITY entry ((None,
+    None) when it has none) and the registry's answers, asked once per op name (an op without a
+    kernel raises TosaUnsupported each time)."""
     info = _KERNEL_INFO.get(name)
     if info is None:
-        info = _KERNEL_INFO[name] = (kernel_for(name), prepare_for(name))
+        info = _KERNEL_INFO[name] = (*OP_ARITY.get(name, (None, None)), kernel_for(name), prepare_for(name))
     return info
 
 
@@ -269,11 +267,12 @@ class Interpreter:
         main = self.block
         regions = self.graph.regions    # Graph.blocks()
         blocks = regions[0].blocks if len(regions) == 1 else [b for r in regions for b in r.blocks]
+        new, spec_type = tuple.__new__, TensorSpec      # TensorSpec(shape, dtype), without its Python-level __new__
         for b in blocks:
             specs, found = {}, None
             for name, t in b.tensors.items():
                 shape = tuple(t.shape)
-                specs[name] = _new_spec((shape, t.dtype))
+                specs[name] = new(spec_type, (shape, t.dtype))
                 bound += abs(prod(shape))
                 if t.is_variable:
                     if found is None:
@@ -286,12 +285,14 @@ class Interpreter:
         # Inputs, outputs and variables must hold integer-profile values: say which one does not
         # before a run tries to store it.
         specs = self._specs
-        for kind, names in (("input", main.inputs), ("output", main.outputs)):
-            for name in names:
-                spec = specs.get(name)
-                if spec is not None and spec.dtype not in _STORAGE:
-                    raise TosaUnsupported(f"{self.source}: graph {kind} '{name}' has element type {spec.dtype.name}, "
-                                          "outside npu-bench's integer profile")
+        for name in main.inputs:
+            spec = specs.get(name)
+            if spec is not None and spec.dtype not in _STORAGE:
+                self._outside_profile("input", name, spec)
+        for name in main.outputs:
+            spec = specs.get(name)
+            if spec is not None and spec.dtype not in _STORAGE:
+                self._outside_profile("output", name, spec)
         if any_variable:
             for _, found in variables:
                 for t in found:
@@ -301,6 +302,10 @@ class Interpreter:
         if type(bound) is not int or bound * _MAX_ITEMSIZE > limit:
             self._check_sizes(blocks, limit)
         return variables, any_variable
+
+    def _outside_profile(self, kind: str, name: str, spec: TensorSpec) -> NoReturn:
+        raise TosaUnsupported(f"{self.source}: graph {kind} '{name}' has element type {spec.dtype.name}, "
+                              "outside npu-bench's integer profile")
 
     def _check_sizes(self, blocks: list[Block], limit: int) -> None:
         """No tensor larger than `limit` bytes (the first one in graph order is named), and the
@@ -593,18 +598,13 @@ class Interpreter:
             plan.in_specs = in_specs = list(map(specs.get, op.inputs))       # (no comprehension frame)
             plan.out_specs = out_specs = list(map(specs.get, op.outputs))
             try:
-                arity = OP_ARITY.get(name)
-                if arity is not None:
-                    n_in, n_out = arity
-                    if n_in is None:
-                        if len(op.inputs) < 1:
-                            raise TosaError(name, "the input list is empty", plan.where)
-                    elif len(op.inputs) != n_in:
-                        raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", plan.where)
-                    if len(op.outputs) != n_out:
-                        raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", plan.where)
                 info = _KERNEL_INFO.get(name)                 # _kernel_info, its usual case inline
-                plan.kernel, split = info if info is not None else _kernel_info(name)
+                if info is None:                              # (the operand lists before the kernel)
+                    self._check_arity(plan, op, *OP_ARITY.get(name, (None, None)))
+                    info = _kernel_info(name)
+                n_in, n_out, plan.kernel, split = info
+                if n_in is None or len(op.inputs) != n_in or len(op.outputs) != n_out:
+                    self._check_arity(plan, op, n_in, n_out)
                 if split is not None:
                     plan.prepare, plan.static = split
                     key = (plan.static, len(in_specs))             # _dynamic_inputs, its usual case inline
@@ -634,6 +634,21 @@ class Interpreter:
                     self._plan_constant(plan)
         self._plans[idx] = plan
         return plan
+
+    @staticmethod
+    def _check_arity(plan: _OpPlan, op: Operator, n_in: int | None, n_out: int | None) -> None:
+        """The op's operand lists against its OP_ARITY entry (n_in, n_out); n_in None: any number
+        >= 1; n_out None: an op without an entry, any lists."""
+        if n_out is None:
+            return
+        name = op.op
+        if n_in is None:
+            if len(op.inputs) < 1:
+                raise TosaError(name, "the input list is empty", plan.where)
+        elif len(op.inputs) != n_in:
+            raise TosaError(name, f"has {len(op.inputs)} inputs, the operator takes {n_in}", plan.where)
+        if len(op.outputs) != n_out:
+            raise TosaError(name, f"has {len(op.outputs)} outputs, the operator has {n_out}", plan.where)
 
     def _special_plan(self, idx: int, op: Operator) -> "_OpPlan | None":
         """The plan of a variable op (declare, read, write) or of a CONST / CONST_SHAPE with the

@@ -157,18 +157,22 @@ class _RescalePlan:
             raise TosaUnpredictable(call.op, f"{primitive}: 2 <= shift <= 62", call.where)
         self.izp, self.ozp, self.scale32, self.in_u = izp, ozp, scale32, in_u
         self.umax = in_t.umax
-        rs = [1 << (sh - 1) for sh in ss]
         # the double round's extra 2^30 (towards v's sign) applies to channels with shift > 31
-        es = [(1 << 30) if sh > 31 else 0 for sh in ss] if (scale32 and double_round) else []
-        ext = (1 << 30) if any(es) else 0
+        ext = (1 << 30) if scale32 and double_round and max(ss) > 31 else 0
+        es = [(1 << 30) if sh > 31 else 0 for sh in ss] if ext else []
         # Values v = value - input_zp the input type allows.
         lo, hi = (0, in_t.umax) if in_u else (in_t.min, in_t.max)
         v_lo, v_hi = lo - izp, hi - izp
-        # Per channel: apply_scale_32's REQUIRE -(1 << (shift - 1)) <= v < (1 << (shift - 1)) for
-        # every v, and the scaled value's range (m >= 0: v's extremes give it; the extra term at
-        # most 2^30); one loop, as the channels are few.
+        # Per channel: the round 1 << (shift - 1) (and with the input zero point folded in, below),
+        # apply_scale_32's REQUIRE -(1 << (shift - 1)) <= v < (1 << (shift - 1)) for every v, and
+        # the scaled value's range (m >= 0: v's extremes give it; the extra term at most 2^30); one
+        # loop, as the channels are few.
+        rs, rzs = [], []
         in_range, r_lo, r_hi = True, None, None
-        for m, sh, r in zip(ms, ss, rs):
+        for m, sh in zip(ms, ss):
+            r = 1 << (sh - 1)
+            rs.append(r)
+            rzs.append(r - izp * m)
             in_range = in_range and -r <= v_lo and v_hi < r
             c_lo, c_hi = (v_lo * m + r - ext) >> sh, (v_hi * m + r + ext) >> sh
             if r_lo is None or c_lo < r_lo:
@@ -184,7 +188,6 @@ class _RescalePlan:
         # Without the value check and the double round, v itself is not needed:
         # (value - input_zp) * multiplier + round == value * multiplier + (round - input_zp * multiplier)
         self.fold_izp = not self.check_value and not ext
-        rzs = [r - izp * m for m, r in zip(ms, rs)]
         if per_channel:
             self.mult, self.shift = mult.astype(np.int64), shift.astype(np.int64)
             if self.fold_izp:

@@ -47,6 +47,10 @@ POOL_SCALE_BLOCK = 1 << 15
 AVG_INT32_SUM_BOUND = 1 << 31
 
 INT48_MIN, INT48_MAX = DType.INT48.min, DType.INT48.max
+# (module names: an enum member read as DType.INT8 costs a class-attribute lookup each time)
+_I8, _I32, _I48 = DType.INT8, DType.INT32, DType.INT48
+_EXACT_INT32_SUMS = frozenset((np.dtype(np.float32), np.dtype(np.int32)))   # _finish's int32 sums
+_INT32_DTYPE = np.dtype(np.int32)
 _INT_TYPE = {int}
 
 # (input, weight, output) rows of the convolution ops, with the accumulator type they need.
@@ -132,15 +136,15 @@ def _absmax(x: np.ndarray, zp: int) -> int:
 def _finish(acc: np.ndarray, bias: np.ndarray | int, out_t: DType) -> np.ndarray:
     """out = static_cast<out_t>(acc) + bias, as Arm's reference model evaluates it: int32 wraps,
     int48 saturates once at the end. `acc` holds exact integer values (any numeric dtype)."""
-    if out_t == DType.INT32 and acc.dtype in (np.float32, np.int32):
+    if out_t == _I32 and acc.dtype in _EXACT_INT32_SUMS:
         # int32 values (float32 ones are below 2^24); numpy's int32 add wraps like the model.
         # (astype copies: the in-place add writes to an array of our own)
         total = acc.astype(np.int32)
-        total += bias if type(bias) is np.ndarray and bias.dtype == np.int32 else np.asarray(bias, dtype=np.int32)
+        total += bias if type(bias) is np.ndarray and bias.dtype == _INT32_DTYPE else np.asarray(bias, dtype=np.int32)
         return total
     total = acc.astype(np.int64)
     total += np.asarray(bias, dtype=np.int64)
-    if out_t == DType.INT48:                       # np.clip's bounds, in place
+    if out_t == _I48:                              # np.clip's bounds, in place
         np.maximum(total, INT48_MIN, out=total)
         np.minimum(total, INT48_MAX, out=total)
         return total
@@ -229,8 +233,8 @@ def _conv_common(call: OpCall, rank: int = 4):
     b_shape = shape_of(call, 2)
     if len(b_shape) != 1:
         call.error_if(True, f"rank(bias) = {len(b_shape)}, must be 1")
-    izp = _zero_point(call, 3, "input_zp", in_t, in_t == DType.INT8)
-    wzp = _zero_point(call, 4, "weight_zp", w_t, w_t == DType.INT8)
+    izp = _zero_point(call, 3, "input_zp", in_t, in_t == _I8)
+    wzp = _zero_point(call, 4, "weight_zp", w_t, w_t == _I8)
     return in_t, w_t, out_t, x_shape, w_shape, b_shape[0], izp, wzp
 
 
@@ -379,7 +383,7 @@ def depthwise_conv2d(call: OpCall):
 
     # int8: int32 arithmetic wraps exactly like the reference model's int32 accumulator;
     # int16: int64 holds the exact sum (|sum| < KH*KW * 2^15 * 2^8), saturated to int48 at the end.
-    dt = np.int32 if out_t == DType.INT32 else np.int64
+    dt = np.int32 if out_t == _I32 else np.int64
     ws = _shifted(w, wzp, dt).reshape(kh, kw, c * m)           # output channel c*M + j: input channel c
     taps = [(ky * dy, kx * dx, ws[ky, kx]) for ky in range(kh) for kx in range(kw)]
     acc_shape = (n, oh, ow, c * m)
@@ -544,7 +548,7 @@ _m, _sh = numerics.reciprocal_scale(np.arange(1, AVG_TABLE_COUNTS + 1))
 AVG_TABLE_SHIFT = int(_sh.max())
 AVG_TABLE_MULTIPLIER = np.concatenate(([0], _m.astype(np.int64) << (AVG_TABLE_SHIFT - _sh.astype(np.int64))))
 del _m, _sh
-_INT32_CODE, _I8 = int(DType.INT32), DType.INT8
+_INT32_CODE = int(DType.INT32)
 
 
 @register_plan("AVG_POOL2D", static=(1, 2))
