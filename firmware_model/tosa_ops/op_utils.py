@@ -107,10 +107,13 @@ def attr_int_list(call: OpCall, name: str) -> list[int]:
     return [int(x) for x in np.asarray(v).reshape(-1)]
 
 
+_SHAPE_OPERAND_TYPES = (DType.SHAPE, DType.INT32, DType.INT64)
+
+
 def shape_operand(call: OpCall, i: int, what: str) -> list[int]:
     """The values of a shape_t operand (a CONST_SHAPE output, or an int tensor) as ints."""
     spec = call.input_specs[i]
-    if spec.dtype not in (DType.SHAPE, DType.INT32, DType.INT64):
+    if spec.dtype not in _SHAPE_OPERAND_TYPES:
         call.error_if(True, f"{what} must be a shape operand, not {spec.dtype.name}")
     x = call.inputs[i]
     if x is None:

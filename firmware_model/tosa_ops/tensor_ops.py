@@ -387,18 +387,28 @@ def depthwise_conv2d(call: OpCall):
     ws = _shifted(w, wzp, dt).reshape(kh, kw, c * m)           # output channel c*M + j: input channel c
     taps = [(ky * dy, kx * dx, ws[ky, kx]) for ky in range(kh) for kx in range(kw)]
     acc_shape = (n, oh, ow, c * m)
+    ey, ex = (oh - 1) * sy + 1, (ow - 1) * sx + 1             # the extent of a tap's positions
+    # int32 sums: the bias added in place (what _finish does, without copying the sums first)
+    bias32 = (bias if bias.dtype == _INT32_DTYPE else bias.astype(np.int32)) if out_t == _I32 else None
 
     def execute(ins):
         x = _shifted(np.asarray(ins[0]), izp, dt)
         if m != 1:
             x = x.repeat(m, axis=3)                            # input channel c, once per output c*M + j
         xp = _pad_zero(x, pt, pb, pl, pr)
-        acc = np.zeros(acc_shape, dt)
-        tmp = np.empty(acc_shape, dt)
+        acc = tmp = None
         for y0, x0, w_tap in taps:
-            tap = xp[:, y0:y0 + (oh - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
+            tap = xp[:, y0:y0 + ey:sy, x0:x0 + ex:sx]
+            if acc is None:                                    # the first tap's products: a new array
+                acc = np.multiply(tap, w_tap)
+                continue
+            if tmp is None:
+                tmp = np.empty(acc_shape, dt)
             np.multiply(tap, w_tap, out=tmp)
             acc += tmp
+        if bias32 is not None:
+            acc += bias32
+            return [acc]
         return [out(call, _finish(acc, bias, out_t))]
     return execute
 
