@@ -41,6 +41,9 @@ DEPTHWISE_GEMM_ELEMENTS = 1 << 16
 # x C*M: the zeros off the diagonal included), which one BLAS call does faster than a batch of
 # C small products while C is small.
 DEPTHWISE_BLOCK_PRODUCT = 1 << 21
+# TRANSPOSE_CONV2D with at most this many im2col elements (N*OH*OW*KH*KW*IC) runs as one product
+# over the windows of its input spread out by the stride; larger ones add each tap's products.
+TRANSPOSE_GATHER_ELEMENTS = 1 << 16
 # AVG_POOL2D rescales its sums in blocks of about this many elements (int64 temporaries in cache).
 POOL_SCALE_BLOCK = 1 << 15
 # AVG_POOL2D sums in int32 when kernel area x max|input - zp| stays below this, else in int64.
@@ -435,6 +438,19 @@ def transpose_conv2d(call: OpCall):
     # |w - weight_zp| bounded by their types' ranges, as DEPTHWISE_CONV2D's product): no reductions
     dt = _compute_dtype(kh * kw * ic * max(abs(in_t.min - izp), abs(in_t.max - izp))
                         * max(abs(w_t.min - wzp), abs(w_t.max - wzp)))
+    if n * oh * ow * kh * kw * ic <= TRANSPOSE_GATHER_ELEMENTS:
+        # A small one as the convolution it equals: the input spread out by the stride (zeros
+        # between its pixels) and padded by KH - 1 + out_pad_top, ... (>= 0: out_pad > -KH), its
+        # windows times the kernel turned around. Output pixel (oy, ox) then reads the input pixel
+        # (iy, ix) with weight tap (ky, kx) exactly when iy * stride_y + ky == oy - out_pad_top
+        # (and likewise for x), as the definition below adds them: one product, no loop over taps.
+        top, left = kh - 1 + pt, kw - 1 + pl
+        spread = np.zeros((n, oh + kh - 1, ow + kw - 1, ic), dt)
+        spread[:, top:top + (ih - 1) * sy + 1:sy, left:left + (iw - 1) * sx + 1:sx] = _shifted(x, izp, dt)
+        view = _windows(spread, (oh, ow), (kh, kw), (1, 1), (1, 1))            # (N, OH, OW, KH, KW, IC)
+        wmat = _shifted(w, wzp, dt)[:, ::-1, ::-1].reshape(oc, kh * kw * ic).T   # (KH*KW*IC, OC), turned
+        acc = _matmul(np.ascontiguousarray(view).reshape(n * oh * ow, kh * kw * ic), wmat)
+        return [out(call, _finish(acc.reshape(n, oh, ow, oc), bias, out_t))]
     xs = _shifted(x, izp, dt).reshape(n * ih * iw, ic)
     wmat = _shifted(w, wzp, dt).transpose(1, 2, 0, 3).reshape(kh * kw * oc, ic).T  # (IC, KH*KW*OC)
     # Input pixel (iy, ix) adds weight tap (ky, kx) into the full-size output at

@@ -214,6 +214,25 @@ def test_matrix_product_paths(monkeypatch, path):
         assert assert_same_as_reference(matmul_case(rng, wide=False)) == VALID
 
 
+def test_transpose_conv_paths_agree(monkeypatch):
+    """TRANSPOSE_CONV2D's two ways, a small one as one product over the windows of its input
+    spread out by the stride (the kernel turned around) and a large one adding each tap's products
+    into the full output: equal on random cases (out_pad from -K+1 to 2, zero points, strides 1-3,
+    int8 and int16), and the large one is the reference model's answer too."""
+    rng = seeds.rng(1616)
+    for wide in (False, True):
+        for _ in range(60):
+            case = conv_case(rng, "TRANSPOSE_CONV2D", wide)
+            gathered = run_op(case.op_call())[0]
+            monkeypatch.setattr(tensor_ops, "TRANSPOSE_GATHER_ELEMENTS", -1)
+            added = run_op(case.op_call())[0]
+            monkeypatch.undo()
+            assert gathered.dtype == added.dtype and np.array_equal(gathered, added), case
+    monkeypatch.setattr(tensor_ops, "TRANSPOSE_GATHER_ELEMENTS", -1)
+    for _ in range(6):
+        assert assert_same_as_reference(conv_case(rng, "TRANSPOSE_CONV2D", False)) == VALID
+
+
 @pytest.mark.parametrize("path", ["blocks", "int64 sums"])
 def test_avg_pool_paths(monkeypatch, path):
     if path == "blocks":
