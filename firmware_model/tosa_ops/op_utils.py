@@ -118,7 +118,7 @@ def shape_operand(call: OpCall, i: int, what: str) -> list[int]:
     x = call.inputs[i]
     if x is None:
         raise TosaError(call.op, f"{what} has no value (shape operands must be constant)", call.where)
-    values = np.asarray(x).reshape(-1)
+    values = x if type(x) is np.ndarray and x.ndim == 1 else np.asarray(x).reshape(-1)
     if values.dtype.kind in "iu":
         return values.tolist()          # Python integers, without a numpy scalar per value
     return [int(v) for v in values]

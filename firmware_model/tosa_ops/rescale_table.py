@@ -70,17 +70,19 @@ def rescale(call: OpCall):
     if out_u:
         ozp = _zero_extend(ozp, out_t)
 
-    # The spec's ERROR_IFs, in its order, looked at one by one when one of them may hold (each
-    # needs a zero point, an unsigned side, scale32 with int48 or a double round without scale32).
-    if (_rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, rounding_mode)
+    # The spec's ERROR_IFs, in its order, looked at one by one when one of them may hold.
+    if (_rescale_rules_may_fail(in_t, out_t, izp, ozp, in_u, out_u, scale32, rounding_mode)
             and _rescale_rule_holds(in_t, out_t, izp, ozp, in_u, out_u, scale32, rounding_mode)):
         _check_rescale_rules(call, in_t, out_t, izp, ozp, in_u, out_u, scale32, rounding_mode)
     shape = shape_of(call, 0)
     call.error_if(per_channel and len(shape) < 1, "per_channel with a rank-0 input")
     check_output_shape(call, shape)
     nc = shape[-1] if per_channel else 1
-    mult = np.asarray(call.inputs[1]).reshape(-1)
-    shift = np.asarray(call.inputs[2]).reshape(-1)
+    mult, shift = call.inputs[1], call.inputs[2]
+    if not (type(mult) is np.ndarray and mult.ndim == 1):
+        mult = np.asarray(mult).reshape(-1)
+    if not (type(shift) is np.ndarray and shift.ndim == 1):
+        shift = np.asarray(shift).reshape(-1)
     if mult.size != nc:
         call.error_if(True, f"multiplier has {mult.size} values, needs {nc}")
     if shift.size != nc:
@@ -94,8 +96,10 @@ def rescale(call: OpCall):
     return plan.execute
 
 
-def _rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, rounding_mode) -> bool:
-    return bool(izp or ozp or in_u or out_u or (scale32 and in_t == I48)
+def _rescale_rules_may_fail(in_t, out_t, izp, ozp, in_u, out_u, scale32, rounding_mode) -> bool:
+    """Whether one of _check_rescale_rules' conditions may hold: each needs a zero point of a type
+    other than int8, an unsigned side, scale32 with int48 or a double round without scale32."""
+    return bool((izp and in_t != I8) or (ozp and out_t != I8) or in_u or out_u or (scale32 and in_t == I48)
                 or (not scale32 and rounding_mode == numerics.DOUBLE_ROUND))
 
 

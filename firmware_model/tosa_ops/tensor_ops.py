@@ -244,7 +244,8 @@ def _conv_common(call: OpCall, rank: int = 4):
 def _bias_vector(call: OpCall, bc: int, oc: int) -> np.ndarray:
     if bc != oc and bc != 1:
         call.error_if(True, f"bias has {bc} values, needs {oc} or 1")
-    return np.asarray(call.inputs[2]).reshape(-1)
+    b = call.inputs[2]
+    return b if type(b) is np.ndarray and b.ndim == 1 else np.asarray(b).reshape(-1)
 
 
 @register_plan("CONV2D", static=(1, 2, 3, 4))
@@ -361,8 +362,10 @@ def depthwise_conv2d(call: OpCall):
             # ci), column ci*M + j holds w[t, ci, j], every other entry 0 (adds nothing).
             wblock = np.zeros(k * c * c * m, ct)
             size = wblock.itemsize                  # the diagonal blocks: a strided view of (KH*KW, C, M)
-            np.ndarray((k, c, m), ct, buffer=wblock, strides=(c * c * m * size, (c + 1) * m * size, size))[...] = \
-                _shifted(w, wzp, ct).reshape(k, c, m)
+            diagonal = np.ndarray((k, c, m), ct, buffer=wblock, strides=(c * c * m * size, (c + 1) * m * size, size))
+            diagonal[...] = w.reshape(k, c, m)      # (converted to the compute type as it is stored)
+            if wzp:
+                diagonal -= wzp
             wblock = wblock.reshape(k * c, c * m)
 
             def execute_block(ins):

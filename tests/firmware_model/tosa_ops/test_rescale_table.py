@@ -354,7 +354,7 @@ def test_rescale_rules_are_looked_at_whenever_one_may_hold():
             rt._check_rescale_rules(call, in_t, out_t, izp, ozp, in_u, out_u, scale32, mode)
         except TosaError:
             held += 1
-            assert rt._rescale_rules_may_fail(in_t, izp, ozp, in_u, out_u, scale32, mode), case
+            assert rt._rescale_rules_may_fail(in_t, out_t, izp, ozp, in_u, out_u, scale32, mode), case
             assert rt._rescale_rule_holds(*case), case
         else:
             assert not rt._rescale_rule_holds(*case), case
