@@ -84,7 +84,8 @@ class MacSequencer(wiring.Component):
             "status": Out(8),             # valid with done
             "regs": In(REGISTER_FILE),
             # SRAM ports (read data arrives one clock after the address)
-            "ifm_addr": Out(_bits(cfg.input_words)),
+            # (IFM_SRAM: the input SRAM's words, or the output SRAM's)
+            "ifm_addr": Out(_bits(max(cfg.input_words, cfg.output_words))),
             "ifm_data": In(8 * L),
             # DEPTHWISE_PAIRED: the next kernel row's word, read in the same clock (a second port)
             "ifm_addr2": Out(_bits(cfg.input_words)),

@@ -20,7 +20,7 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import PARAM_RECORD_BYTES, EltMode, Opcode, OutMode
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, EltMode, Opcode, OutMode, Sram
 from firmware_model.tosa_ops.dtypes import DType
 from hw.clock_gate import add_gated_domain
 from hw.command_processor import CommandProcessor
@@ -179,22 +179,29 @@ class NpuCore(wiring.Component):
         o_wr = output_sram.write_port(granularity=8)
         # ELTWISE's A with A_FROM_OUTPUT: an earlier command's result read where it was written
         # (the ISA's "A apart from the results" rule keeps these reads off the bytes it writes)
+        # The same port serves the MAC's input words with IFM_SRAM OUTPUT (the two never run at once;
+        # "input apart from the results" keeps them off the bytes the MAC writes).
         a_rd = output_sram.read_port()
         a_from_output = Signal()
-        m.d.comb += [a_from_output.eq((regs.elt_mode & EltMode.A_FROM_OUTPUT) != 0), a_rd.addr.eq(elt.a_addr)]
+        ifm_from_output = Signal()
+        m.d.comb += [a_from_output.eq((regs.elt_mode & EltMode.A_FROM_OUTPUT) != 0),
+                     ifm_from_output.eq(regs.ifm_sram == Sram.OUTPUT)]
         m.d.comb += [
-            mac.ifm_data.eq(in_rd.data), elt.a_data.eq(Mux(a_from_output, a_rd.data, in_rd.data)),
+            mac.ifm_data.eq(Mux(ifm_from_output, a_rd.data, in_rd.data)),
+            elt.a_data.eq(Mux(a_from_output, a_rd.data, in_rd.data)),
             pool.i_data.eq(in_rd.data),
             mac.wgt_data.eq(w_rd.data), elt.b_data.eq(w_rd.data),
             mac.prm_data.eq(p_rd.data), elt.p_data.eq(p_rd.data), pool.p_data.eq(p_rd.data),
         ]
         with m.Switch(active):
             with m.Case(Opcode.ELTWISE):
-                m.d.comb += [in_rd.addr.eq(elt.a_addr), w_rd.addr.eq(elt.b_addr), p_rd.addr.eq(elt.p_addr)]
+                m.d.comb += [in_rd.addr.eq(elt.a_addr), w_rd.addr.eq(elt.b_addr), p_rd.addr.eq(elt.p_addr),
+                             a_rd.addr.eq(elt.a_addr)]
             with m.Case(Opcode.POOL):
-                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr)]
+                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr), a_rd.addr.eq(elt.a_addr)]
             with m.Default():
-                m.d.comb += [in_rd.addr.eq(mac.ifm_addr), w_rd.addr.eq(mac.wgt_addr), p_rd.addr.eq(mac.prm_addr)]
+                m.d.comb += [in_rd.addr.eq(mac.ifm_addr), w_rd.addr.eq(mac.wgt_addr), p_rd.addr.eq(mac.prm_addr),
+                             a_rd.addr.eq(mac.ifm_addr)]
 
         # ---- the output stage and the writer, to the running unit ----
         mac_cfg = Signal.like(ost.cfg)

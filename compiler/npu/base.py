@@ -36,6 +36,9 @@ class TilePlan:
     order: str = ""
     buffers: int = 1                       # equal buffers each used SRAM is divided into
     srams: tuple[Sram, ...] = ()           # the SRAMs the operation's tiles use
+    # bytes of the output SRAM the buffers may take (compiler/passes/cascading.py: a region above
+    # holds the operation before's result); None: all of it
+    output_limit: int | None = None
 
     def describe(self) -> str:
         if not self.tiles:

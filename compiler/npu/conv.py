@@ -84,6 +84,17 @@ class ConvGeometry:
     pixels: int
 
 
+@dataclass(frozen=True)
+class Cascade:
+    """A convolution's result kept in the output SRAM for the 1x1 convolution after it
+    (compiler/passes/cascading.py): the whole result at `addr`, pixel (y, x) at addr + y*row + x*pix,
+    channel c at byte c (pix a whole number of words: the MAC's input layout)."""
+    addr: int
+    pix: int
+    row: int
+    store: bool                  # the producer also stores its result (something else reads it)
+
+
 @dataclass
 class NpuConv(NpuOperation):
     """CONV2D with its fused output stage."""
@@ -112,6 +123,10 @@ class NpuConv(NpuOperation):
     # Set on the width-unfolded form of a convolution (`unfolded`): (KW, STRIDE_W, PAD_LEFT, W, C)
     # of the original, whose input box the DMA gathers.
     unfold: tuple[int, int, int, int, int] | None = None
+    # compiler/passes/cascading.py: this convolution's result stays in the output SRAM for the next
+    # (cascade_out), or its input is the one before's result there (cascade_in)
+    cascade_out: Cascade | None = None
+    cascade_in: Cascade | None = None
     kind = "conv"
     unit = "MAC"
 
@@ -535,7 +550,9 @@ class NpuConv(NpuOperation):
             iy0, ix0 = t.y0 * sh - pt, t.x0 * sw - pl
             key = (t.n, iy0, ix0, g.in_h, g.in_w, t.c0 if self.depthwise else 0)
             in_slot = next((s for s, v in resident_in.items() if v == key), None)
-            if in_slot is None:
+            if self.cascade_in is not None:
+                in_slot = 0            # read where the operation before wrote it: nothing to load
+            elif in_slot is None:
                 in_slot = n_in % plan.buffers
                 n_in += 1
                 resident_in[in_slot] = key
@@ -589,16 +606,25 @@ class NpuConv(NpuOperation):
                 slots[k] = load(t)
             in_slot, w_slot, _ = slots[k]
             in_addr = bufs[Sram.INPUT][in_slot]
+            in_regs = {Reg.IFM_SRAM: int(Sram.INPUT), Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: g.in_w * pix,
+                       Reg.IFM_PIX_STRIDE: pix}
+            if (cin := self.cascade_in) is not None:
+                in_regs = {Reg.IFM_SRAM: int(Sram.OUTPUT), Reg.IFM_ADDR: cin.addr + t.y0 * cin.row + t.x0 * cin.pix,
+                           Reg.IFM_ROW_STRIDE: cin.row, Reg.IFM_PIX_STRIDE: cin.pix}
             out_addr = bufs[Sram.OUTPUT][k % plan.buffers]
+            out_row, out_pix = t.tw * g.out_pix_bytes, g.out_pix_bytes
+            if (cout := self.cascade_out) is not None:
+                out_addr = cout.addr + t.y0 * cout.row + t.x0 * cout.pix + t.c0 * esize
+                out_row, out_pix = cout.row, cout.pix
             regs = {
-                Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: g.in_w * pix, Reg.IFM_PIX_STRIDE: pix,
+                **in_regs,
                 Reg.IFM_CBLOCKS: 1 if self.depthwise else cb, Reg.IFM_ZP: self.input_zp,
                 Reg.IFM_DTYPE: int(self.ifm_dtype),
                 Reg.WGT_ADDR: bufs[Sram.WEIGHT][w_slot], Reg.WGT_ZP: self.weight_zp,
                 Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
                 Reg.DILATION_H: dh, Reg.DILATION_W: dw,
-                Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: t.tw * g.out_pix_bytes,
-                Reg.OFM_PIX_STRIDE: g.out_pix_bytes, Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
+                Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: out_row,
+                Reg.OFM_PIX_STRIDE: out_pix, Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
                 Reg.PARAM_ADDR: bufs[Sram.PARAM][w_slot], **stage_regs,
             }
             for reg, value in regs.items():
@@ -607,7 +633,7 @@ class NpuConv(NpuOperation):
             mode = self.mac_mode(cfg)
             ext_out = ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize
             # a one-pixel tile's result is one dense run: the next ELTWISE may read it on chip
-            result = (ext_out, t.tc * esize, out_addr) if t.tw == t.th == 1 else None
+            result = (ext_out, t.tc * esize, out_addr) if t.tw == t.th == 1 and cout is None else None
             if pipelined:
                 ahead = 0
                 if k + 1 < len(tiles):
@@ -620,11 +646,11 @@ class NpuConv(NpuOperation):
                 slack = next_loads(Opcode.MAC, mode, result)
             mac_index = w.emit(Opcode.MAC, mode, slack)
             before = w.dma_count
-            w.dma(Opcode.DMA_STORE, Sram.OUTPUT,
-                  ext=ext_out,
-                  sram_addr=out_addr, len0=t.tc * esize, len1=t.tw, len2=t.th,
-                  ext_s1=OC * esize, ext_s2=OW * OC * esize, sram_s1=g.out_pix_bytes,
-                  sram_s2=t.tw * g.out_pix_bytes)
+            if cout is None or cout.store:
+                w.dma(Opcode.DMA_STORE, Sram.OUTPUT,
+                      ext=ext_out,
+                      sram_addr=out_addr, len0=t.tc * esize, len1=t.tw, len2=t.th,
+                      ext_s1=OC * esize, ext_s2=OW * OC * esize, sram_s1=out_pix, sram_s2=out_row)
             stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "MAC", "commands": [start, len(w.commands)],
                             "unit_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,

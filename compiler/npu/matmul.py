@@ -171,6 +171,7 @@ class NpuMatmul(NpuOperation):
             _, _, _, opix = self.sizes(cfg, t.th, t.tc)
             out_addr = bufs[Sram.OUTPUT][k % plan.buffers]
             regs = {
+                Reg.IFM_SRAM: int(Sram.INPUT),
                 Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: pix, Reg.IFM_PIX_STRIDE: pix, Reg.IFM_CBLOCKS: cb,
                 Reg.IFM_ZP: self.a_zp, Reg.IFM_DTYPE: int(DType.INT8),
                 Reg.WGT_ADDR: bufs[Sram.WEIGHT][w_slot], Reg.WGT_ZP: self.b_zp,

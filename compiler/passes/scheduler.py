@@ -15,7 +15,7 @@ can overlap with the computation (double buffering).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -156,8 +156,10 @@ def run(ctx) -> None:
     for op in block.operators:
         if op.op == NPU_OP:
             plan = op.annotations["plan"]
+            # (a cascade's consumer: its output buffers below the region, compiler/passes/cascading.py)
+            op_cfg = cfg if plan.output_limit is None else replace(cfg, output_sram=plan.output_limit)
             sched = OpSchedule({k: constants_addr + v for k, v in blob_offsets[id(op)].items()},
-                               {s: sram_buffers(cfg, s, plan.buffers) for s in plan.srams})
+                               {s: sram_buffers(op_cfg, s, plan.buffers) for s in plan.srams})
             schedule.ops[id(op)] = sched
             op.annotations["schedule"] = str(sched)
     ctx.schedule = schedule

@@ -23,7 +23,7 @@ from typing import Callable
 
 from firmware_model.arch.config import SRAM_MAX_BYTES, NpuConfig
 from firmware_model.arch.isa import (ELEMENT_BYTES, PARAM_RECORD_BYTES, EltMode, EltOp, LutMode, MacMode, OutMode,
-                                     PoolMode, Status)
+                                     PoolMode, Sram, Status)
 from firmware_model.tosa_ops.dtypes import DType
 
 
@@ -176,6 +176,14 @@ def depthwise_pass_count(x, r, cfg: NpuConfig):
     return (span + (cfg.mac_cols - 1)) >> (cfg.mac_cols.bit_length() - 1)
 
 
+def _mac_input_end(x, r, cfg: NpuConfig):
+    """One past the last input byte a MAC tile reads (from IFM_ADDR; strides are non-negative)."""
+    return (r.ifm_addr
+            + _mul(x, _mul(x, r.ofm_h - 1, r.stride_h) + _mul(x, r.kernel_h - 1, r.dilation_h), r.ifm_row_stride)
+            + _mul(x, _mul(x, r.ofm_w - 1, r.stride_w) + _mul(x, r.kernel_w - 1, r.dilation_w), r.ifm_pix_stride)
+            + _mul(x, r.ifm_cblocks, cfg.word_bytes))
+
+
 def _mac_raw48(x, r):
     return x.all(r.ofm_dtype == DType.INT48, x.not_(x.flag(r.out_mode, _RESCALE)))
 
@@ -198,6 +206,12 @@ MAC_RULES: tuple[Rule, ...] = (
          ("sub", "KERNEL_W", "DILATION_W"),
          lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE_PAIRED,
                                       _mul(x, r.kernel_w - 1, r.dilation_w) + 1 > cfg.mac_cols // 2)),
+    Rule("input SRAM", Status.BAD_MODE,
+         "IFM_SRAM is INPUT, or OUTPUT for a CONV2D or MATMUL command (an earlier command's result read "
+         "where it was written)", ("sub", "IFM_SRAM"),
+         lambda x, r, sub, cfg: x.any(x.not_(x.one_of(r.ifm_sram, Sram.INPUT, Sram.OUTPUT)),
+                                      x.all(r.ifm_sram == Sram.OUTPUT,
+                                            x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.MATMUL))))),
     Rule("input type", Status.BAD_MODE, "IFM_DTYPE is INT8 or INT16", ("IFM_DTYPE",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_dtype, DType.INT8, DType.INT16))),
     Rule("int16 zero point", Status.BAD_MODE, "int16 inputs take no input zero point (IFM_ZP = 0)",
@@ -226,12 +240,10 @@ MAC_RULES: tuple[Rule, ...] = (
          lambda x, r, sub, cfg: x.not_(x.all(*(x.aligned(v, cfg.word_bytes) for v in (
              r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride, r.wgt_addr))))),
     Rule("input range", Status.ADDRESS_RANGE,
-         "the input words the tile reads lie inside the input SRAM",
-         ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "IFM_CBLOCKS", "OFM_H", "OFM_W"),
-         lambda x, r, sub, cfg: r.ifm_addr
-         + _mul(x, _mul(x, r.ofm_h - 1, r.stride_h) + _mul(x, r.kernel_h - 1, r.dilation_h), r.ifm_row_stride)
-         + _mul(x, _mul(x, r.ofm_w - 1, r.stride_w) + _mul(x, r.kernel_w - 1, r.dilation_w), r.ifm_pix_stride)
-         + _mul(x, r.ifm_cblocks, cfg.word_bytes) > cfg.input_sram),
+         "the input words the tile reads lie inside their SRAM (IFM_SRAM)",
+         ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "IFM_CBLOCKS", "OFM_H", "OFM_W", "IFM_SRAM"),
+         lambda x, r, sub, cfg: _mac_input_end(x, r, cfg)
+         > x.mux(r.ifm_sram == Sram.OUTPUT, cfg.output_sram, cfg.input_sram)),
     Rule("weight range", Status.ADDRESS_RANGE,
          "the weight blocks lie inside the weight SRAM (a DEPTHWISE command: one block per kernel row and "
          "window pass; DEPTHWISE_PAIRED: one per pair of kernel rows)",
@@ -257,6 +269,14 @@ MAC_RULES: tuple[Rule, ...] = (
          ("OFM_ADDR", "OFM_ROW_STRIDE", "OFM_PIX_STRIDE", "OFM_H", "OFM_W", "OFM_C", "OFM_DTYPE"),
          lambda x, r, sub, cfg: _box_end(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h, r.ofm_row_stride,
                                          r.ofm_w, r.ofm_pix_stride, r.ofm_c) > cfg.output_sram),
+    Rule("input apart from the results", Status.ADDRESS_RANGE,
+         "with IFM_SRAM OUTPUT, the input words the tile reads and the bytes it writes do not overlap",
+         ("IFM_SRAM", "IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "IFM_CBLOCKS", "OFM_ADDR", "OFM_ROW_STRIDE",
+          "OFM_PIX_STRIDE", "OFM_H", "OFM_W", "OFM_C", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: x.all(
+             r.ifm_sram == Sram.OUTPUT, r.ifm_addr < _box_end(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h,
+                                                              r.ofm_row_stride, r.ofm_w, r.ofm_pix_stride, r.ofm_c),
+             r.ofm_addr < _mac_input_end(x, r, cfg))),
 )
 
 # What the ISA allows and the core RTL does not run yet (it refuses these with BAD_MODE): nothing.

@@ -118,13 +118,14 @@ DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED)
 
 class Reg(enum.IntEnum):
     """Register numbers. Addresses are byte addresses within the named SRAM."""
-    # Input feature map of a MAC operation (tile-local, in the input SRAM)
+    # Input feature map of a MAC operation (tile-local, in the input SRAM or, IFM_SRAM, the output SRAM)
     IFM_ADDR = 0x00         # input element (row 0, column 0, channel 0) of the tile
     IFM_ROW_STRIDE = 0x01   # bytes between input rows
     IFM_PIX_STRIDE = 0x02   # bytes between input pixels
     IFM_CBLOCKS = 0x03      # input-channel blocks of mac.cols lanes per pixel
     IFM_ZP = 0x04           # input zero point (signed)
     IFM_DTYPE = 0x05        # DType of the input elements
+    IFM_SRAM = 0x06         # Sram the MAC reads its input words from: INPUT, or OUTPUT (CONV2D, MATMUL)
     # Weights
     WGT_ADDR = 0x08         # first weight block in the weight SRAM
     WGT_ZP = 0x09           # weight zero point (signed)

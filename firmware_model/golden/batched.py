@@ -191,9 +191,10 @@ class _Segment:
         lut = None
         if plan.stage.lut_range is not None:
             lut = self.codes(Sram.LUT)[plan.stage.lut_range[0]:plan.stage.lut_range[1]].copy()
-        # (Not reached with this ISA: the MAC never reads the output SRAM, so computed bytes reach
-        # its inputs only through a DMA_STORE and a DMA_LOAD, where `load` ends the segment. Kept
-        # so that the segment's rule stays true whatever the units read.)
+        # (Not reached with this ISA: a segment's MACs do not read the output SRAM (IFM_SRAM OUTPUT
+        # runs as a step), so computed bytes reach their inputs only through a DMA_STORE and a
+        # DMA_LOAD, where `load` ends the segment. Kept so that the segment's rule stays true
+        # whatever the units read.)
         if _computed(x) or _computed(w) or _computed(p) or (lut is not None and _computed(lut)):
             return False
         self._output(pc, (key0, None if lut is None else lut.tobytes(), probe_class), x, w.copy(), p.copy(), lut, out)
@@ -696,8 +697,10 @@ def compile_steps(cfg, steps: list, probe_class) -> list | None:
             step = steps[i]
             kind = step[0]
             # (a DEPTHWISE tile's rows read different channels: no shared input vectors; it runs as a step)
+            # (nor one reading its input from the output SRAM: a segment's MACs read the input SRAM)
             mac = (kind == D.S_UNIT and step[2] == Opcode.MAC and step[3] not in DEPTHWISE_MODES
-                   and step[5].stage is not None and _small(cfg, step))
+                   and step[5].region.input_sram == Sram.INPUT and step[5].stage is not None
+                   and _small(cfg, step))
             elt = (kind == D.S_UNIT and step[2] == Opcode.ELTWISE and step[5].count >= ELT_MIN_COUNT
                    and _small(cfg, step))
             if seg is None:

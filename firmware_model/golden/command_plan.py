@@ -72,7 +72,7 @@ def unit_ranges(op: Opcode, plan) -> tuple[dict, dict]:
     """({memory: [start, stop)} a compute command reads, {memory: range} it writes), from its plan."""
     if op == Opcode.MAC:
         reg = plan.region
-        reads = {"input": reg.input, "weight": reg.weight, "param": reg.param}
+        reads = {reg.input_name: reg.input, "weight": reg.weight, "param": reg.param}
         if reg.lut is not None:
             reads["lut"] = reg.lut
         return reads, {"output": reg.output}

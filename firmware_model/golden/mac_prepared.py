@@ -169,6 +169,7 @@ def prepare_conv(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     in_shape = (oh, ow, kh, kw, cb * lanes)
     in_dtype = np.dtype(np.int8 if esz == 1 else "<i2")
     in_offset = (r.ifm_addr // L) * L
+    in_sram = plan.region.input_sram          # IFM_SRAM: the input SRAM, or the output SRAM
     in_strides = (r.stride_h * row_b, r.stride_w * pix_b, r.dilation_h * row_b, r.dilation_w * pix_b, esz)
     K = kh * kw * cb * lanes
     ifm_zp, wgt_zp = r.ifm_zp, r.wgt_zp
@@ -196,7 +197,7 @@ def prepare_conv(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     records = _last_bytes(lambda raw: _spread_records(raw, ifm_dtype, stage_plan_, P, oc, bound, acc32_wraps))
 
     def run(mem: Memories, probe=None) -> None:
-        vectors = np.ndarray(in_shape, dtype=in_dtype, buffer=mem.sram[Sram.INPUT], offset=in_offset,
+        vectors = np.ndarray(in_shape, dtype=in_dtype, buffer=mem.sram[in_sram], offset=in_offset,
                              strides=in_strides)
         x = vectors.astype(np.float64).reshape(P, K)
         x -= ifm_zp

@@ -110,6 +110,12 @@ class MacRegion:
     param: tuple[int, int]
     output: tuple[int, int]
     lut: tuple[int, int] | None = None   # LUT SRAM bytes read by a fused table
+    input_sram: Sram = Sram.INPUT        # where `input` lies (IFM_SRAM: INPUT, or OUTPUT)
+
+    @property
+    def input_name(self) -> str:
+        """The counters' memory name of the input's SRAM."""
+        return "input" if self.input_sram == Sram.INPUT else "output"
 
 
 @dataclass
@@ -156,7 +162,7 @@ class MacPlan:
     @property
     def reads(self) -> dict[str, tuple[int, int]]:
         """The SRAM ranges the golden model counts as read (the table's bytes are not counted)."""
-        return {"input": self.region.input, "weight": self.region.weight, "param": self.region.param}
+        return {self.region.input_name: self.region.input, "weight": self.region.weight, "param": self.region.param}
 
 
 def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
@@ -182,7 +188,8 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     lo = word0
     hi = (word0 + ((oh - 1) * r.stride_h + (kh - 1) * r.dilation_h) * row_w
           + ((ow - 1) * r.stride_w + (kw - 1) * r.dilation_w) * pix_w + cb)
-    check_range(cfg, Sram.INPUT, lo * L, hi * L, "MAC input")
+    in_sram = Sram.OUTPUT if r.ifm_sram == Sram.OUTPUT else Sram.INPUT
+    check_range(cfg, in_sram, lo * L, hi * L, "MAC input")
     depthwise = mode in DEPTHWISE_MODES
     paired = mode == MacMode.DEPTHWISE_PAIRED
     steps = (depthwise_kernel_steps(kh, paired) * len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise
@@ -211,7 +218,8 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
         macs=n_ocb * steps * oh * ow * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
-                         output=(first, last), lut=stage.lut_range if stage is not None else None),
+                         output=(first, last), lut=stage.lut_range if stage is not None else None,
+                         input_sram=in_sram),
         out_shape=(oh, ow, oc), out_bytes=oh * ow * oc * esize, stage=stage)
 
 
@@ -241,7 +249,7 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     esz = L // lanes                                                           # bytes per input element
     row_b, pix_b = row_w * L, pix_w * L
     vectors = np.ndarray((oh, ow, kh, kw, cb * lanes), dtype=np.int8 if esz == 1 else "<i2",
-                         buffer=mem.sram[Sram.INPUT], offset=word0 * L,
+                         buffer=mem.sram[plan.region.input_sram], offset=word0 * L,
                          strides=(sh * row_b, sw * pix_b, dh * row_b, dw * pix_b, esz))
     # Float64 holds every operand and partial sum exactly (see exact_dot).
     x = vectors.astype(np.float64).reshape(oh * ow, kh * kw * cb * lanes)

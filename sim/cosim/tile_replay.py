@@ -6,10 +6,11 @@ replay builds a short program that starts where the tile starts:
 1. the golden model runs the invocations before the tile's (the variables carry over), then the
    tile's invocation up to the tile's first command (the program cut there, then END): its external
    memory, SRAMs, registers and variable SRAM are the machine's state before the tile;
-2. the replay program: that external memory as its constants, the input, weight, parameter and
-   LUT SRAMs' images after it, DMA_LOADs that put them back, SETs of every register golden had, the
-   tile's own commands (its MARK to its last DMA_STORE), END. The variable SRAM starts from golden's
-   image. The output SRAM starts cleared (no command reads it back before writing it);
+2. the replay program: that external memory as its constants, the input, weight, parameter, LUT
+   and output SRAMs' images after it, DMA_LOADs that put them back, SETs of every register golden
+   had, the tile's own commands (its MARK to its last DMA_STORE), END. The variable SRAM starts
+   from golden's image. (The output SRAM holds what an ELTWISE with A_FROM_OUTPUT or a MAC with
+   IFM_SRAM OUTPUT reads: an earlier command's result);
 3. that program is prepared and run like any other (sim/cosim/program_run.py): golden first, then
    the core, the tile checked by the scoreboard, with `--waves` a waveform of a few hundred clocks.
 
@@ -28,7 +29,7 @@ from firmware_model.arch.isa import Command, Opcode, Reg, Sram, set_reg
 from firmware_model.arch.program import Program
 from firmware_model.errors import NpuBenchError
 
-RESTORED = (Sram.INPUT, Sram.WEIGHT, Sram.PARAM, Sram.LUT)
+RESTORED = (Sram.INPUT, Sram.WEIGHT, Sram.PARAM, Sram.LUT, Sram.OUTPUT)
 ALIGN = 64
 
 

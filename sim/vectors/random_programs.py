@@ -173,6 +173,21 @@ def strided_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
                        f"pass in {DIRECTED_DRAWS} draws")
 
 
+def output_sram_input_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
+    """A random CONV2D tile that reads its input from the output SRAM (IFM_SRAM OUTPUT) over two
+    or more input words a pixel: drawn until one does, at most DIRECTED_DRAWS times."""
+    from sim.vectors.random_tiles import random_tile
+
+    for _ in range(DIRECTED_DRAWS):
+        t = random_tile(cfg, rng, tile_id)
+        regs = t["regs"]
+        if regs[int(Reg.IFM_SRAM)] == Sram.OUTPUT and regs[int(Reg.IFM_CBLOCKS)] >= 2:
+            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
+                            fill=int(rng.integers(0, 256)))
+    raise RuntimeError(f"no random tile on '{cfg.name}' reading its input from the output SRAM in "
+                       f"{DIRECTED_DRAWS} draws")
+
+
 def paired_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random DEPTHWISE_PAIRED tile with an odd KERNEL_H of 3 or more (a step with two kernel
     rows, then the last row alone: the upper window half masked), a kernel row of two or more

@@ -28,7 +28,8 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     input word, weights in the low half of each weight row; IFM_ZP 0; rescaled with apply_scale_16,
     biases over the int48 range so that the saturating bias add is exercised). A third of the int8
     tiles are DEPTHWISE (the array's window mode): kernel rows up to 2*cols+1 taps wide, so that a
-    row takes one to three window passes, strides up to 3 (past a short last pass's length); half
+    row takes one to three window passes, strides up to 3 (past a short last pass's length); a
+    quarter of the CONV2D tiles read their input from the output SRAM (IFM_SRAM OUTPUT); half
     of those are DEPTHWISE_PAIRED (kernel rows spanning up to cols/2 pixels, 1 to 5 of them, so an
     odd last row leaves the upper lanes idle)."""
     R, L = cfg.mac_rows, cfg.mac_cols
@@ -82,6 +83,20 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     in_addr = int(rng.integers(0, (cfg.input_sram - in_bytes) // L + 1)) * L
     w_addr = int(rng.integers(0, (cfg.weight_sram - w_bytes) // L + 1)) * L
     out_addr = int(rng.integers(0, (cfg.output_sram - out_bytes) // align + 1)) * align
+    # A quarter of the CONV2D tiles read their input from the output SRAM (IFM_SRAM OUTPUT, an
+    # earlier command's result), in a part apart from the output box, on either side of it.
+    ifm_sram = Sram.INPUT
+    in_words = -(-in_bytes // L) * L
+    if mode == MacMode.CONV2D and rng.random() < 0.25 and in_words + out_bytes + L + align <= cfg.output_sram:
+        ifm_sram = Sram.OUTPUT
+        if rng.random() < 0.5:        # the input below the output box
+            in_addr = int(rng.integers(0, (cfg.output_sram - out_bytes - in_words) // L + 1)) * L
+            lo = -(-(in_addr + in_words) // align) * align
+            out_addr = int(rng.integers(lo // align, (cfg.output_sram - out_bytes) // align + 1)) * align
+        else:                         # above it
+            out_addr = int(rng.integers(0, (cfg.output_sram - out_bytes - in_words - L) // align + 1)) * align
+            lo = -(-(out_addr + out_bytes) // L) * L
+            in_addr = int(rng.integers(lo // L, (cfg.output_sram - in_words) // L + 1)) * L
     p_addr = int(rng.integers(0, cfg.param_records - oc + 1))
 
     rescale = not raw48 and (out_dtype != DType.INT32 or bool(rng.integers(0, 2)) or int16)
@@ -120,6 +135,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     regs = {
         Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: iw * pix, Reg.IFM_PIX_STRIDE: pix, Reg.IFM_CBLOCKS: cb,
         Reg.IFM_ZP: 0 if int16 else int(rng.integers(-128, 128)) & 0xFFFFFFFF, Reg.IFM_DTYPE: int(ifm_dtype),
+        Reg.IFM_SRAM: int(ifm_sram),
         Reg.WGT_ADDR: w_addr, Reg.WGT_ZP: int(rng.integers(-128, 128)) & 0xFFFFFFFF,
         Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
         Reg.DILATION_H: dh, Reg.DILATION_W: dw,
@@ -136,7 +152,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     a, b = result.region.output
     return {
         "tile": tile_id, "regs": regs, "mode": int(mode),
-        "images": {Sram.INPUT: (mem.sram[Sram.INPUT], result.region.input),
+        "images": {ifm_sram: (before if ifm_sram == Sram.OUTPUT else mem.sram[Sram.INPUT], result.region.input),
                    Sram.WEIGHT: (mem.sram[Sram.WEIGHT], result.region.weight),
                    Sram.PARAM: (mem.sram[Sram.PARAM], result.region.param),
                    **({Sram.LUT: (mem.sram[Sram.LUT], lut_range)} if lut_range else {})},

@@ -48,7 +48,7 @@ PART_RUNS = {
     "output_writer": ("mac8", "eltwise", "pool"),
     "vector_writer": ("mac8", "mac16"),
     "output_control": ("mac8", "mac16"),
-    "sram_ports": ("eltwise",),
+    "sram_ports": ("eltwise", "mac8"),
     "var_handling": ("variables", "var_fault"),
 }
 
@@ -236,7 +236,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     # ---- pooling sequencer ----
     _m("pool_sequencer", "bottom_padding_edge",
        "a tap one row below the input box is read as data (bottom padding edge off by one)",
-       r"(assign \\\$\d+  = \$signed\(\\\$\d+ \[39:0\]\)) >= (\$signed\(\{ 1'h0, regs\[1791:1760\] \}\));",
+       r"(assign \\\$\d+  = \$signed\(\\\$\d+ \[39:0\]\)) >= (\$signed\(\{ 1'h0, regs\[1823:1792\] \}\));",
        r"\1 > \2;"),
     _m("pool_sequencer", "left_padding_ignored",
        "taps left of the input box are not masked as padding",
@@ -245,13 +245,13 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        r"\g<1>1'h0;\n\g<2>"),
     _m("pool_sequencer", "window_column_uses_stride_h",
        "the window's column origin (for the padding test) advances by STRIDE_H",
-       r"(= \$signed\(tap_x0\) \+ \$signed\(\{ 1'h0, )regs\[383:352\]( \}\);)", r"\1regs[351:320]\2"),
+       r"(= \$signed\(tap_x0\) \+ \$signed\(\{ 1'h0, )regs\[415:384\]( \}\);)", r"\1regs[383:352]\2"),
     _m("pool_sequencer", "skips_last_output_row",
        "the pooling sequencer stops before the last output row",
-       rf"(assign more_rows = )({_N})  < regs\[575:544\];", r"\g<1>(\g<2>  + 1'h1) < regs[575:544];"),
+       rf"(assign more_rows = )({_N})  < regs\[607:576\];", r"\g<1>(\g<2>  + 1'h1) < regs[607:576];"),
     _m("pool_sequencer", "out_row_uses_pix_stride",
        "the output's next row advances by OFM_PIX_STRIDE, not OFM_ROW_STRIDE",
-       r"(= out_row \+ )regs\[511:480\];", r"\1regs[543:512];"),
+       r"(= out_row \+ )regs\[543:512\];", r"\1regs[575:544];"),
     _m("pool_sequencer", "out_channel_step_one_byte",
        "the output channel offset advances by one byte, not the output element size",
        r"(= out_c \+ )esize;", r"\g<1>1'h1;"),
@@ -302,7 +302,13 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     # ---- the SRAM ports of the core ----
     _m("sram_ports", "a_from_output_ignored",
        "ELTWISE ignores A_FROM_OUTPUT: A is always read from the input SRAM",
-       r"assign a_data = a_from_output \? a_rd__data : ifm_data;", r"assign a_data = ifm_data;"),
+       r"assign a_data = a_from_output \? a_rd__data : in_rd__data;", r"assign a_data = in_rd__data;"),
+    _m("sram_ports", "ifm_from_output_ignored",
+       "a MAC with IFM_SRAM OUTPUT takes its input words from the input SRAM's port",
+       r"assign ifm_data = ifm_from_output \? a_rd__data : in_rd__data;", r"assign ifm_data = in_rd__data;"),
+    _m("sram_ports", "mac_output_read_at_eltwise_address",
+       "the output SRAM's second read port follows ELTWISE's A address while a MAC runs",
+       r"a_rd__addr = ifm_addr;", r"a_rd__addr = a_addr;"),
     _m("var_handling", "var_transfer_raw",
        "VAR transfers reach the variable SRAM as raw accesses: a VAR WRITE sets no written flag",
        rf"(assign {_N}  = )~ {_N} \[0\];\n(  assign {_N}  = ~ var_mark;)", r"\g<1>1'h1;\n\g<2>"),
@@ -311,7 +317,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        rf"assign req__valid = ({_N})  \| var_mark;", r"assign req__valid = \1 ;"),
     _m("var_handling", "var_mark_slot_from_dma",
        "VAR MARK sets the flag of the DMA's last slot instead of VAR_SLOT's",
-       rf"= var_mark \? regs\[1983:1952\] : (\{{ 24'h000000, {_N} \[8:1\] \}});", r"= var_mark ? \1 : \1;"),
+       rf"= var_mark \? regs\[2015:1984\] : (\{{ 24'h000000, {_N} \[8:1\] \}});", r"= var_mark ? \1 : \1;"),
 )
 
 

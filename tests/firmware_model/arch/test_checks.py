@@ -18,7 +18,7 @@ from amaranth.sim import Simulator
 from compiler.pipeline import compile_file
 from firmware_model.arch.checks import ELT_RULES, MAC_RTL_GAPS, MAC_RULES, POOL_RULES, PyOps, first_violation
 from firmware_model.arch.config import load_config
-from firmware_model.arch.isa import SIGNED_REGS, EltMode, EltOp, OutMode, PoolMode, Reg, Status
+from firmware_model.arch.isa import SIGNED_REGS, EltMode, EltOp, MacMode, OutMode, PoolMode, Reg, Sram, Status
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.model import GoldenModel
 from firmware_model.tosa_ops.dtypes import DType
@@ -68,7 +68,9 @@ def _edges(reg: Reg, regs: dict) -> list[int]:
 # Coordinated changes that single-register edges rarely make: (registers, sub or None)
 RECIPES = {
     "MAC": [({Reg.OFM_DTYPE: DType.INT32, Reg.OFM_ADDR: 2}, None), ({Reg.OFM_DTYPE: DType.INT48}, None),
-            ({Reg.IFM_DTYPE: DType.INT16, Reg.IFM_ZP: 3}, None)],
+            ({Reg.IFM_DTYPE: DType.INT16, Reg.IFM_ZP: 3}, None),
+            # the input read from the output SRAM where the tile writes
+            ({Reg.IFM_SRAM: Sram.OUTPUT, Reg.IFM_ADDR: 0, Reg.OFM_ADDR: 0}, MacMode.CONV2D)],
     "ELTWISE": [({Reg.ELT_A_DTYPE: DType.INT48}, EltOp.LOGICAL_LEFT_SHIFT),
                 ({Reg.ELT_MODE: EltMode.B_UNSIGNED, Reg.ELT_B_DTYPE: DType.INT32}, EltOp.ADD),
                 ({Reg.ELT_MODE: EltMode.A_UNSIGNED, Reg.ELT_A_DTYPE: DType.INT32}, EltOp.ADD)],

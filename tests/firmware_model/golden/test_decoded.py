@@ -406,7 +406,7 @@ def test_grouped_tiles_with_other_data(what, segments):
     if unit == "MAC":
         from sim.vectors.random_programs import mac_tiles
         from firmware_model.arch.isa import DType
-        tiles = mac_tiles(cfg, np.random.default_rng(31), 6 if kind == "int8" else 4,
+        tiles = mac_tiles(cfg, np.random.default_rng(31), 10 if kind == "int8" else 4,
                           DType.INT8 if kind == "int8" else DType.INT16)
     else:
         from sim.vectors.random_programs import eltwise_tiles

@@ -139,7 +139,7 @@ def random_program(what: str) -> tuple[object, Program]:
     unit, kind, config = (what.split() + [""])[:3]
     if unit == "MAC":
         cfg = load_config(config)
-        dtype, n = (DType.INT8, 6) if kind == "int8" else (DType.INT16, 4)
+        dtype, n = (DType.INT8, 10) if kind == "int8" else (DType.INT16, 4)
         return cfg, rp.tile_program(cfg, rp.mac_tiles(cfg, seeds.rng(31, f"timing model {what}"), n, dtype))
     corners = kind == "corners=True"
     make, n, most = (rp.eltwise_tiles, 12, 40) if unit == "ELTWISE" else (rp.pool_tiles, 8, 30)

@@ -1,0 +1,62 @@
+"""Cascades (compiler/passes/cascading.py): a convolution's result read by the 1x1 convolution after
+it where it was written, in the output SRAM."""
+
+import io
+
+import numpy as np
+import pytest
+
+from compiler import pipeline
+from compiler.passes import cascading
+from compiler.tosa_io import read_tosa
+from firmware_model.arch.config import load_config
+from firmware_model.arch.isa import Opcode, Reg, Sram
+from firmware_model.golden.model import GoldenModel
+from sim.models.model_data import ModelData
+from sim.paths import MODELS_DIR
+
+
+def _compile(name: str, config: str):
+    return pipeline.compile_graph(read_tosa(MODELS_DIR / name / "model.tosa"), load_config(config), out=io.StringIO())
+
+
+def _mac_sources(program) -> list[int]:
+    """IFM_SRAM of every MAC command, as the registers stand when it runs."""
+    regs, out = {}, []
+    for c in program.commands:
+        if c.opcode == Opcode.SET:
+            regs[c.sub] = c.value
+        elif c.opcode == Opcode.MAC:
+            out.append(regs.get(int(Reg.IFM_SRAM), 0))
+    return out
+
+
+@pytest.mark.parametrize("config", ["default", "large"])
+def test_cnn32_pointwise_layers_read_the_depthwise_results_on_chip(config, monkeypatch):
+    ctx = _compile("cnn32", config)
+    report = "\n".join(ctx.report)
+    assert "cascade:" in report and "not stored" in report
+    assert Sram.OUTPUT in _mac_sources(ctx.program)
+    data = ModelData.of(MODELS_DIR / "cnn32")
+    cfg = load_config(config)
+    golden = GoldenModel(ctx.program, cfg)
+    out = golden.invoke(data.inputs(0))["TosaOutput_0"]
+    assert np.array_equal(out, data.reference_outputs(0)["TosaOutput_0"])
+    # the same network without cascades: same outputs, more cycles and more external traffic
+    monkeypatch.setattr(cascading, "run", lambda ctx: None)
+    plain = _compile("cnn32", config)
+    assert Sram.OUTPUT not in _mac_sources(plain.program)
+    other = GoldenModel(plain.program, cfg)
+    assert np.array_equal(other.invoke(data.inputs(0))["TosaOutput_0"], out)
+    assert golden.counters.cycles < other.counters.cycles
+    ext = lambda g: g.counters.bytes_read["ext"] + g.counters.bytes_written["ext"]   # noqa: E731
+    assert ext(golden) < ext(other)
+
+
+def test_a_result_that_does_not_fit_half_the_output_sram_is_not_cascaded():
+    """blazeface's 32x32 depthwise results (32 KiB and more) stay in external memory on default
+    (32 KiB output SRAM); its 16x16 ones are cascaded."""
+    report = "\n".join(_compile("blazeface", "default").report)
+    lines = [line for line in report.splitlines() if "cascade:" in line]
+    assert lines and all("(32x32x" not in line and "(64x64x" not in line for line in lines)
+    assert any("(16x16x" in line for line in lines)
