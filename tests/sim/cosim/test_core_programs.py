@@ -133,9 +133,14 @@ def test_dma_fault_is_caught_and_localised(simulator):
     cfg = load_config("tiny")
     tiles = rp.mac_tiles(cfg, seeds.rng(7, "dma fault programs"), 6)
     program, job, golden, r = run(cfg, simulator, tiles, fault="dma_address")
-    assert not r.tiles[0].ok and r.tiles[0].mismatch_offsets
-    report = tile_reports(0, r.tiles, program.manifest)[0]
-    assert report.tile == 0 and report.unit == "MAC" and report.n_mismatch > 0
+    # (a tile may not see the fault: one reading its input from the output SRAM, or whose outputs
+    # the shifted words happen to leave alone; this draw's first is a clamped DEPTHWISE tile)
+    bad = [k for k, t in enumerate(r.tiles) if not t.ok]
+    assert bad and len(bad) >= len(tiles) // 2, f"tiles {bad} of {len(tiles)} differ"
+    first = bad[0]
+    assert r.tiles[first].mismatch_offsets
+    report = tile_reports(0, r.tiles, program.manifest)[first]
+    assert report.tile == first and not report.ok and report.unit == "MAC" and report.n_mismatch > 0
     assert report.mismatches and {"n", "y", "x", "c"} <= set(report.mismatches[0]["coords"])
     assert report.cycle_window[1] >= report.cycle_window[0]
 
