@@ -61,8 +61,7 @@ def run(ctx) -> None:
             plan = consumer.plan(replace(cfg, output_sram=limit), where)
         except TileFitError:
             continue
-        readers = [op for op in consumers.get(producer.ofm, [])]
-        store = producer.ofm in kept or any(op is not c_op for op in readers)
+        store = producer.ofm in kept or any(op is not c_op for op in consumers.get(producer.ofm, []))
         cascade = Cascade(addr=limit, pix=pix, row=W * pix, store=store)
         producer.cascade_out = cascade
         consumer.cascade_in = cascade

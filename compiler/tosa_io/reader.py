@@ -305,22 +305,11 @@ class _CheckedTable:
             return None
         if off < 4 or off + 4 > self._objsize:
             self._outside(slot)
-        buf, n, at = self.Bytes, self._n, self.Pos + off
-        target = at + _U32(buf, at)[0]          # _follow(at) and _string_at(target), inline
-        if target + 4 > n:
+        at = self.Pos + off
+        target = at + _U32(self.Bytes, at)[0]   # _follow(at), inline
+        if target + 4 > self._n:
             self._follow(at)
-        size = _U32(buf, target)[0]
-        end = target + 4 + size
-        if end >= n or buf[end] != 0:
-            self._string_at(target)             # (says what is wrong)
-        budget = self._budget
-        budget.left -= 4 + size
-        if budget.left < 0:
-            budget.overspent()
-        try:
-            return buf[target + 4:end].decode("utf-8")
-        except UnicodeDecodeError:
-            raise _Bad(f"the string at byte {target} is not valid UTF-8") from None
+        return self._string_at(target)
 
     def table(self, slot: int) -> "_CheckedTable | None":
         off = self._offs[slot]
@@ -353,23 +342,13 @@ class _CheckedTable:
         if v is None:
             return []
         start, length = v
-        buf, n, budget = self.Bytes, self._n, self._budget
+        buf, n = self.Bytes, self._n
         found = []
         for at in range(start, start + 4 * length, 4):
-            target = at + _U32(buf, at)[0]      # _follow(at) and _string_at(target), inline
+            target = at + _U32(buf, at)[0]      # _follow(at), inline
             if target + 4 > n:
                 self._follow(at)
-            size = _U32(buf, target)[0]
-            end = target + 4 + size
-            if end >= n or buf[end] != 0:
-                self._string_at(target)         # (says what is wrong)
-            budget.left -= 4 + size
-            if budget.left < 0:
-                budget.overspent()
-            try:
-                found.append(buf[target + 4:end].decode("utf-8"))
-            except UnicodeDecodeError:
-                raise _Bad(f"the string at byte {target} is not valid UTF-8") from None
+            found.append(self._string_at(target))
         return found
 
     def int32s(self, slot: int) -> list[int] | None:

@@ -125,109 +125,96 @@ def mac_tiles(cfg: NpuConfig, rng, n: int, ifm_dtype: DType = DType.INT8) -> lis
     return out
 
 
-def int16_table_past_int16_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
-    """A random MAC tile that rescales to int32 into an int16 table and feeds it values past int16,
-    so the LUT engine's clip to int16 decides results (random draws reach it about once in a
-    hundred tiles): drawn until one does, at most DIRECTED_DRAWS times."""
-    from firmware_model.arch.isa import LutMode
-    from firmware_model.golden.mac_unit import execute_mac
-    from firmware_model.golden.memories import Memories
+def directed_tile(cfg: NpuConfig, rng, tile_id: int, accept, what: str) -> TileSpec:
+    """The first random MAC tile (random_tiles.random_tile) that `accept(tile)` takes, as a
+    TileSpec with a random FILL byte; drawn at most DIRECTED_DRAWS times, then RuntimeError
+    naming `what` was looked for."""
     from sim.vectors.random_tiles import random_tile
 
     for _ in range(DIRECTED_DRAWS):
         t = random_tile(cfg, rng, tile_id)
+        if accept(t):
+            return TileSpec(Opcode.MAC, t["mode"], t["regs"], dict(t["images"]), t["output_range"],
+                            fill=int(rng.integers(0, 256)))
+    raise RuntimeError(f"no random MAC tile on '{cfg.name}' {what} in {DIRECTED_DRAWS} draws")
+
+
+def int16_table_past_int16_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
+    """A random MAC tile that rescales to int32 into an int16 table and feeds it values past int16,
+    so the LUT engine's clip to int16 decides results (random draws reach it about once in a
+    hundred tiles)."""
+    from firmware_model.arch.isa import LutMode
+    from firmware_model.golden.mac_unit import execute_mac
+    from firmware_model.golden.memories import Memories
+
+    def accept(t) -> bool:
         regs = t["regs"]
         if regs[int(Reg.LUT_MODE)] != LutMode.INT16 or regs[int(Reg.RESCALE_DTYPE)] != DType.INT32:
-            continue
+            return False
         mem = Memories(cfg)                   # the values the table is fed: the tile without it
         for sram, (image, _) in t["images"].items():
             mem.sram[sram][:] = image
         execute_mac(cfg, mem, {**regs, int(Reg.LUT_MODE): int(LutMode.OFF)}, t["mode"])
         a, b = t["output_range"]
         fed = mem.sram[Sram.OUTPUT][a:b].view("<i4")
-        if np.any((fed > 32767) | (fed < -32768)):
-            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
-                            fill=int(rng.integers(0, 256)))
-    raise RuntimeError(f"no random MAC tile on '{cfg.name}' fed an int16 table past int16 in "
-                       f"{DIRECTED_DRAWS} draws")
+        return bool(np.any((fed > 32767) | (fed < -32768)))
+    return directed_tile(cfg, rng, tile_id, accept, "fed an int16 table past int16")
 
 
 def strided_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random DEPTHWISE tile whose output rows have several pixels at a stride of 2 or more and
     whose kernel row takes two or more window passes, the last shorter than the window (a random
-    draw of a few tiles may have none): drawn until one does, at most DIRECTED_DRAWS times."""
+    draw of a few tiles may have none)."""
     from firmware_model.arch.cycle_model import depthwise_passes
     from firmware_model.arch.isa import MacMode
-    from sim.vectors.random_tiles import random_tile
 
-    for _ in range(DIRECTED_DRAWS):
-        t = random_tile(cfg, rng, tile_id)
+    def accept(t) -> bool:
         regs = t["regs"]
         if t["mode"] != MacMode.DEPTHWISE or regs[int(Reg.STRIDE_W)] < 2 or regs[int(Reg.OFM_W)] < 2:
-            continue
+            return False
         passes = depthwise_passes(cfg, regs[int(Reg.KERNEL_W)], regs[int(Reg.DILATION_W)])
-        if len(passes) >= 2 and passes[-1] < cfg.mac_cols:
-            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
-                            fill=int(rng.integers(0, 256)))
-    raise RuntimeError(f"no random DEPTHWISE tile on '{cfg.name}' with a strided row and a short last "
-                       f"pass in {DIRECTED_DRAWS} draws")
+        return len(passes) >= 2 and passes[-1] < cfg.mac_cols
+    return directed_tile(cfg, rng, tile_id, accept,
+                         "in the DEPTHWISE mode with a strided row and a short last pass")
 
 
 def output_sram_input_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random CONV2D tile that reads its input from the output SRAM (IFM_SRAM OUTPUT) over two
-    or more input words a pixel: drawn until one does, at most DIRECTED_DRAWS times."""
-    from sim.vectors.random_tiles import random_tile
-
-    for _ in range(DIRECTED_DRAWS):
-        t = random_tile(cfg, rng, tile_id)
-        regs = t["regs"]
-        if regs[int(Reg.IFM_SRAM)] == Sram.OUTPUT and regs[int(Reg.IFM_CBLOCKS)] >= 2:
-            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
-                            fill=int(rng.integers(0, 256)))
-    raise RuntimeError(f"no random tile on '{cfg.name}' reading its input from the output SRAM in "
-                       f"{DIRECTED_DRAWS} draws")
+    or more input words a pixel."""
+    def accept(t) -> bool:
+        return t["regs"][int(Reg.IFM_SRAM)] == Sram.OUTPUT and t["regs"][int(Reg.IFM_CBLOCKS)] >= 2
+    return directed_tile(cfg, rng, tile_id, accept, "reading its input from the output SRAM")
 
 
 def paired_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random DEPTHWISE_PAIRED tile with an odd KERNEL_H of 3 or more (a step with two kernel
     rows, then the last row alone: the upper window half masked), a kernel row of two or more
-    pixels and two or more output pixels a row: drawn until one is, at most DIRECTED_DRAWS
-    times."""
+    pixels and two or more output pixels a row."""
     from firmware_model.arch.isa import MacMode
-    from sim.vectors.random_tiles import random_tile
 
-    for _ in range(DIRECTED_DRAWS):
-        t = random_tile(cfg, rng, tile_id)
+    def accept(t) -> bool:
         regs = t["regs"]
         span = (regs[int(Reg.KERNEL_W)] - 1) * regs[int(Reg.DILATION_W)] + 1
-        if (t["mode"] == MacMode.DEPTHWISE_PAIRED and regs[int(Reg.KERNEL_H)] % 2 == 1
-                and regs[int(Reg.KERNEL_H)] >= 3 and span >= 2 and regs[int(Reg.OFM_W)] >= 2):
-            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
-                            fill=int(rng.integers(0, 256)))
-    raise RuntimeError(f"no random DEPTHWISE_PAIRED tile on '{cfg.name}' with an odd kernel height of 3 "
-                       f"or more in {DIRECTED_DRAWS} draws")
+        return (t["mode"] == MacMode.DEPTHWISE_PAIRED and regs[int(Reg.KERNEL_H)] % 2 == 1
+                and regs[int(Reg.KERNEL_H)] >= 3 and span >= 2 and regs[int(Reg.OFM_W)] >= 2)
+    return directed_tile(cfg, rng, tile_id, accept,
+                         "in the DEPTHWISE_PAIRED mode with an odd kernel height of 3 or more")
 
 
 def one_step_full_block_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random CONV2D tile of one reduction step (a 1x1 kernel over one channel block) and exactly
     mac.rows output channels on the vector output path: its output engine starts early, at the end
     of the block's only weight load, in the clock the last lane's parameter record arrives (a
-    random draw of a few dozen tiles rarely has one): drawn until one is, at most DIRECTED_DRAWS
-    times."""
+    random draw of a few dozen tiles rarely has one)."""
     from firmware_model.arch.cycle_model import uses_vector_output
     from firmware_model.arch.isa import MacMode
-    from sim.vectors.random_tiles import random_tile
 
-    for _ in range(DIRECTED_DRAWS):
-        t = random_tile(cfg, rng, tile_id)
+    def accept(t) -> bool:
         regs = t["regs"]
-        if (t["mode"] == MacMode.CONV2D and regs[int(Reg.KERNEL_H)] == regs[int(Reg.KERNEL_W)] == 1
+        return (t["mode"] == MacMode.CONV2D and regs[int(Reg.KERNEL_H)] == regs[int(Reg.KERNEL_W)] == 1
                 and regs[int(Reg.IFM_CBLOCKS)] == 1 and regs[int(Reg.OFM_C)] == cfg.mac_rows
-                and uses_vector_output(regs[int(Reg.OFM_DTYPE)], regs[int(Reg.LUT_MODE)])):
-            return TileSpec(Opcode.MAC, t["mode"], regs, dict(t["images"]), t["output_range"],
-                            fill=int(rng.integers(0, 256)))
-    raise RuntimeError(f"no random one-step MAC tile of {cfg.mac_rows} channels on '{cfg.name}' in "
-                       f"{DIRECTED_DRAWS} draws")
+                and uses_vector_output(regs[int(Reg.OFM_DTYPE)], regs[int(Reg.LUT_MODE)]))
+    return directed_tile(cfg, rng, tile_id, accept, f"of one step and {cfg.mac_rows} channels")
 
 
 # Draws a directed tile may take before its generator gives up (it needs about a hundred).
