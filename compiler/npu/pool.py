@@ -18,8 +18,15 @@ dense bytes).
 
 Tiling: a box of the output (batch image, rows, columns, channels) with its input box (halo
 included, only real pixels loaded) in half the input SRAM, the output box in half the output SRAM
-and the channel records in half the parameter SRAM; the shape that loads the fewest input bytes
-(then the fewest tiles) wins.
+and the channel records in half the parameter SRAM; the shape with the shortest estimated time
+(`layer_estimate`: the POOL commands against the transfers, which overlap across tiles), then
+the fewest input bytes loaded, then the fewest tiles, wins.
+
+Input layout: the vector POOL reduces as many channels at once as the input pixels' alignment
+allows (cycle_model.pool_vector_lanes), so packed pixels of 42 int8 channels (a 2-byte alignment)
+take two channels a tap where a whole word would take mac.rows. The tile's pixels are laid out a
+whole number of words apart (`PoolPlan.pad_pixels`) when that makes the estimated time shorter:
+more DMA beats (each pixel its own run) against fewer POOL clocks. The output stays packed: the store is one run.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import _extents
 from compiler.npu.dma_patterns import copy_box
+from firmware_model.arch import cycle_model
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, place_table,
                                 only_consumer, rescale_info)
 from firmware_model.arch.isa import Opcode, PoolMode, Reg, Sram
@@ -57,6 +65,12 @@ class PoolTile:
     def describe(self) -> str:
         return (f"n{self.n} rows {self.y0}..{self.y0 + self.th - 1} cols {self.x0}..{self.x0 + self.tw - 1} "
                 f"ch {self.c0}..{self.c0 + self.tc - 1}")
+
+
+@dataclass
+class PoolPlan(TilePlan):
+    # input pixels a whole number of SRAM words apart (module docstring: input layout)
+    pad_pixels: bool = False
 
 
 @dataclass
@@ -117,10 +131,15 @@ class NpuPool(NpuOperation):
         sh, sw = self.stride
         return (th - 1) * sh + kh, (tw - 1) * sw + kw
 
-    def fits(self, cfg: NpuConfig, share: int, th: int, tw: int, tc: int) -> bool:
+    def in_pixel_stride(self, cfg: NpuConfig, tc: int, pad: bool) -> int:
+        """Bytes between two input pixels of a tile of `tc` channels in the input SRAM."""
+        packed = tc * self.in_dtype.size_bytes
+        return -(-packed // cfg.word_bytes) * cfg.word_bytes if pad else packed
+
+    def fits(self, cfg: NpuConfig, share: int, th: int, tw: int, tc: int, pad: bool = False) -> bool:
         ih, iw = self.in_box(th, tw)
         ih, iw = min(ih, self.in_shape[1]), min(iw, self.in_shape[2])
-        return (ih * iw * tc * self.in_dtype.size_bytes <= cfg.input_sram // share
+        return (ih * iw * self.in_pixel_stride(cfg, tc, pad) <= cfg.input_sram // share
                 and th * tw * tc * self.out_dtype.size_bytes <= cfg.output_sram // share
                 and (not self.stage.rescale or tc <= cfg.param_records // share))
 
@@ -131,15 +150,19 @@ class NpuPool(NpuOperation):
         best = None
         for share in (2, 1):
             for tc in _extents(c):
-                for th in _extents(oh):
-                    for tw in _extents(ow):
-                        if not self.fits(cfg, share, th, tw, tc):
-                            continue
-                        ih, iw = self.in_box(th, tw)
-                        count = ceil_div(oh, th) * ceil_div(ow, tw) * ceil_div(c, tc)
-                        cost = count * min(ih, self.in_shape[1]) * min(iw, self.in_shape[2]) * tc
-                        if best is None or (cost, count) < best[0]:
-                            best = ((cost, count), (th, tw, tc), share)
+                for pad in (False, True):
+                    if pad and self.in_pixel_stride(cfg, tc, True) == self.in_pixel_stride(cfg, tc, False):
+                        continue
+                    for th in _extents(oh):
+                        for tw in _extents(ow):
+                            if not self.fits(cfg, share, th, tw, tc, pad):
+                                continue
+                            ih, iw = self.in_box(th, tw)
+                            count = ceil_div(oh, th) * ceil_div(ow, tw) * ceil_div(c, tc)
+                            loaded = count * min(ih, self.in_shape[1]) * min(iw, self.in_shape[2]) * tc
+                            key = (self.layer_estimate(cfg, th, tw, tc, pad, count), loaded, count)
+                            if best is None or key < best[0]:
+                                best = (key, (th, tw, tc, pad), share)
             if best is not None:
                 break
         if best is None:
@@ -148,11 +171,47 @@ class NpuPool(NpuOperation):
                                f"configuration (its {ih}x{iw} window needs "
                                f"{ih * iw * self.in_dtype.size_bytes} B of the input SRAM, "
                                f"{cfg.input_sram} B)")
-        _, (th, tw, tc), share = best
+        _, (th, tw, tc, pad), share = best
         tiles = [PoolTile(b, y, min(th, oh - y), x, min(tw, ow - x), c0, min(tc, c - c0))
                  for b in range(n) for y in range(0, oh, th) for x in range(0, ow, tw) for c0 in range(0, c, tc)]
         srams = (Sram.INPUT, Sram.OUTPUT) + ((Sram.PARAM,) if self.stage.rescale else ())
-        return TilePlan(tiles, "rows, columns, channels", share, srams)
+        return PoolPlan(tiles, "rows, columns, channels" + (", pixels word-aligned" if pad else ""), share, srams,
+                        pad_pixels=pad)
+
+    def layer_estimate(self, cfg: NpuConfig, th: int, tw: int, tc: int, pad: bool, count: int) -> int:
+        """The planner's estimate of the operation's clocks in `count` tiles of (th, tw, tc): per
+        tile max(the POOL command, the tile's transfers), which overlap across double-buffered
+        tiles, plus the first load and the last store, which do not. Integer arithmetic after
+        cycle_model's formulas, simplified (every tile whole, a window's output words at most
+        its taps): the planner weighs thousands of shapes."""
+        kh, kw = self.kernel
+        taps = kh * kw
+        es, os_ = self.in_dtype.size_bytes, self.out_dtype.size_bytes
+        wb, bw = cfg.word_bytes, min(cfg.word_bytes, cfg.ext_bandwidth)
+        ih, iw = self.in_box(th, tw)
+        ih, iw = min(ih, self.in_shape[1]), min(iw, self.in_shape[2])
+        ps = self.in_pixel_stride(cfg, tc, pad)
+        lut = self.stage.table is not None
+        if not lut and os_ != 8:
+            lanes = cycle_model.pool_vector_lanes(cfg, in_size=es, ifm_addr=0, ifm_row_stride=iw * ps,
+                                                  ifm_pix_stride=ps)
+        else:
+            lanes = 0
+        if lanes:
+            blocks = -(-tc // lanes)
+            pool = ((tc if self.stage.rescale else 0) + blocks * th * tw * taps
+                    + (cycle_model.VPOOL_AVG_PIPELINE if self.mode == PoolMode.AVG else cycle_model.VPOOL_PIPELINE))
+        else:
+            pool = cycle_model.pool_command_cycles(ofm_h=th, ofm_w=tw, ofm_c=tc, kernel_h=kh, kernel_w=kw)
+        lat = cfg.ext_latency + cycle_model.DMA_TAIL
+        if pad:                 # a run per pixel, each starting a word
+            load = lat + ih * iw * -(-tc * es // wb) * -(-wb // bw)
+        elif tc == self.in_shape[3]:
+            load = lat + ih * -(-(iw * tc * es) // bw)
+        else:                   # a run per pixel, at any offset in a word
+            load = lat + ih * iw * (-(-tc * es // bw) + 1)
+        store = lat + -(-(th * tw * tc * os_) // bw)
+        return count * max(pool, load + store) + min(pool, load) + store
 
     # ---- constants -------------------------------------------------------------------------
     def constants(self, cfg: NpuConfig, plan: TilePlan) -> dict[str, bytes]:
@@ -168,63 +227,94 @@ class NpuPool(NpuOperation):
         return self.stage.blobs()
 
     # ---- emission --------------------------------------------------------------------------
-    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+    def _input_box(self, t: PoolTile) -> tuple[int, int, int, int, int, int]:
+        """(r0, r1, c0, c1, pad_top, pad_left): the real input rows and columns tile `t` reads."""
         N, H, W, C = self.in_shape
+        sh, sw = self.stride
+        pt, _, pl, _ = self.pad
+        bh, bw = self.in_box(t.th, t.tw)
+        v0, u0 = t.y0 * sh - pt, t.x0 * sw - pl
+        r0, r1 = max(0, v0), min(H, v0 + bh)
+        c0, c1 = max(0, u0), min(W, u0 + bw)
+        return r0, r1, c0, c1, r0 - v0, c0 - u0
+
+    def _load(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, t: PoolTile, slot: int,
+              resident: dict) -> int:
+        """Tile t's input box (and records) into buffer `slot` unless resident: DMA commands pushed."""
+        N, H, W, C = self.in_shape
+        es = self.in_dtype.size_bytes
+        before = w.dma_count
+        r0, r1, c0x, c1x, _, _ = self._input_box(t)
+        in_h, in_w = r1 - r0, c1x - c0x
+        ps = self.in_pixel_stride(ectx.cfg, t.tc, getattr(plan, "pad_pixels", False))
+        key = (t.n, r0, r1, c0x, c1x, t.c0, t.tc)
+        if resident.get(("in", slot)) != key:
+            copy_box(w, Opcode.DMA_LOAD, Sram.INPUT,
+                     ext=ectx.placements[self.ifm].addr + (((t.n * H + r0) * W + c0x) * C + t.c0) * es,
+                     sram_addr=ectx.buffers[Sram.INPUT][slot],
+                     dims=[(in_h, W * C * es, in_w * ps), (in_w, C * es, ps), (t.tc, es, es)], esize=es)
+            resident[("in", slot)] = key
+        if self.stage.rescale and resident.get(("params", slot)) != (t.c0, t.tc):
+            load_params(w, ectx, t.c0, t.tc, ectx.buffers[Sram.PARAM][slot])
+            resident[("params", slot)] = (t.c0, t.tc)
+        return w.dma_count - before
+
+    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+        """The tiles, software-pipelined when the buffers are two (as the MAC and ELTWISE kinds):
+        tile k+1's loads are issued before tile k's POOL into the other buffer, and the POOL's
+        DMA slack lets them and tile k-1's store run while it computes."""
         _, OH, OW, OC = self.out_shape
         kh, kw = self.kernel
         sh, sw = self.stride
-        pt, _, pl, _ = self.pad
         es, os_ = self.in_dtype.size_bytes, self.out_dtype.size_bytes
-        ifm, ofm = ectx.placements[self.ifm], ectx.placements[self.ofm]
+        ofm = ectx.placements[self.ofm]
         bufs = ectx.buffers
         st = self.stage
         resident: dict = {}
         records = []
         lut_addr = 0
-        for k, t in enumerate(plan.tiles):
+        tiles = plan.tiles
+        pipelined = plan.buffers >= 2
+        stored = 0
+        for k, t in enumerate(tiles):
             tile_id = ectx.first_tile_id + k
             start = len(w.commands)
             w.emit(Opcode.MARK, 0, tile_id)
             slot = k % plan.buffers
             if k == 0 and st.table is not None:
                 lut_addr = place_table(w, ectx, st)
-            bh, bw = self.in_box(t.th, t.tw)
-            v0, u0 = t.y0 * sh - pt, t.x0 * sw - pl
-            r0, r1 = max(0, v0), min(H, v0 + bh)
-            c0x, c1x = max(0, u0), min(W, u0 + bw)
-            in_h, in_w = r1 - r0, c1x - c0x
-            in_addr = bufs[Sram.INPUT][slot]
-            key = (t.n, r0, r1, c0x, c1x, t.c0, t.tc)
-            if resident.get(("in", slot)) != key:
-                copy_box(w, Opcode.DMA_LOAD, Sram.INPUT,
-                         ext=ifm.addr + (((t.n * H + r0) * W + c0x) * C + t.c0) * es, sram_addr=in_addr,
-                         dims=[(in_h, W * C * es, in_w * t.tc * es), (in_w, C * es, t.tc * es), (t.tc, es, es)],
-                         esize=es)
-                resident[("in", slot)] = key
+            if not (pipelined and k):
+                self._load(w, plan, ectx, t, slot, resident)
+            r0, r1, c0x, c1x, pad_top, pad_left = self._input_box(t)
+            in_w = c1x - c0x
+            ps = self.in_pixel_stride(ectx.cfg, t.tc, getattr(plan, "pad_pixels", False))
             if st.rescale:
-                rec = bufs[Sram.PARAM][slot]
-                if resident.get(("params", slot)) != (t.c0, t.tc):
-                    load_params(w, ectx, t.c0, t.tc, rec)
-                    resident[("params", slot)] = (t.c0, t.tc)
-                w.set(Reg.PARAM_ADDR, rec)
+                w.set(Reg.PARAM_ADDR, bufs[Sram.PARAM][slot])
             out_addr = bufs[Sram.OUTPUT][slot]
-            regs = {Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: in_w * t.tc * es, Reg.IFM_PIX_STRIDE: t.tc * es,
+            regs = {Reg.IFM_ADDR: bufs[Sram.INPUT][slot], Reg.IFM_ROW_STRIDE: in_w * ps, Reg.IFM_PIX_STRIDE: ps,
                     Reg.IFM_ZP: self.input_zp, Reg.IFM_DTYPE: int(self.in_dtype),
                     Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
                     Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: t.tw * t.tc * os_, Reg.OFM_PIX_STRIDE: t.tc * os_,
                     Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
-                    Reg.POOL_PAD_TOP: r0 - v0, Reg.POOL_PAD_LEFT: c0x - u0, Reg.POOL_IN_H: in_h,
+                    Reg.POOL_PAD_TOP: pad_top, Reg.POOL_PAD_LEFT: pad_left, Reg.POOL_IN_H: r1 - r0,
                     Reg.POOL_IN_W: in_w}
             regs.update(st.regs(lut_addr=lut_addr))
             if self.mode == PoolMode.AVG:
                 regs[Reg.OFM_ZP] = self.output_zp
             for reg, value in regs.items():
                 w.set(reg, value)
-            unit_index = w.emit(Opcode.POOL, self.mode)
+            slack = 0
+            if pipelined:
+                ahead = self._load(w, plan, ectx, tiles[k + 1], (k + 1) % plan.buffers, resident) \
+                    if k + 1 < len(tiles) else 0
+                slack = stored + ahead
+            unit_index = w.emit(Opcode.POOL, self.mode, slack)
+            before = w.dma_count
             copy_box(w, Opcode.DMA_STORE, Sram.OUTPUT,
                      ext=ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * os_, sram_addr=out_addr,
                      dims=[(t.th, OW * OC * os_, t.tw * t.tc * os_), (t.tw, OC * os_, t.tc * os_), (t.tc, os_, os_)],
                      esize=os_)
+            stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "POOL", "commands": [start, len(w.commands)],
                             "unit_command": unit_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0, "tw": t.tw,
                             "c0": t.c0, "tc": t.tc, "output": self.ofm})

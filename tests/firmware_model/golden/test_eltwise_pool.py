@@ -557,6 +557,8 @@ from compiler.interpreter import Interpreter  # noqa: E402
 from compiler.pipeline import compile_graph  # noqa: E402
 from compiler.tosa_io import read_tosa  # noqa: E402
 from firmware_model.golden.model import GoldenModel  # noqa: E402
+from compiler.npu.pool import NpuPool  # noqa: E402
+from firmware_model.arch.isa import Opcode  # noqa: E402
 from sim.models.mlir_graphs import serialize, tensor_type  # noqa: E402
 
 NUMPY = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i48": np.int64}
@@ -826,6 +828,51 @@ def test_compiled_pooling(tmp_path, elem, seed):
     assert units(tiny) == ["POOL", "POOL"]
     if h * w * c * DTYPE[elem].size_bytes > tiny.cfg.input_sram // 2:
         assert all(len(layer["tiles"]) > 1 for layer in tiny.program.manifest["layers"])
+
+
+def _pool_commands(program) -> list[dict]:
+    """Each POOL command's registers as they stand when it runs, and its DMA slack."""
+    regs, out = {}, []
+    for c in program.commands:
+        if c.opcode == Opcode.SET:
+            regs[c.sub] = c.value
+        elif c.opcode == Opcode.POOL:
+            out.append({**regs, "slack": c.value})
+    return out
+
+
+@pytest.mark.parametrize("kind", ["max_pool2d", "avg_pool2d"])
+def test_pool_inputs_laid_out_for_the_vector_lanes(tmp_path, monkeypatch, kind):
+    """42 int8 channels packed (pixels 42 bytes apart) give the vector POOL 2 channels a tap; laid
+    out a whole number of words apart, mac.rows. The planner takes that layout when it is faster,
+    and the tiles are software-pipelined (a POOL's slack lets the next tile's load run); the
+    results stay the interpreter's."""
+    rng = seeds.rng(170)
+    g = Mlir()
+    x = g.input((1, 32, 32, 42), "i8")
+    y = g.pool(kind, x, (2, 2), (2, 2), (0, 0, 0, 0), -3, 5)
+    ctxs = run_graph(tmp_path, g, [y], [rand(rng, (1, 32, 32, 42), "i8")], configs=("default", "large"))
+    feed = {"TosaInput_0": rand(rng, (1, 32, 32, 42), "i8")}
+    aligned = {}
+    for name, ctx in ctxs.items():
+        cfg = ctx.cfg
+        pools = _pool_commands(ctx.program)
+        assert all(p[int(Reg.IFM_PIX_STRIDE)] % cfg.word_bytes == 0 for p in pools), name
+        if len(pools) > 1:
+            assert any(p["slack"] > 0 for p in pools[1:]), name
+        golden = GoldenModel(ctx.program, cfg)
+        golden.invoke(feed)
+        aligned[name] = (golden.counters.cycles, golden.invoke(feed))
+    # the same pools with the pixels packed: slower, same results
+    monkeypatch.setattr(NpuPool, "in_pixel_stride", lambda self, cfg, tc, pad: tc * self.in_dtype.size_bytes)
+    model = serialize(g.text([y]), tmp_path / "packed")
+    for name, (cycles, out) in aligned.items():
+        cfg = load_config(name)
+        ctx = compile_graph(read_tosa(model), cfg)
+        assert all(p[int(Reg.IFM_PIX_STRIDE)] == 42 for p in _pool_commands(ctx.program))
+        golden = GoldenModel(ctx.program, cfg)
+        assert all(np.array_equal(out[k], v) for k, v in golden.invoke(feed).items())
+        assert cycles < golden.counters.cycles, name
 
 
 def test_compiled_reductions(tmp_path):
