@@ -161,6 +161,7 @@ def _kernel_info(name: str) -> tuple:
 
 
 _DYNAMIC: dict[tuple, tuple] = {}
+_NO_EXTRA = _OpPlan.extra                   # a kernel op's `extra`: a read-only empty mapping
 
 
 def _dynamic_inputs(static: frozenset, n: int) -> tuple:
@@ -519,6 +520,90 @@ class Interpreter:
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One invocation: the graph's outputs by name. Raises TosaError (ERROR_IF),
         TosaUnpredictable (REQUIRE), TosaUnsupported or InterpreterError."""
+        if self.invocations == 0 and self._constant_ops is None and not self._variables:
+            outputs = self._run_first(inputs)
+            if outputs is not None:
+                self.invocations = 1
+                return outputs
+        return self._run_checked(inputs)
+
+    def _run_first(self, inputs: Mapping[str, np.ndarray]) -> "dict[str, np.ndarray] | None":
+        """A session's first invocation when the graph has no variables and every rule holds: the
+        same rules as _run_checked, each seen at once, with no plans kept (a one-shot session, the
+        conformance set's, never uses them; a second invocation plans its ops). The outputs, or
+        None as soon as anything is not as usual (an input of another type or shape, an operand
+        list or declared spec the rules reject, a kernel raising, a result of another type or
+        shape, a declared shape with an unknown dimension, an op other than CONST, CONST_SHAPE
+        and kernel ops): _run_checked then runs the invocation from the start and says what is
+        wrong. Kernels are pure, so what ran here changes nothing. The kernel of a split op is
+        prepare(call)(inputs) with every input given (prepare reads only its static ones).
+        Types are compared by identity with their storage dtype (numpy's built-in dtypes are
+        single objects): a type without storage (None) or a dtype equal to it but another object
+        (other metadata, int64 as longlong) is not the usual case."""
+        block, specs = self.block, self._specs
+        storage_of = _STORAGE.get
+        env: dict[str, np.ndarray] = {}
+        try:
+            # _bind_inputs: exactly the graph's inputs, each an array of its declared type and shape
+            for name in block.inputs:
+                arr = inputs[name]
+                spec = specs[name]
+                if (type(arr) is not np.ndarray or arr.dtype is not storage_of(spec.dtype) or arr.shape != spec.shape
+                        or spec.dtype is _INT48):
+                    return None
+                env[name] = arr
+            if len(env) != len(inputs):     # (every key of env is one of inputs': the same names)
+                return None
+            tensors, info_of, source, new_call = block.tensors, _KERNEL_INFO.get, self.source, _PlanCall.__new__
+            for idx, op in enumerate(block.operators):
+                name, outs = op.op, op.outputs
+                if name == "CONST" or name == "CONST_SHAPE":
+                    # _usual_constant: no inputs, one output of the graph, data of its type and shape
+                    tname = outs[0]
+                    spec = specs[tname]
+                    value = tensors[tname].data
+                    if (op.inputs or len(outs) != 1 or type(value) is not np.ndarray or value.shape != spec.shape
+                            or value.dtype is not storage_of(spec.dtype) or value.ndim > MAX_RANK
+                            or (name != "CONST" and spec.dtype is not _SHAPE) or tname in env):
+                        return None
+                    env[tname] = value
+                    continue
+                info = info_of(name)        # an op planned before (in any session) and not special
+                if info is None or (name in _SPECIAL_OPS and (name != "IDENTITY" or op.attr_kind in VARIABLE_KINDS)):
+                    return None
+                n_in, n_out, kernel, _ = info
+                ins = op.inputs
+                if len(outs) != n_out or (len(ins) != n_in if n_in is not None else not ins):
+                    return None             # (n_out None: an op without an OP_ARITY entry)
+                in_specs = list(map(specs.get, ins))
+                out_specs = list(map(specs.get, outs))
+                if None in in_specs or None in out_specs:
+                    return None
+                in_arrays = list(map(env.__getitem__, ins))     # (KeyError: not written yet)
+                for tname in outs:
+                    if tname in env:
+                        return None
+                call = new_call(_PlanCall)  # _PlanCall's fields, as its __init__ sets them
+                call.op, call.attrs, call.inputs, call.input_specs, call.output_specs = name, op.attrs, in_arrays, in_specs, out_specs
+                call._where_of, call.attr_kind, call.extra = (source, idx, op), op.attr_kind, _NO_EXTRA
+                results = kernel(call)
+                if len(results) != len(out_specs):
+                    return None
+                for tname, spec, arr in zip(outs, out_specs, results):
+                    if type(arr) is not np.ndarray:
+                        arr = np.asarray(arr)
+                    if arr.dtype is not storage_of(spec.dtype) or arr.shape != spec.shape:
+                        return None
+                    env[tname] = arr
+            outputs = {}
+            for name in block.outputs:
+                outputs[name] = env[name]
+        except Exception:                   # a kernel's failure, a name not found: said by _run_checked
+            return None
+        return outputs
+
+    def _run_checked(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """An invocation with every rule checked as each op runs (plans made and kept)."""
         env = self._bind_inputs(inputs)
         cached = self._constant_values
         if cached is not None:

@@ -50,11 +50,14 @@ def test_ops_run_in_order_with_constants_and_shape_operands():
     assert np.array_equal(out["c"], np.full((3, 2), 5, np.int8))
 
 
-def test_a_session_reuses_constants_and_plans_from_its_second_invocation(monkeypatch):
+@pytest.mark.parametrize("first", ["checked", "fast"])
+def test_a_session_reuses_constants_and_plans_from_its_second_invocation(monkeypatch, first):
     """Which ops are constant is worked out when a second invocation starts (a one-shot session
     never needs it); from then on the constant ops' values are reused and a split kernel whose
     static inputs are constant runs only its prepared execute. Every invocation gives what a
-    fresh session gives."""
+    fresh session gives. A first invocation on the checked path (an op's kernel info not looked
+    up yet) keeps its prepared executes for the second; one on the fast path (_run_first) keeps
+    no plans, and the second invocation prepares every split op."""
     from compiler import interpreter
     from firmware_model.tosa_ops import registry
     registry.supported_ops()                    # the kernel modules loaded
@@ -73,6 +76,8 @@ def test_a_session_reuses_constants_and_plans_from_its_second_invocation(monkeyp
         prepare, static = registry._PREPARES[op]
         counted = (lambda p, o: lambda call: (prepares.append(o), p(call))[1])(prepare, op)
         monkeypatch.setitem(registry._PREPARES, op, (counted, static))
+    if first == "fast":
+        Interpreter(g).run({"x": np.zeros((2, 3), np.int32)})      # (the kernel info looked up)
     session = Interpreter(g)
     for k in range(4):
         x = np.full((2, 3), 10 * k, np.int32)
@@ -80,13 +85,14 @@ def test_a_session_reuses_constants_and_plans_from_its_second_invocation(monkeyp
         got = session.run({"x": x})
         prepared = sorted(prepares)
         assert (session._constant_ops is None) == (k == 0)
+        assert (session._plans == [None] * 6) == (first == "fast" and k == 0)
         want = run_graph(g, {"x": x})
         for name in ("y", "z"):
             assert got[name].dtype == want[name].dtype and np.array_equal(got[name], want[name])
         assert np.array_equal(got["y"], x.reshape(3, 2) + np.arange(6, dtype=np.int32).reshape(3, 2))
         # 1st: every split op prepared; 2nd on: none (RESHAPE of x and SUB keep their prepared
         # executes, ADD too: its static inputs are none; the constant RESHAPE is not run from the 3rd)
-        assert prepared == (["ADD", "RESHAPE", "RESHAPE", "SUB"] if k == 0 else [])
+        assert prepared == (["ADD", "RESHAPE", "RESHAPE", "SUB"] if k == (first == "fast") else [])
     assert session._constant_ops == {0, 1, 2} and [i for i, _ in session._varying_ops] == [3, 4, 5]
 
 
@@ -365,3 +371,169 @@ def test_a_session_leaves_no_reference_cycle():
     finally:
         if enabled:
             gc.enable()
+
+
+def _outcome(fn):
+    """What a call gives: its outputs (name, dtype, shape, values) or its error's type and text."""
+    try:
+        outs = fn()
+    except Exception as e:                                  # noqa: BLE001 - compared, not hidden
+        return (type(e), str(e))
+    return sorted((k, v.dtype.str, v.shape, v.tobytes()) for k, v in outs.items())
+
+
+def _checked(g, inputs):
+    """The invocation as the checked path runs it (plans made, every rule as each op runs)."""
+    return _outcome(lambda: Interpreter(g)._run_checked(inputs))
+
+
+def test_first_invocation_fast_path_gives_what_the_checked_path_gives():
+    """A session's first invocation without variables runs the usual case without plans
+    (Interpreter._run_first) and leaves anything else to the checked path. Over the committed
+    conformance slice (every op, positive and negative tests): run() gives the checked path's
+    outputs or error, the fast path is taken for the positive tests (it is not always falling
+    back) and never gives outputs where the checked path raises; a session's later invocations
+    (planned then, prepared executes and constants reused) give the same again."""
+    import json
+
+    from compiler.tosa_io import read_tosa
+    from sim.paths import TEST_DATA
+
+    root = TEST_DATA / "conformance"
+    if not root.is_dir():
+        pytest.skip("no conformance slice")
+    Interpreter(read_tosa(next(root.glob("add/*/test.tosa"))))   # (any op's kernel info looked up once)
+    fast = fell_back = 0
+    for desc_path in sorted(root.glob("*/*/desc.json")):
+        d = desc_path.parent
+        desc = json.loads(desc_path.read_text())
+        try:
+            g = read_tosa(d / "test.tosa")
+        except Exception:                                   # noqa: BLE001 - a reader test
+            continue
+        inputs = {n: np.load(d / f) for n, f in zip(desc["ifm_name"], desc["ifm_file"])}
+        want = _checked(g, inputs)
+        try:
+            Interpreter(g)._run_checked(inputs)             # the op's kernel info known, as in a long run
+        except Exception:                                   # noqa: BLE001
+            pass
+        try:
+            first = Interpreter(g)._run_first(inputs)
+        except Exception as e:                              # noqa: BLE001
+            first = e
+        if isinstance(first, dict):
+            fast += 1
+            assert _outcome(lambda: first) == want, d.name
+        else:
+            assert first is None, (d.name, first)           # _run_first raises nothing
+            fell_back += 1
+        session, checked = Interpreter(g), Interpreter(g)
+        for _ in range(3):                                  # (variables: the same states too)
+            assert _outcome(lambda: session.run(inputs)) == _outcome(lambda: checked._run_checked(inputs)), d.name
+    assert fast > 250 and fell_back > 300, (fast, fell_back)
+
+
+def test_first_invocation_fast_path_leaves_every_fault_to_the_checked_path(monkeypatch):
+    """Each rule the fast path sees at once, broken one at a time on a small graph (inputs,
+    CONST data, operand lists, kernels' ERROR_IF and REQUIRE, declared output shapes and types,
+    variable ops without variables), and graphs it leaves to the checked path that are no fault
+    (None: unknown dims, an int48 input, an input to convert): _run_first gives no outputs, and
+    run() gives the checked path's error or outputs, with its message."""
+    i16, i48 = DType.INT16, DType.INT48
+
+    def g(ops, inputs=("x", "a"), outputs=("y",), extra=(), c=None, cdt=I32, y=(2,), ydt=I32):
+        ts = {t.name: t for t in [Tensor("x", [2], I32), Tensor("a", [2], I32), Tensor("y", list(y), ydt),
+                                  Tensor("c", [2], cdt, data=np.array([1, 2], np.int32) if c is None else c),
+                                  Tensor("s", [2], SHAPE, data=np.array([2, 1], np.int64)), Tensor("t", [2, 1], I32),
+                                  *extra]}
+        return graph(list(ts.values()), ops, list(inputs), list(outputs))
+
+    x = np.array([5, -7], np.int32)
+    add = [Operator("ADD", ["x", "a"], ["y"])]
+    add_c = [Operator("CONST", [], ["c"]), Operator("ADD", ["x", "c"], ["y"])]
+    good = {"x": x, "a": x}
+    cases = [
+        ("usual", g(add_c), good, True),
+        ("usual, CONST_SHAPE and RESHAPE", g([Operator("CONST_SHAPE", [], ["s"]), Operator("RESHAPE", ["x", "s"], ["t"])],
+                                             outputs=("t",)), good, True),
+        ("input of another type", g(add), {"x": x.astype(np.int16), "a": x}, False),
+        ("input not an array", g(add), {"x": [5, -7], "a": x}, False),
+        ("input dtype equal, another object", g(add), {"x": x.astype(np.dtype("i4", metadata={"m": 1})), "a": x}, None),
+        ("input of another shape", g(add), {"x": x[:1], "a": x}, False),
+        ("input missing", g(add), {"x": x}, False),
+        ("input unknown", g(add), {"x": x, "a": x, "b": x}, False),
+        ("int48 input", g([Operator("CONST", [], [n]) for n in ("m", "sh", "zi", "zo")]
+                          + [Operator("RESCALE", ["x", "m", "sh", "zi", "zo"], ["y"],
+                                      attrs={"scale32": False, "rounding_mode": 1, "per_channel": False,
+                                             "input_unsigned": False, "output_unsigned": False})],
+                          extra=[Tensor("x", [2], i48), Tensor("m", [1], i16, data=np.array([1 << 14], np.int16)),
+                                 Tensor("sh", [1], I8, data=np.array([14], np.int8)),
+                                 Tensor("zi", [1], i48, data=np.zeros(1, np.int64)),
+                                 Tensor("zo", [1], I32, data=np.zeros(1, np.int32))]),
+         {"x": x.astype(np.int64), "a": x}, None),
+        ("int48 input out of range", g(add, extra=[Tensor("x", [2], i48)]), {"x": np.array([1 << 50, 0]), "a": x}, False),
+        ("input declared with an unknown dim", g(add, extra=[Tensor("x", [-1], I32)]), good, None),
+        ("CONST data of another type", g(add_c, c=np.array([1, 2], np.int16)), good, False),
+        ("CONST data not an array", g(add_c, c=[1, 2]), good, False),
+        ("CONST data of another shape", g(add_c, c=np.array([1, 2, 3], np.int32)), good, False),
+        ("CONST_SHAPE of an INT32 tensor", g([Operator("CONST_SHAPE", [], ["c"]), Operator("ADD", ["x", "c"], ["y"])]), good, False),
+        ("CONST with an input", g([Operator("CONST", ["x"], ["c"]), Operator("ADD", ["x", "c"], ["y"])]), good, False),
+        ("CONST with two outputs", g([Operator("CONST", [], ["c", "t"]), Operator("ADD", ["x", "c"], ["y"])]), good, False),
+        ("CONST written twice", g([Operator("CONST", [], ["c"])] + add_c), good, False),
+        ("CONST of a graph input", g([Operator("CONST", [], ["x"])] + add), good, False),
+        ("CONST of no tensor", g([Operator("CONST", [], ["nope"])] + add), good, False),
+        ("too few inputs", g([Operator("ADD", ["x"], ["y"])]), good, False),
+        ("too many outputs", g([Operator("ADD", ["x", "a"], ["y", "t"])]), good, False),
+        ("CONCAT of nothing", g([Operator("CONCAT", [], ["y"], attrs={"axis": 0})]), good, False),
+        ("no such op", g([Operator("FROBNICATE", ["x", "a"], ["y"])]), good, False),
+        ("an input no tensor", g([Operator("ADD", ["x", "nope"], ["y"])]), good, False),
+        ("an input not written", g([Operator("ADD", ["x", "y"], ["y"])]), good, False),
+        ("an output no tensor", g([Operator("ADD", ["x", "a"], ["nope"])], outputs=()), good, False),
+        ("an output written twice", g(add + add), good, False),
+        ("an output that is an input", g([Operator("ADD", ["x", "a"], ["x"])], outputs=("x",)), good, False),
+        ("a kernel's ERROR_IF", g(add, y=(3,)), good, False),
+        ("a kernel's REQUIRE", g(add), {"x": np.array([2**31 - 1, 0], np.int32), "a": np.array([1, 0], np.int32)}, False),
+        ("an output declared with an unknown dim", g(add, y=(-1,)), good, None),
+        ("an output of a type without storage", g(add, ydt=DType.FP32, outputs=()), good, False),
+        ("a graph output never written", g(add, outputs=("y", "t")), good, False),
+        ("a variable read without variables", g([Operator("IDENTITY", ["x"], ["y"], attr_kind=READ)]), good, False),
+        ("a variable write without variables", g([Operator("IDENTITY", ["x"], ["y"], attr_kind=WRITE)]), good, False),
+        ("VARIABLE_READ without variables", g([Operator("VARIABLE_READ", ["x"], ["y"])]), good, False),
+        ("IDENTITY", g([Operator("IDENTITY", ["x"], ["y"])]), good, True),
+    ]
+    Interpreter(cases[0][1]).run(good)                      # (ADD's and CONST's kernel info looked up)
+    for name, gr, inputs, usual in cases:
+        want = _checked(gr, inputs)
+        try:
+            session = Interpreter(gr)
+        except Exception as e:                              # noqa: BLE001 - refused before any run
+            assert not usual and _outcome(lambda: Interpreter(gr)) == (type(e), str(e)), name
+            continue
+        for _ in range(2):                                  # (the second with the kernel info known)
+            first = Interpreter(gr)._run_first(inputs)
+        assert (first is not None) == bool(usual), name
+        if usual:
+            assert _outcome(lambda: first) == want, name
+        got = _outcome(lambda: session.run(inputs))
+        assert got == want, (name, got, want)
+        assert isinstance(want[0], type) == (usual is False), (name, want)     # a fault case is one
+
+    # kernels that return what the checked path refuses or converts (the kernel info replaced)
+    from compiler import interpreter
+    results = [("another type", lambda c: [c.inputs[0].astype(np.int16)], False),
+               ("two results", lambda c: [c.inputs[0], c.inputs[0]], False),
+               ("not an array", lambda c: [[5, -7]], False),
+               ("not an array, converted to the type", lambda c: [np.int32(5)], False),
+               ("another shape", lambda c: [c.inputs[0][:1]], False),
+               ("a kernel bug", lambda c: [{}["k"]], False),
+               ("an int64 result as longlong", lambda c: [c.inputs[0].astype(np.longlong)], None),
+               ("a usual result", lambda c: [c.inputs[0] + c.inputs[1]], True)]
+    for name, kernel, usual in results:
+        monkeypatch.setitem(interpreter._KERNEL_INFO, "ADD", (2, 1, kernel, None))
+        ydt = DType.INT64 if "longlong" in name else I32
+        gr = g(add, ydt=ydt)
+        want = _checked(gr, good)
+        first = Interpreter(gr)._run_first(good)
+        assert (first is not None) == bool(usual), name
+        assert _outcome(lambda: Interpreter(gr).run(good)) == want, name
+        assert isinstance(want[0], type) == (usual is False), (name, want)
