@@ -31,6 +31,7 @@ from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value, scalar
+from compiler.npu.conv import Cascade
 from compiler.npu.prefetch import Prefetched
 from compiler.npu.dma_patterns import FlatTile, Source, as_bytes, dense_strides, flat_tiles, load_source
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, place_table,
@@ -97,6 +98,8 @@ class NpuEltwise(NpuOperation):
     round_: bool = False
     sources: list[str] = field(default_factory=list)
     binop: Operator | None = None          # the TOSA binary op (None for COPY)
+    # the result kept in the output SRAM for the 1x1 convolutions after it (compiler/passes/cascading.py)
+    cascade_out: Cascade | None = None
     kind = "eltwise"
     unit = "ELTWISE"
 
@@ -258,11 +261,18 @@ class NpuEltwise(NpuOperation):
         if first < ext or first + run * src.esize > ext + nbytes or (first - ext) % src.esize:
             return None
         a_addr = sram + (first - ext)
-        out0 = ectx.buffers[Sram.OUTPUT][slot]
+        out0 = self._out_addr(ectx, t, slot)
         out1 = out0 + t.count * self.out_dtype.size_bytes
         if a_addr < out1 and out0 < a_addr + run * src.esize:
             return None
         return a_addr
+
+    def _out_addr(self, ectx: EmitContext, t: FlatTile, slot: int) -> int:
+        """Where tile t's results go in the output SRAM: buffer `slot`, or, for a cascade, their
+        place in the whole result (its elements are dense, so byte i of the result at addr + i)."""
+        if self.cascade_out is not None:
+            return self.cascade_out.addr + t.start * self.out_dtype.size_bytes
+        return ectx.buffers[Sram.OUTPUT][slot]
 
     def _load(self, w: CommandWriter, ectx: EmitContext, k: int, t: FlatTile, slot: int, layout,
               resident: dict, on_chip=None) -> int:
@@ -334,7 +344,7 @@ class NpuEltwise(NpuOperation):
         stored = 0
         if prefetched and prefetched.store_span is not None:
             t0 = plan.tiles[0]
-            o0 = bufs[Sram.OUTPUT][first]
+            o0 = self._out_addr(ectx, t0, first)
             a, b = prefetched.store_span
             stored = 1 if (b <= o0 or o0 + t0.count * osize <= a) else 0
         # Software pipeline (double buffering), as for the MAC (conv.py): tile k+1's loads, or the
@@ -359,7 +369,7 @@ class NpuEltwise(NpuOperation):
             if st.rescale:
                 w.set(Reg.PARAM_ADDR, bufs[Sram.PARAM][slot])
             addrs = {key: bufs[sram][slot] for key, _, sram in operands}
-            out_addr = bufs[Sram.OUTPUT][slot]
+            out_addr = self._out_addr(ectx, t, slot)
             mode = self.mode()
             if forwarded is not None:
                 addrs["a"] = forwarded
@@ -393,7 +403,8 @@ class NpuEltwise(NpuOperation):
                 slack = next_loads(Opcode.ELTWISE, self.op, result)
             unit_index = w.emit(Opcode.ELTWISE, self.op, slack)
             before = w.dma_count
-            w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=result[0], sram_addr=out_addr, len0=result[1])
+            if self.cascade_out is None or self.cascade_out.store:
+                w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=result[0], sram_addr=out_addr, len0=result[1])
             stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "ELTWISE",
                             "commands": [start, len(w.commands)], "unit_command": unit_index,

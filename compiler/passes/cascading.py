@@ -1,20 +1,23 @@
-"""Pass — cascading (after tiling): a convolution's result kept in the output SRAM for the 1x1 convolution after it.
+"""Pass — cascading (after tiling): a result kept in the output SRAM for the 1x1 convolutions after it.
 
 Reads: the NPU operations in ctx.block with their plans (op.annotations["plan"]), ctx.cfg.
-Writes: NpuConv.cascade_out on a producer and NpuConv.cascade_in on its consumer (the same
-`Cascade`), the consumer's plan made again with the output SRAM below the region
+Writes: `cascade_out` on a producer and `cascade_in` on each of its consumers (the same
+`Cascade`), each consumer's plan made again with the output SRAM below the region
 (TilePlan.output_limit), and a line per cascade in ctx.report.
 
-A pair qualifies when a convolution (CONV2D or DEPTHWISE_CONV2D, batch 1, int8 result, not width
-unfolded) is followed directly by a 1x1 CONV2D with stride 1 and no padding over that result, int8:
-the consumer's input box is then exactly its output box, a sub-box of the producer's result. The
-producer's tiles write the whole result into a region at the top of the output SRAM, laid out as
-the MAC reads an input (pixel stride a whole number of words, channel c at byte c); the consumer
-reads it there (IFM_SRAM OUTPUT, docs/isa.md) instead of loading it back from external memory.
-The producer still stores its result when something else reads it (a skip connection, a graph
-output); when only the consumer does, the round trip through external memory goes entirely. The
-region takes at most half the output SRAM, and the consumer must still fit below it.
-Cascades do not chain: a consumer is not also a producer.
+A producer is a convolution (CONV2D or DEPTHWISE_CONV2D, batch 1, int8 result, not width
+unfolded) or an elementwise operation (int8 result of shape 1xHxWxC with C a whole number of
+words: its dense bytes are then the MAC's input layout). Its consumers are the 1x1 CONV2Ds with
+stride 1 and no padding over that result, int8, that follow it directly (RESHAPEs, which are
+aliases without commands, may stand between): a consumer's input box is then exactly its output
+box, a sub-box of the result. The producer's tiles write the whole result into a region at the top
+of the output SRAM, laid out as the MAC reads an input (pixel stride a whole number of words,
+channel c at byte c); each consumer reads it there (IFM_SRAM OUTPUT, docs/isa.md) instead of
+loading it back from external memory, and is planned again knowing that its input is on chip and
+that its own buffers stay below the region. The producer still stores its result when something
+else reads it (a skip connection, a graph output, a depthwise convolution); when only the
+consumers do, the round trip through external memory goes entirely. The region takes at most half
+the output SRAM. Cascades do not chain: a consumer is not also a producer.
 """
 
 from __future__ import annotations
@@ -24,18 +27,30 @@ from dataclasses import replace
 from compiler.errors import TileFitError
 from compiler.npu.base import NPU_OP
 from compiler.npu.conv import Cascade, NpuConv
+from compiler.npu.data_movement import NpuAlias
+from compiler.npu.eltwise import NpuEltwise
 from firmware_model.tosa_ops.dtypes import DType
 
 
 def _producer(npu, cfg) -> bool:
+    if isinstance(npu, NpuEltwise):
+        shape = tuple(npu.out_shape)
+        return (len(shape) == 4 and shape[0] == 1 and npu.out_dtype == DType.INT8
+                and shape[3] % cfg.mac_cols == 0 and npu.cascade_out is None)
     return (isinstance(npu, NpuConv) and npu.out_shape[0] == 1 and npu.out_dtype == DType.INT8
             and npu.unfolded(cfg) is None and npu.cascade_in is None)
 
 
-def _consumer(npu, producer: NpuConv) -> bool:
+def _result(npu) -> tuple[str, tuple]:
+    if isinstance(npu, NpuEltwise):
+        return npu.out, tuple(npu.out_shape)
+    return npu.ofm, tuple(npu.out_shape)
+
+
+def _consumer(npu, result: str, shape: tuple) -> bool:
     return (isinstance(npu, NpuConv) and not npu.depthwise and npu.kernel == (1, 1) and npu.stride == (1, 1)
             and not any(npu.pad) and npu.upsample == (1, 1) and npu.ifm_dtype == DType.INT8
-            and npu.ifm == producer.ofm and tuple(npu.in_shape) == tuple(producer.out_shape))
+            and npu.ifm == result and tuple(npu.in_shape) == shape)
 
 
 def run(ctx) -> None:
@@ -44,28 +59,53 @@ def run(ctx) -> None:
     consumers = block.consumers()
     kept = set(block.outputs) | {t.name for t in block.variables()}
     ops = [op for op in block.operators if op.op not in ("CONST", "CONST_SHAPE")]
-    for i, (p_op, c_op) in enumerate(zip(ops, ops[1:])):
-        if p_op.op != NPU_OP or c_op.op != NPU_OP:
+    for i, p_op in enumerate(ops):
+        if p_op.op != NPU_OP or not _producer(p_op.attrs["npu"], cfg):
             continue
-        producer, consumer = p_op.attrs["npu"], c_op.attrs["npu"]
-        if not _producer(producer, cfg) or not _consumer(consumer, producer):
+        producer = p_op.attrs["npu"]
+        result, shape = _result(producer)
+        # the consumers that follow directly (aliases, which run no command, may stand between)
+        c_ops = []
+        for op in ops[i + 1:]:
+            if op.op != NPU_OP:
+                break
+            npu = op.attrs["npu"]
+            if isinstance(npu, NpuAlias):
+                continue
+            if not _consumer(npu, result, shape):
+                break
+            c_ops.append(op)
+        if not c_ops:
             continue
-        _, H, W, C = producer.out_shape
+        _, H, W, C = shape
         pix = -(-C // cfg.mac_cols) * cfg.mac_cols
         size = H * W * pix
         if size > cfg.output_sram // 2:
             continue
         limit = (cfg.output_sram - size) // cfg.word_bytes * cfg.word_bytes
-        where = f"{ctx.graph.source}: op {', '.join(consumer.sources)}"
-        try:
-            plan = consumer.plan(replace(cfg, output_sram=limit), where)
-        except TileFitError:
+        cascade = Cascade(addr=limit, pix=pix, row=W * pix, store=True)
+        plans = []
+        for c_op in c_ops:
+            consumer = c_op.attrs["npu"]
+            where = f"{ctx.graph.source}: op {', '.join(consumer.sources)}"
+            # planned again knowing its input is on chip: no input loads to weigh against the MACs
+            consumer.cascade_in = cascade
+            try:
+                plans.append(consumer.plan(replace(cfg, output_sram=limit), where))
+            except TileFitError:
+                consumer.cascade_in = None
+                break
+        c_ops = c_ops[:len(plans)]
+        if not c_ops:
             continue
-        store = producer.ofm in kept or any(op is not c_op for op in consumers.get(producer.ofm, []))
-        cascade = Cascade(addr=limit, pix=pix, row=W * pix, store=store)
+        # stored when anything but the cascaded consumers reads it (an alias's readers included)
+        store = result in kept or any(all(op is not c for c in c_ops) for op in consumers.get(result, []))
+        cascade = replace(cascade, store=store)
         producer.cascade_out = cascade
-        consumer.cascade_in = cascade
-        plan.output_limit = limit
-        c_op.annotations["plan"] = plan
-        ctx.report.append(f"  cascade: {producer.ofm} ({H}x{W}x{C}) stays in the output SRAM at {limit} for "
-                          f"{consumer.ofm}" + ("" if store else "; not stored"))
+        for c_op, plan in zip(c_ops, plans):
+            c_op.attrs["npu"].cascade_in = cascade
+            plan.output_limit = limit
+            c_op.annotations["plan"] = plan
+        names = ", ".join(c.attrs["npu"].ofm for c in c_ops)
+        ctx.report.append(f"  cascade: {result} ({H}x{W}x{C}) stays in the output SRAM at {limit} for "
+                          f"{names}" + ("" if cascade.store else "; not stored"))
