@@ -8,8 +8,8 @@ Writes: `cascade_out` on a producer and `cascade_in` on each of its consumers (t
 A producer is a convolution (CONV2D or DEPTHWISE_CONV2D, batch 1, int8 result, not width
 unfolded) or an elementwise operation (int8 result of shape 1xHxWxC with C a whole number of
 words: its dense bytes are then the MAC's input layout). Its consumers are the 1x1 CONV2Ds with
-stride 1 and no padding over that result, int8, that follow it directly (RESHAPEs, which are
-aliases without commands, may stand between): a consumer's input box is then exactly its output
+stride 1 and no padding over that result, int8, that follow it (RESHAPEs, which are aliases without
+commands, and data movements, planned again below the region, may stand between): a consumer's input box is then exactly its output
 box, a sub-box of the result. The producer's tiles write the whole result into a region at the top
 of the output SRAM, laid out as the MAC reads an input (pixel stride a whole number of words,
 channel c at byte c); each consumer reads it there (IFM_SRAM OUTPUT, docs/isa.md) instead of
@@ -27,7 +27,7 @@ from dataclasses import replace
 from compiler.errors import TileFitError
 from compiler.npu.base import NPU_OP
 from compiler.npu.conv import Cascade, NpuConv
-from compiler.npu.data_movement import NpuAlias
+from compiler.npu.data_movement import NpuAlias, NpuDataMove
 from compiler.npu.eltwise import NpuEltwise
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -64,13 +64,17 @@ def run(ctx) -> None:
             continue
         producer = p_op.attrs["npu"]
         result, shape = _result(producer)
-        # the consumers that follow directly (aliases, which run no command, may stand between)
-        c_ops = []
+        # the consumers that follow (aliases, which run no command, and data movements, which
+        # are planned again below the region, may stand between)
+        c_ops, moves = [], []
         for op in ops[i + 1:]:
             if op.op != NPU_OP:
                 break
             npu = op.attrs["npu"]
             if isinstance(npu, NpuAlias):
+                continue
+            if isinstance(npu, NpuDataMove):
+                moves.append((len(c_ops), op))
                 continue
             if not _consumer(npu, result, shape):
                 break
@@ -106,6 +110,12 @@ def run(ctx) -> None:
             c_op.attrs["npu"].cascade_in = cascade
             plan.output_limit = limit
             c_op.annotations["plan"] = plan
+        for before, m_op in moves:
+            if before < len(c_ops):          # runs while the region is still to be read
+                move = m_op.attrs["npu"]
+                plan = move.plan(replace(cfg, output_sram=limit), f"{ctx.graph.source}: op {move.op_name}")
+                plan.output_limit = limit
+                m_op.annotations["plan"] = plan
         names = ", ".join(c.attrs["npu"].ofm for c in c_ops)
         ctx.report.append(f"  cascade: {result} ({H}x{W}x{C}) stays in the output SRAM at {limit} for "
                           f"{names}" + ("" if cascade.store else "; not stored"))

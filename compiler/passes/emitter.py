@@ -35,6 +35,13 @@ def _host_op_entry(op, block, sched: Schedule, where: str) -> dict:
             "outputs": [place(n) for n in op.outputs]}
 
 
+# Operations a prefetch link passes over: an alias emits no command; a data movement only moves
+# bytes between external memory and its own output-SRAM buffers, never the weight, parameter or
+# input SRAMs a MAC's or an ELTWISE's first loads fill, and its external outputs are excluded from
+# what the prefetch may read (PrefetchLink.outputs).
+PASSED_OVER = ("alias", "move")
+
+
 def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule, layer: int,
                first_tile_id: int, luts: LutTables) -> PrefetchLink | None:
     """The prefetch link from `npu` to the NPU operation right after it, when both take part
@@ -43,20 +50,21 @@ def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule,
     if not hasattr(npu, "prefetch"):
         return None
     nxt = None
+    outputs = list(npu.ofm_names)
     for _, op in ops[pos + 1:]:
         if op.op != NPU_OP:
             return None
         nxt = op.attrs["npu"]
-        if nxt.kind != "alias":       # no command: the link passes over it
+        if nxt.kind not in PASSED_OVER:
             break
+        outputs += nxt.ofm_names
     else:
         return None
     if not hasattr(nxt, "prefetch"):
         return None
     n_sched = sched.ops[id(op)]
     ectx = EmitContext(cfg, sched.placements, n_sched.constants, n_sched.buffers, layer, first_tile_id, luts)
-    return PrefetchLink(cfg, w, nxt, op.annotations["plan"], ectx,
-                        [sched.placements[n] for n in npu.ofm_names])
+    return PrefetchLink(cfg, w, nxt, op.annotations["plan"], ectx, [sched.placements[n] for n in outputs])
 
 
 def run(ctx) -> None:
@@ -84,7 +92,11 @@ def run(ctx) -> None:
                 link = _next_link(cfg, w, ops, pos, npu, sched, len(layers) + 1, tile_id + len(plan.tiles), luts)
                 kw = {"prefetched": prefetched, "next_loads": link, "on_chip": on_chip}
             tiles = npu.emit(w, plan, ectx, **kw)
-            if npu.kind != "alias":          # an alias emits nothing: a prefetch passes over it
+            if npu.kind == "move" and prefetched is not None:
+                # a prefetch passes over it (PASSED_OVER); its last store is now the pending one
+                prefetched.store_span = pending_store_span(cfg, w)
+                on_chip = None
+            elif npu.kind != "alias":          # an alias emits nothing: a prefetch passes over it
                 prefetched = None
                 on_chip = stored_on_chip(cfg, w)
             if kw and kw["next_loads"] is not None and kw["next_loads"].taken is not None:

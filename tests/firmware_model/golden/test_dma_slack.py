@@ -146,3 +146,17 @@ def test_the_next_operations_loads_overlap_the_last_compute_command(name, monkey
     # from a buffer the prefetch kept apart from its results
     assert transfers(program) <= transfers(serial)
     _assert_same_outputs_in_fewer_cycles(program, serial, cfg, name)
+
+
+@pytest.mark.parametrize("name", ["gru"])
+def test_a_prefetch_passes_over_a_data_movement(name, monkeypatch):
+    """A link passes over a data movement (compiler/passes/emitter.py, PASSED_OVER): gru's gates
+    are SLICEs (data movements) of the fully connected layers' results, and the operation after
+    them gets its first loads issued under the last compute command before them. Without that, the same
+    outputs in more cycles; with it, no DMA_HAZARD for the golden model to refuse."""
+    from compiler.passes import emitter
+
+    program, cfg = _program(name, "large")
+    monkeypatch.setattr(emitter, "PASSED_OVER", ("alias",))
+    stopped, _ = _program(name, "large")
+    _assert_same_outputs_in_fewer_cycles(program, stopped, cfg, name)
