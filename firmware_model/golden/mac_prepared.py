@@ -55,16 +55,26 @@ from firmware_model.golden.output_stage import Scale32Operands, prepare_output_s
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
 
+# How many byte strings a prepared MAC command keeps `make`'s answers for (_last_bytes).
+LAST_BYTES_KEPT = 8
+
+
 def _last_bytes(make):
-    """`make(raw)` kept for the last bytes it was made from: a layer's tiles read the same weight
-    and record bytes at every invocation."""
-    last = [None, None]
+    """`make(raw)` kept for the last few bytes it was made from (up to LAST_BYTES_KEPT; `make` is
+    a function of the bytes): a layer's tiles read the same weight and record bytes at every
+    invocation, and the commands that share a prepared function (the same registers but their
+    addresses) read a few different ones in turn (cnn32 on default: two commands' weights and
+    records alternating, every lookup a miss when only the last bytes were kept)."""
+    kept: dict = {}
 
     def made(raw: np.ndarray):
         key = raw.tobytes()
-        if last[0] != key:
-            last[0], last[1] = key, make(raw)
-        return last[1]
+        value = kept.get(key)
+        if value is None:
+            if len(kept) >= LAST_BYTES_KEPT:
+                kept.clear()
+            value = kept[key] = make(raw)
+        return value
     return made
 
 

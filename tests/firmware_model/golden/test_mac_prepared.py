@@ -123,3 +123,31 @@ def test_prepared_mac_at_the_sums_extremes(zps, mode):
         mem.sram[Sram.PARAM][p0 * PARAM_RECORD_BYTES:p0 * PARAM_RECORD_BYTES + len(rec)] = rec
         _both(cfg, mem, regs, mode)
         done += 1
+
+
+def test_last_bytes_answers_for_the_bytes_given():
+    """A prepared command's weights and records are made once per byte string while at most
+    LAST_BYTES_KEPT are in use (commands sharing the prepared function read theirs in turn), and
+    every answer is make's for the bytes given: keys alternating, more keys than kept (all
+    forgotten, then made again), and byte strings of other lengths or one byte apart."""
+    from firmware_model.golden import mac_prepared
+
+    def want(raw):
+        return int(raw.astype(np.int64).sum()) * 1000 + len(raw)
+
+    made = []
+    f = mac_prepared._last_bytes(lambda raw: (made.append(raw.tobytes()), want(raw))[1])
+    rng = np.random.default_rng(16)
+    keys = [rng.integers(0, 256, size=n, dtype=np.uint8) for n in (4, 4, 5, 16, 16, 1, 3, 4)]
+    keys[1][:] = keys[0]
+    keys[1][2] ^= 1                                         # one byte apart
+    assert len(keys) == mac_prepared.LAST_BYTES_KEPT
+    for _ in range(3):                                      # in turn, as commands sharing it read them
+        for k in keys:
+            assert f(k.copy()) == want(k)
+    assert len(made) == len(keys)                           # made once each, then kept
+    extra = rng.integers(0, 256, size=6, dtype=np.uint8)
+    assert f(extra) == want(extra) and len(made) == len(keys) + 1
+    for k in keys:                                          # forgotten when the extra came: made again
+        assert f(k) == want(k)
+    assert len(made) == 2 * len(keys) + 1
