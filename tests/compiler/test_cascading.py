@@ -71,6 +71,9 @@ def test_an_elementwise_result_feeds_the_pointwise_convolutions_after_it_on_chip
     ctx = _compile("blazeface", "large")
     lines = [line for line in ctx.report if "cascade:" in line and "(16x16x80)" in line and ", " in line]
     assert lines and not lines[0].endswith("not stored"), ctx.report
+    # the last ADD's result reaches the second head past the CONCAT between them (a data
+    # movement, planned again below the region)
+    assert any("(8x8x80)" in line and "layer_370, layer_374" in line for line in ctx.report), ctx.report
     data = ModelData.of(MODELS_DIR / "blazeface")
     cfg = load_config("large")
     golden = GoldenModel(ctx.program, cfg)
