@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.errors import TileFitError
+from compiler.errors import CompileError, TileFitError
 from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value, scalar
@@ -100,6 +100,8 @@ class NpuEltwise(NpuOperation):
     binop: Operator | None = None          # the TOSA binary op (None for COPY)
     # the result kept in the output SRAM for the 1x1 convolutions after it (compiler/passes/cascading.py)
     cascade_out: Cascade | None = None
+    # A read where the convolution before wrote it whole, dense, in the output SRAM (cascading.py)
+    a_cascade: Cascade | None = None
     kind = "eltwise"
     unit = "ELTWISE"
 
@@ -244,10 +246,26 @@ class NpuEltwise(NpuOperation):
         `on_chip` (ext address, bytes, output-SRAM address) is that operation's last store (a
         dense 1-D run), and the tile's A elements are a dense run of its external bytes. Then
         the ELT_A_ADDR of A_FROM_OUTPUT (apart from this tile's results, which go to buffer
-        `slot`), else None. Only the first tile can find its operand there."""
+        `slot`), else None. Only the first tile can find its operand there, unless A is a
+        cascade's region (`a_cascade`): the whole tensor, dense, for every tile."""
         x = self.a
+        if self.a_cascade is not None:
+            p = ectx.placements[x.tensor]
+            got = self._a_in_output(ectx, t, slot, layout, (p.addr, p.nbytes, self.a_cascade.addr))
+            if got is None:
+                # the pass (cascading.py) takes only a dense A of the result's shape, whose runs are
+                # always inside the region: this is a compiler bug, not a property of the graph
+                raise CompileError(f"{', '.join(self.sources)}: operand A of tile {k} is not a dense run of the "
+                                   f"cascade region at {self.a_cascade.addr}")
+            return got
         if k != 0 or on_chip is None or x.tensor is None:
             return None
+        return self._a_in_output(ectx, t, slot, layout, on_chip)
+
+    def _a_in_output(self, ectx: EmitContext, t: FlatTile, slot: int, layout, on_chip) -> int | None:
+        """Tile t's A in the output SRAM, when `on_chip` (ext address, bytes, output-SRAM address)
+        holds all of its elements as a dense run and they lie apart from the tile's results."""
+        x = self.a
         shape, _, sources = layout
         src = sources["a"]
         lo, sizes = ((0,) * len(shape), (1,) * len(shape)) if self._scalar(x) else t.box(shape)
