@@ -10,7 +10,7 @@ from compiler import pipeline
 from compiler.passes import cascading
 from compiler.tosa_io import read_tosa
 from firmware_model.arch.config import load_config
-from firmware_model.arch.isa import Opcode, Reg, Sram
+from firmware_model.arch.isa import EltMode, Opcode, Reg, Sram
 from firmware_model.golden.model import GoldenModel
 from sim.models.model_data import ModelData
 from sim.paths import MODELS_DIR
@@ -20,15 +20,41 @@ def _compile(name: str, config: str):
     return pipeline.compile_graph(read_tosa(MODELS_DIR / name / "model.tosa"), load_config(config), out=io.StringIO())
 
 
-def _mac_sources(program) -> list[int]:
-    """IFM_SRAM of every MAC command, as the registers stand when it runs."""
+def _registers_at(program, opcode: Opcode) -> list[dict]:
+    """The registers as they stand when each command `opcode` of the program runs."""
     regs, out = {}, []
     for c in program.commands:
         if c.opcode == Opcode.SET:
             regs[c.sub] = c.value
-        elif c.opcode == Opcode.MAC:
-            out.append(regs.get(int(Reg.IFM_SRAM), 0))
+        elif c.opcode == opcode:
+            out.append(dict(regs))
     return out
+
+
+def _mac_sources(program) -> list[int]:
+    """IFM_SRAM of every MAC command."""
+    return [regs.get(int(Reg.IFM_SRAM), 0) for regs in _registers_at(program, Opcode.MAC)]
+
+
+def _eltwise_a_sources(program) -> list[bool]:
+    """Per ELTWISE command, whether it reads A from the output SRAM (A_FROM_OUTPUT)."""
+    return [bool(regs.get(int(Reg.ELT_MODE), 0) & EltMode.A_FROM_OUTPUT)
+            for regs in _registers_at(program, Opcode.ELTWISE)]
+
+
+def _check_against_plain(name: str, config: str, ctx, plain) -> None:
+    """`ctx`'s program gives the network's reference outputs on the golden model; `plain` (the
+    same network compiled without some cascades) the same outputs in more cycles, with more
+    external bytes."""
+    data = ModelData.of(MODELS_DIR / name)
+    cfg = load_config(config)
+    golden, other = GoldenModel(ctx.program, cfg), GoldenModel(plain.program, cfg)
+    outs, others = golden.invoke(data.inputs(0)), other.invoke(data.inputs(0))
+    for key, want in data.reference_outputs(0).items():
+        assert np.array_equal(outs[key], want) and np.array_equal(others[key], want), key
+    assert golden.counters.cycles < other.counters.cycles
+    ext = lambda g: g.counters.bytes_read["ext"] + g.counters.bytes_written["ext"]   # noqa: E731
+    assert ext(golden) < ext(other)
 
 
 @pytest.mark.parametrize("config", ["default", "large"])
@@ -37,20 +63,11 @@ def test_cnn32_pointwise_layers_read_the_depthwise_results_on_chip(config, monke
     report = "\n".join(ctx.report)
     assert "cascade:" in report and "not stored" in report
     assert Sram.OUTPUT in _mac_sources(ctx.program)
-    data = ModelData.of(MODELS_DIR / "cnn32")
-    cfg = load_config(config)
-    golden = GoldenModel(ctx.program, cfg)
-    out = golden.invoke(data.inputs(0))["TosaOutput_0"]
-    assert np.array_equal(out, data.reference_outputs(0)["TosaOutput_0"])
     # the same network without cascades: same outputs, more cycles and more external traffic
     monkeypatch.setattr(cascading, "run", lambda ctx: None)
     plain = _compile("cnn32", config)
     assert Sram.OUTPUT not in _mac_sources(plain.program)
-    other = GoldenModel(plain.program, cfg)
-    assert np.array_equal(other.invoke(data.inputs(0))["TosaOutput_0"], out)
-    assert golden.counters.cycles < other.counters.cycles
-    ext = lambda g: g.counters.bytes_read["ext"] + g.counters.bytes_written["ext"]   # noqa: E731
-    assert ext(golden) < ext(other)
+    _check_against_plain("cnn32", config, ctx, plain)
 
 
 def test_a_result_that_does_not_fit_half_the_output_sram_is_not_cascaded():
@@ -74,36 +91,13 @@ def test_an_elementwise_result_feeds_the_pointwise_convolutions_after_it_on_chip
     # the last ADD's result reaches the second head past the CONCAT between them (a data
     # movement, planned again below the region)
     assert any("(8x8x80)" in line and "layer_370, layer_374" in line for line in ctx.report), ctx.report
-    data = ModelData.of(MODELS_DIR / "blazeface")
-    cfg = load_config("large")
-    golden = GoldenModel(ctx.program, cfg)
-    outs = golden.invoke(data.inputs(0))
-    for name, want in data.reference_outputs(0).items():
-        assert np.array_equal(outs[name], want), name
     real = cascading._producer
     monkeypatch.setattr(cascading, "_producer",
                         lambda npu, cfg: not isinstance(npu, cascading.NpuEltwise) and real(npu, cfg))
     plain = _compile("blazeface", "large")
     assert not any("(16x16x80)" in line and ", " in line for line in plain.report if "cascade:" in line)
     assert _mac_sources(plain.program).count(Sram.OUTPUT) < _mac_sources(ctx.program).count(Sram.OUTPUT)
-    other = GoldenModel(plain.program, cfg)
-    for name, got in other.invoke(data.inputs(0)).items():
-        assert np.array_equal(got, outs[name]), name
-    assert golden.counters.cycles < other.counters.cycles
-    ext = lambda g: g.counters.bytes_read["ext"] + g.counters.bytes_written["ext"]   # noqa: E731
-    assert ext(golden) < ext(other)
-
-
-def _eltwise_a_sources(program) -> list[bool]:
-    """Per ELTWISE command, whether it reads A from the output SRAM (A_FROM_OUTPUT)."""
-    from firmware_model.arch.isa import EltMode
-    regs, out = {}, []
-    for c in program.commands:
-        if c.opcode == Opcode.SET:
-            regs[c.sub] = c.value
-        elif c.opcode == Opcode.ELTWISE:
-            out.append(bool(regs.get(int(Reg.ELT_MODE), 0) & EltMode.A_FROM_OUTPUT))
-    return out
+    _check_against_plain("blazeface", "large", ctx, plain)
 
 
 @pytest.mark.parametrize("config", ["default", "large"])
@@ -111,8 +105,8 @@ def test_a_pointwise_result_is_the_residual_adds_operand_on_chip(config, monkeyp
     """blazeface: a pointwise convolution whose result only the residual ADD after it reads (as
     its A, or as its B: the operands of ADD trade places), with channels a whole number of words,
     leaves it dense in the output SRAM; every tile of the ADD reads A there, and the result is
-    never stored. Same outputs as Arm's model; without
-    these cascades the same outputs with more cycles and external bytes."""
+    never stored. Same outputs as Arm's model; without these cascades the same outputs with more
+    cycles and external bytes."""
     ctx = _compile("blazeface", config)
     lines = [line for line in ctx.report if "cascade:" in line and "(its A); not stored" in line]
     assert lines, ctx.report
@@ -120,18 +114,7 @@ def test_a_pointwise_result_is_the_residual_adds_operand_on_chip(config, monkeyp
         # layer_224 is the ADD's B, and a max pool and a channel PAD run between the two: the
         # operands trade places (ADD commutes) and the two are planned below the region
         assert any("layer_224 (32x32x32)" in line and "layer_232 (its A)" in line for line in lines), lines
-    data = ModelData.of(MODELS_DIR / "blazeface")
-    cfg = load_config(config)
-    golden = GoldenModel(ctx.program, cfg)
-    outs = golden.invoke(data.inputs(0))
-    for name, want in data.reference_outputs(0).items():
-        assert np.array_equal(outs[name], want), name
     monkeypatch.setattr(cascading, "_to_eltwise", lambda *a: False)
     plain = _compile("blazeface", config)
     assert sum(_eltwise_a_sources(plain.program)) < sum(_eltwise_a_sources(ctx.program))
-    other = GoldenModel(plain.program, cfg)
-    for name, got in other.invoke(data.inputs(0)).items():
-        assert np.array_equal(got, outs[name]), name
-    assert golden.counters.cycles < other.counters.cycles
-    ext = lambda g: g.counters.bytes_read["ext"] + g.counters.bytes_written["ext"]   # noqa: E731
-    assert ext(golden) < ext(other)
+    _check_against_plain("blazeface", config, ctx, plain)
