@@ -1,23 +1,33 @@
-"""Pass — cascading (after tiling): a result kept in the output SRAM for the 1x1 convolutions after it.
+"""Pass — cascading (after tiling): a result kept in the output SRAM for the operations after it.
 
 Reads: the NPU operations in ctx.block with their plans (op.annotations["plan"]), ctx.cfg.
-Writes: `cascade_out` on a producer and `cascade_in` on each of its consumers (the same
-`Cascade`), each consumer's plan made again with the output SRAM below the region
-(TilePlan.output_limit), and a line per cascade in ctx.report.
+Writes: `cascade_out` on a producer and `cascade_in` (a 1x1 convolution) or `a_cascade` (an
+elementwise operation) on each of its consumers (the same `Cascade`), each consumer's plan and
+those of the data movements and pooling operations between made again with the output SRAM below
+the region (TilePlan.output_limit), and a line per cascade in ctx.report.
 
-A producer is a convolution (CONV2D or DEPTHWISE_CONV2D, batch 1, int8 result, not width
-unfolded) or an elementwise operation (int8 result of shape 1xHxWxC with C a whole number of
-words: its dense bytes are then the MAC's input layout). Its consumers are the 1x1 CONV2Ds with
-stride 1 and no padding over that result, int8, that follow it (RESHAPEs, which are aliases without
-commands, and data movements, planned again below the region, may stand between): a consumer's input box is then exactly its output
-box, a sub-box of the result. The producer's tiles write the whole result into a region at the top
-of the output SRAM, laid out as the MAC reads an input (pixel stride a whole number of words,
-channel c at byte c); each consumer reads it there (IFM_SRAM OUTPUT, docs/isa.md) instead of
-loading it back from external memory, and is planned again knowing that its input is on chip and
-that its own buffers stay below the region. The producer still stores its result when something
-else reads it (a skip connection, a graph output, a depthwise convolution); when only the
-consumers do, the round trip through external memory goes entirely. The region takes at most half
-the output SRAM. Cascades do not chain: a consumer is not also a producer.
+Into 1x1 convolutions: a producer is a convolution (CONV2D or DEPTHWISE_CONV2D, batch 1, int8
+result, not width unfolded) or an elementwise operation (int8 result of shape 1xHxWxC with C a
+whole number of words: its dense bytes are then the MAC's input layout). Its consumers are the 1x1
+CONV2Ds with stride 1 and no padding over that result, int8, that follow it (RESHAPEs, which are
+aliases without commands, and data movements may stand between): a consumer's input box is then
+exactly its output box, a sub-box of the result. The producer's tiles write the whole result into
+a region at the top of the output SRAM, laid out as the MAC reads an input (pixel stride a whole
+number of words, channel c at byte c); each consumer reads it there (IFM_SRAM OUTPUT, docs/isa.md)
+instead of loading it back from external memory, and is planned again knowing that its input is on
+chip and that its own buffers stay below the region. A convolution consumer is not also such a
+producer (these cascades do not chain).
+
+Into an elementwise operation: a convolution (a 1x1 consumer or not) whose result the next
+ELTWISE reads whole as its A (or as a commutative operation's B, the two then trading places),
+with C a whole number of words, writes it dense into a region below any region it reads itself;
+aliases, data movements and pooling operations may run between. Every ELTWISE tile reads its A
+there (A_FROM_OUTPUT). An elementwise producer of the first kind that reads its A this way puts
+its own region apart from that one.
+
+A producer still stores its result when something else reads it (a skip connection, a graph
+output, a depthwise convolution); when only its consumers do, the round trip through external
+memory goes entirely. The regions a producer reads and writes take at most half the output SRAM.
 """
 
 from __future__ import annotations
@@ -80,7 +90,8 @@ def _below(ctx, passed: list, limit: int) -> bool:
     for op in passed:
         npu = op.attrs["npu"]
         try:
-            plans.append(npu.plan(replace(ctx.cfg, output_sram=limit), f"{ctx.graph.source}: op {', '.join(npu.sources)}"))
+            where = f"{ctx.graph.source}: op {', '.join(npu.sources)}"
+            plans.append(npu.plan(replace(ctx.cfg, output_sram=limit), where))
         except TileFitError:
             return False
     for op, plan in zip(passed, plans):
@@ -137,7 +148,8 @@ def _to_eltwise(ctx, ops: list, i: int, kept: set, consumers: dict) -> bool:
     if used + (top - limit) > cfg.output_sram // 2:
         return False
     try:
-        plan = consumer.plan(replace(cfg, output_sram=limit), f"{ctx.graph.source}: op {', '.join(consumer.sources)}")
+        where = f"{ctx.graph.source}: op {', '.join(consumer.sources)}"
+        plan = consumer.plan(replace(cfg, output_sram=limit), where)
     except TileFitError:
         return False
     if not _below(ctx, passed, limit):
