@@ -27,6 +27,10 @@ def expectations(program, cfg, feeds, state=None):
     ("cnn32", "tiny", 0, [0, 12, 36]),
     ("gru", "tiny", 2, [5, 60]),          # the third invocation: the variables carried from the first two
     ("resnet_pool", "tiny", 0, [3, 20]),
+    # tiles that read a cascade's region in the output SRAM: a 1x1 convolution's input (cnn32 7)
+    # and an ELTWISE's A (resnet_pool 12), which the replay restores from golden's state
+    ("cnn32", "default", 0, [7]),
+    ("resnet_pool", "default", 0, [12]),
 ])
 def test_replayed_tile_computes_the_same_bytes(name, config, invocation, tiles):
     model = MODELS_DIR / name / "model.tosa"
