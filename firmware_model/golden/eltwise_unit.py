@@ -571,7 +571,7 @@ def _operand_ranges(dt: DType, unsigned: bool, zp: int, plain: bool, lsh: int, r
     return w48, w0, w1, w2, (_I32 if w2 else (lo, hi))
 
 
-def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan):
+def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: EltPlan, fused: bool = True):
     """execute_eltwise on Python integers (the section's comment above): a function of (memories,
     probe) that stores what execute_eltwise stores, for ELT_COUNT <= SMALL_COUNT. Each step is one
     list comprehension with its wraps written out ((x + 2^(n-1)) & (2^n - 1)) - 2^(n-1)), and a
@@ -637,13 +637,14 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
             if w2:
                 xs = [((x + _H32) & _M32) - _H32 for x in xs]
             return xs
-        return stage, n, out_range
+        return stage, n, out_range, dict(int48=int48, zp=zp, plain=plain, lsh=lsh, m=m, s=s, rnd=rnd, extra=extra,
+                                         w48=w48, w0=w0, w1=w1, w2=w2, rescale=rescale, read=read, scalar=scalar)
 
-    stage_a, n_a, a_range = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, r.elt_a_zp, r.elt_a_lshift,
+    stage_a, n_a, a_range, a_k = operand(plan.a_dtype, EltMode.A_UNSIGNED in mode, r.elt_a_zp, r.elt_a_lshift,
                                     EltMode.A_RESCALE in mode, r.elt_a_mult, r.elt_a_shift,
                                     EltMode.A_DOUBLE_ROUND in mode, "A", EltMode.A_SCALAR in mode)
     if binary:
-        stage_b, n_b, b_range = operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, r.elt_b_zp, r.elt_b_lshift,
+        stage_b, n_b, b_range, b_k = operand(plan.b_dtype, EltMode.B_UNSIGNED in mode, r.elt_b_zp, r.elt_b_lshift,
                                         EltMode.B_RESCALE in mode, r.elt_b_mult, r.elt_b_shift,
                                         EltMode.B_DOUBLE_ROUND in mode, "B", EltMode.B_SCALAR in mode)
     width = plan.a_dtype.bits if op in SHIFT_OPS else 32
@@ -809,4 +810,240 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
             pack_into(sram[Sram.OUTPUT], o0, *values)
         else:                                   # store_run's wrap to the element
             pack_into(sram[Sram.OUTPUT], o0, *[v & out_mask for v in values])
+    if not fused:
+        return run
+    return _fused_small(locals(), run)
+
+
+# ---- The small form as one generated function (issue 16) ---------------------------------------
+# mlp's softmax chain is ~36 commands of 1-10 elements, and the small form above spends most of
+# its 2-15 us on the calls and lists of its dozen steps, not on the arithmetic. _fused_small writes
+# the same steps, with the same constants and the same idle wraps left out, as the statements of
+# one function (element by element, each element's value through every step at once) and compiles
+# it once per prepared command. The monitor's Probe is not shown lists there: each check that has
+# an exact Python test (_passes) is the same test written inline on the element, and where one
+# fails, or a check has no such test, or the probe is anything but a Probe, the function returns
+# False before it stores anything and the small form above runs the command instead (it reads the
+# same SRAM bytes and shows the probe what it would have). tests/firmware_model/golden/
+# test_eltwise_small.py compares both forms with execute_eltwise, with and without probes.
+
+def _fused_small(k: dict, generic):
+    """The fused form of prepare_eltwise_small's command (its locals `k`): a function of (memories,
+    probe) equal to `generic`, which it calls where it cannot decide alone (see above)."""
+    from firmware_model.golden.require_monitor import Probe
+
+    count, binary, op = k["count"], k["binary"], k["op"]
+    st = k["st"]
+    if count == 0 or (st.rescale and k["param"] is None):
+        return generic          # (ELT_COUNT 0 still shows the probe a scalar operand)
+    a_k, b_k = k["a_k"], k.get("b_k")
+    g = {"_H32": _H32, "_M32": _M32, "_H48": _H48, "_M48": _M48, "_I64": _I64, "_M64": _M64,
+         "read_a": a_k["read"], "read_b": b_k["read"] if binary else None, "operands": k["operands"],
+         "entry": k["entry"], "pack_into": k["pack_into"], "S_A": k["a_sram"], "S_W": Sram.WEIGHT,
+         "S_P": Sram.PARAM, "S_L": Sram.LUT, "S_O": Sram.OUTPUT}
+
+    def operand_lines(name: str, c: dict, checks: dict) -> list[str]:
+        x = name.lower()
+        out = []
+        if c["int48"]:
+            out.append(f"{x} = (({x} + _H48) & _M48) - _H48")
+        if c["zp"]:
+            out.append(f"{x} = {x} - {c['zp']}")
+        out += checks.get(name + "0", [])
+        if c["plain"]:
+            if c["w48"]:
+                out.append(f"{x} = (({x} + _H48) & _M48) - _H48")
+            return out
+        if c["w0"]:
+            out.append(f"{x} = (({x} + _H32) & _M32) - _H32")
+        if c["w1"]:
+            out.append(f"{x} = (({x} << {c['lsh']}) + _H32 & _M32) - _H32")
+        elif c["lsh"]:
+            out.append(f"{x} = {x} << {c['lsh']}")
+        out += checks.get(name + "1", [])
+        if not c["rescale"]:
+            return out
+        m, rnd, s, extra = c["m"], c["rnd"], c["s"], c["extra"]
+        if extra:
+            out.append(f"{x} = ({x} * {m} + {rnd} + ({extra} if {x} >= 0 else -{extra})) >> {s}")
+        else:
+            out.append(f"{x} = ({x} * {m} + {rnd}) >> {s}")
+        if c["w2"]:
+            out.append(f"{x} = (({x} + _H32) & _M32) - _H32")
+        return out
+
+    def body(checks: dict) -> list[str]:
+        """One element's statements: a (and b) as read -> v as stored (before the store's mask)."""
+        out = operand_lines("A", a_k, checks)
+        if binary:
+            out += operand_lines("B", b_k, checks)
+            out += checks.get("op", [])
+            if k["wrap_a"]:
+                out.append("a = ((a + _H32) & _M32) - _H32")
+            if k["wrap_b"]:
+                out.append("b = ((b + _H32) & _M32) - _H32")
+            if op == EltOp.ADD:
+                out.append("v = ((a + b + _H32) & _M32) - _H32" if k["wrap_sum"] else "v = a + b")
+            elif op == EltOp.SUB:
+                out.append("v = ((a - b + _H32) & _M32) - _H32" if k["wrap_sum"] else "v = a - b")
+            elif op == EltOp.MUL:
+                if k["mul_shift"] > 0:
+                    out.append(f"v = (((((a * b + {k['mul_rnd']} + _I64) & _M64) - _I64) >> {k['mul_shift']})"
+                               " + _H32 & _M32) - _H32")
+                else:
+                    out.append("v = ((a * b + _H32) & _M32) - _H32")
+            elif op == EltOp.MINIMUM:
+                out.append("v = a if a < b else b")
+            elif op == EltOp.MAXIMUM:
+                out.append("v = a if a > b else b")
+            else:
+                wh, wm = k["whalf"], k["wmask"]
+                out.append(f"a = ((a + {wh}) & {wm}) - {wh}")
+                if op == EltOp.LOGICAL_LEFT_SHIFT:
+                    out.append(f"v = ((a << (b & 31)) + {wh} & {wm}) - {wh}")
+                elif op == EltOp.LOGICAL_RIGHT_SHIFT:
+                    out.append(f"v = (((a & {wm}) >> (b & 31)) + {wh} & {wm}) - {wh}")
+                elif op == EltOp.ARITHMETIC_RIGHT_SHIFT:
+                    out.append("n = b & 31")
+                    out.append(f"v = ((a >> n) + {wh} & {wm}) - {wh}")
+                    if k["round_"]:
+                        out.append("if n > 0 and (a >> (n - 1)) & 1:")
+                        out.append("    v += 1")
+                    out.append(f"v = ((v + {wh}) & {wm}) - {wh}")
+                else:
+                    return None
+        else:
+            out.append("v = a")
+        if st.rescale:
+            out.append("mu, sh, t = use[i]")
+            out += checks.get("stage", [])
+            zp_h = k["zp_h"]
+            if st.scale32:
+                out.append("v = ((v + _H32) & _M32) - _H32")
+                if st.double_round:
+                    out.append(f"v = (((v * mu + t + (0 if sh <= 31 else {1 << 30} if v >= 0 else -{1 << 30})) >> sh)"
+                               f" + {zp_h} & _M32) - _H32")
+                else:
+                    out.append(f"v = (((v * mu + t) >> sh) + {zp_h} & _M32) - _H32")
+            else:
+                out.append(f"v = ((((((v + _H48) & _M48) - _H48) * mu + t) >> sh) + {zp_h} & _M32) - _H32")
+        for lo, hi in k["clips"]:
+            out.append(f"v = {lo} if v < {lo} else {hi} if v > {hi} else v" if lo <= hi else f"v = {hi}")
+        if st.lut_range is not None:
+            lut0 = k["lut0"]
+            if st.lut_mode == LutMode.INT8:
+                out.append(f"v = entry(lut, {lut0} + 2 * ((v + 128) & 0xFF))[0]")
+            else:
+                if "lut" in checks:
+                    return None
+                out.append("c = -32768 if v < -32768 else 32767 if v > 32767 else v")
+                out.append("j = (c + 32768) >> 7")
+                out.append(f"e = entry(lut, {lut0} + 2 * j)[0]")
+                out.append(f"v = (((e << 7) + (entry(lut, {lut0} + 2 * (j + 1 if j < 512 else 512))[0] - e)"
+                           " * (c & 0x7F)) + _H32 & _M32) - _H32")
+        if not k["wide"]:
+            out.append(f"v &= {k['out_mask']}")
+        return out
+
+    def inline_checks(probe) -> dict | None:
+        """The Probe's checks as statements on the element (each returns False where its _passes
+        test would fail); None where a check has no such test."""
+        out: dict[str, list[str]] = {}
+        for point, cs in probe.checks.items():
+            if point not in ("A0", "A1", "B0", "B1", "op", "stage"):
+                if point == "lut":
+                    return None
+                continue                        # a point the unit never shows
+            if point in ("B0", "B1", "op") and not binary:
+                continue
+            if point == "stage" and not st.rescale:
+                continue
+            x = point[0].lower()
+            lines = out.setdefault(point, [])
+            for c in cs:
+                kind = c["kind"]
+                if point != "op" and kind != "rescale":
+                    return None                 # (never made by the compiler at an operand or stage)
+                if kind in ("add", "sub"):
+                    if point != "op":
+                        return None
+                    lines.append(f"if not -{_H32} <= a {'+' if kind == 'add' else '-'} b < {_H32}: return False")
+                elif kind == "mul":
+                    shift = int(c["shift"])
+                    if point != "op" or not 1 <= shift <= 62:
+                        return None
+                    lines.append(f"if not (-{_H32} <= a < {_H32} and -{_H32} <= b < {_H32} "
+                                 f"and -{_H32} <= (a * b + {1 << (shift - 1)}) >> {shift} < {_H32}): return False")
+                elif kind == "shift":
+                    if point != "op":
+                        return None
+                    lines.append(f"if not 0 <= b <= {c['bits'] - 1}: return False")
+                elif kind == "rescale" and c["scale32"]:
+                    zp = c["input_zp"] or 0
+                    if "multiplier" in c:
+                        s = int(c["shift"])
+                        if not 1 <= s <= 63:
+                            return None
+                        limit = 1 << (s - 1)
+                        v = "v" if point == "stage" else x
+                        lines.append(f"if not -{limit} <= {v} - {zp} < {limit}: return False")
+                    elif point == "stage":      # the records' shift (the lists' third)
+                        lines.append("s_ = shifts[i] & 63")
+                        lines.append(f"if s_ < 1 or not -(1 << (s_ - 1)) <= v - {zp} < 1 << (s_ - 1): return False")
+                    else:
+                        return None
+                else:
+                    return None
+        return out
+
+    def compile_for(checks: dict):
+        lines = body(checks)
+        if lines is None:
+            return None
+        src = ["def fused(mem):", "    sram = mem.sram"]
+        src.append(f"    XA = read_a(sram[S_A], {k['a0']})")
+        if binary:
+            src.append(f"    XB = read_b(sram[S_W], {k['b0']})")
+        if st.rescale:
+            p0, p1 = k["param"]
+            src.append(f"    mults, shifts, use = operands(sram[S_P][{p0}:{p1}].tobytes())")
+        if st.lut_range is not None:
+            src.append("    lut = sram[S_L]")
+        src.append("    out = []")
+        src.append(f"    for i in range({count}):")
+        src.append(f"        a = XA[{'0' if k['n_a'] != count else 'i'}]")
+        if binary:
+            src.append(f"        b = XB[{'0' if k['n_b'] != count else 'i'}]")
+        src += ["        " + line for line in lines]
+        src.append("        out.append(v)")
+        src.append(f"    pack_into(sram[S_O], {k['o0']}, *out)")
+        src.append("    return True")
+        ns = dict(g)
+        exec(compile("\n".join(src), f"<fused eltwise {op.name}>", "exec"), ns)
+        return ns["fused"]
+
+    plain = compile_for({})
+    if plain is None:
+        return generic
+    kept: dict = {}         # id(Probe) -> (the Probe, its fused function or None)
+
+    def fused_for(probe):
+        """The fused function for this Probe (its checks inline), None where it has none."""
+        if len(kept) >= 64:
+            kept.clear()
+        checks = inline_checks(probe)
+        made = kept[id(probe)] = (probe, compile_for(checks) if checks is not None else None)
+        return made[1]
+
+    def run(mem: Memories, probe=None) -> None:
+        if probe is None:
+            plain(mem)
+            return
+        if type(probe) is Probe:
+            made = kept.get(id(probe))
+            f = made[1] if made is not None and made[0] is probe else fused_for(probe)
+            if f is not None and f(mem):
+                return
+        generic(mem, probe)
+    run.fused, run.fused_for = plain, fused_for
     return run

@@ -161,10 +161,11 @@ def cases(seed: int, n: int, max_count: int = SMALL_COUNT):
         yield rng, regs, sub, plan
 
 
-PREPARED = {"small": (prepare_eltwise_small, SMALL_COUNT), "vector": (prepare_eltwise_vector, 40)}
+PREPARED = {"small": (prepare_eltwise_small, SMALL_COUNT), "vector": (prepare_eltwise_vector, 40),
+            "unfused": (lambda *a: prepare_eltwise_small(*a, fused=False), SMALL_COUNT)}
 
 
-@pytest.mark.parametrize("form", ["small", "vector"])
+@pytest.mark.parametrize("form", ["small", "vector", "unfused"])
 @pytest.mark.parametrize("seed", range(30))
 def test_prepared_forms_equal_execute_eltwise(form, seed):
     """Both prepared forms (the vector form on up to 40 elements: its ranges decide which wraps
@@ -186,7 +187,7 @@ def test_prepared_forms_equal_execute_eltwise(form, seed):
             assert len(x) == len(y) and all(np.array_equal(u, v) for u, v in zip(x, y)), (regs, sub)
 
 
-@pytest.mark.parametrize("form", ["small", "vector"])
+@pytest.mark.parametrize("form", ["small", "vector", "unfused"])
 @pytest.mark.parametrize("seed", range(30))
 def test_prepared_forms_report_the_monitors_failures(form, seed):
     prepare, max_count = PREPARED[form]
@@ -227,7 +228,8 @@ def test_prepare_eltwise_takes_the_small_path_up_to_small_count():
         except GoldenModelError:
             continue
         small = plan.count <= SMALL_COUNT
-        assert prepare_eltwise(CFG, regs, sub, plan).__qualname__.startswith("prepare_eltwise_small") == small
+        name = prepare_eltwise(CFG, regs, sub, plan).__qualname__
+        assert name.startswith(("prepare_eltwise_small", "_fused_small")) == small
         seen.add(small)
 
 
@@ -315,3 +317,39 @@ def test_fast_check_tests_agree_with_the_monitors_checks(kind):
             assert not real_ok, (c, lists)
         agree += 1
     assert agree > 1000
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_fused_form_equals_execute_eltwise(seed):
+    """The small form's generated function (eltwise_unit._fused_small) on its own: without a
+    probe it stores what execute_eltwise stores; with the monitor's Probe, where it does not hand
+    the command back (False: a check may fail), it stores the same and the spec's reading records
+    no failure. Both outcomes are met (the test above would not see the fused function's
+    mistakes where it always handed back)."""
+    taken = handed = plain = 0
+    for rng, regs, sub, plan in cases(200 + seed, 40):
+        mem = random_memories(rng)
+        checks = random_checks(rng)
+        want = clone(mem)
+        log = FailureLog()
+        execute_eltwise(CFG, want, regs, sub, Probe(log, checks), plan)
+        run = prepare_eltwise_small(CFG, regs, sub, plan)
+        if not hasattr(run, "fused"):
+            assert plan.count == 0 or plan.stage.rescale
+            continue
+        got = clone(mem)
+        assert run.fused(got) is True
+        assert np.array_equal(got.sram[Sram.OUTPUT], want.sram[Sram.OUTPUT]), (regs, sub)
+        plain += 1
+        f = run.fused_for(Probe(FailureLog(), checks))
+        if f is None:
+            continue
+        got = clone(mem)
+        if f(got):
+            assert np.array_equal(got.sram[Sram.OUTPUT], want.sram[Sram.OUTPUT]), (regs, sub, checks)
+            assert log.failures == [], (regs, sub, checks)
+            taken += 1
+        else:
+            assert np.array_equal(got.sram[Sram.OUTPUT], mem.sram[Sram.OUTPUT])     # nothing stored
+            handed += 1
+    assert plain >= 20 and taken >= 3 and handed >= 3, (plain, taken, handed)
