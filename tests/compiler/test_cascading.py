@@ -70,13 +70,16 @@ def test_cnn32_pointwise_layers_read_the_depthwise_results_on_chip(config, monke
     _check_against_plain("cnn32", config, ctx, plain)
 
 
-def test_a_result_that_does_not_fit_half_the_output_sram_is_not_cascaded():
-    """blazeface's 32x32 depthwise results (32 KiB and more) stay in external memory on default
-    (32 KiB output SRAM); its 16x16 ones are cascaded."""
+def test_a_result_larger_than_the_regions_share_of_the_output_sram_is_not_cascaded():
+    """blazeface on default (32 KiB output SRAM, regions up to 24 KiB: cascading.region_limit):
+    its 32x32 depthwise results of 32 channels and more (32 KiB and more) and its 64x64 one stay
+    in external memory; the 32x32x24 one (24 KiB) and the 16x16 ones are cascaded."""
     report = "\n".join(_compile("blazeface", "default").report)
     lines = [line for line in report.splitlines() if "cascade:" in line]
-    assert lines and all("(32x32x" not in line and "(64x64x" not in line for line in lines)
-    assert any("(16x16x" in line for line in lines)
+    assert cascading.region_limit(load_config("default")) == 24 * 1024
+    assert lines and not any(f"(32x32x{c})" in line for line in lines for c in (32, 36, 42))
+    assert not any("(64x64x" in line for line in lines)
+    assert any("(32x32x24)" in line for line in lines) and any("(16x16x" in line for line in lines)
 
 
 def test_an_elementwise_result_feeds_the_pointwise_convolutions_after_it_on_chip(monkeypatch):
