@@ -214,37 +214,43 @@ class NpuConv(NpuOperation):
 
     # ---- width unfolding ---------------------------------------------------------------------
     def unfolded(self, cfg: NpuConfig) -> "NpuConv | None":
-        """This convolution as one over its input unfolded along the width, when a word holds
-        the C channels of at least two input pixels (int8, no dilation), so that the lanes C
-        alone would leave idle take other taps of the kernel row:
+        """This convolution as one over its input unfolded along the width (int8, no dilation),
+        so that the lanes C channels alone would leave idle take other taps of the kernel row,
+        when that takes fewer reduction steps per kernel row than KW x ceil(C / mac.cols):
 
-        - all KW taps fit a word (KW*C <= mac.cols, an RGB stem): a "pixel" (y, ox) of the
+        - all KW taps in one unfolded pixel over ceil(KW*C / mac.cols) channel blocks (an RGB stem:
+          a 5x5 one on 8 lanes takes 2 steps a kernel row, not 5): a "pixel" (y, ox) of the
           unfolded input holds input pixels ox*STRIDE_W - PAD_LEFT .. + KW-1 of row y, and the
           kernel becomes KH x 1 over KW*C channels, stride (STRIDE_H, 1);
-        - else u = mac.cols // C taps a word: column j of the unfolded input holds input pixels
-          j - PAD_LEFT .. + u-1, and the kernel becomes KH x ceil(KW/u) over u*C channels,
-          stride as before, dilation (1, u) (a group's missing taps have weights at the weight
-          zero point: they add nothing).
+        - or, when a word holds the C channels of u = mac.cols // C >= 2 pixels and that takes
+          fewer steps (ties go to this form), groups of u taps a word: column j of the unfolded
+          input holds input pixels j - PAD_LEFT .. + u-1, and the kernel becomes KH x ceil(KW/u)
+          over u*C channels, stride as before, dilation (1, u) (a group's missing taps have
+          weights at the weight zero point: they add nothing).
 
-        The MAC array then takes KH*ceil(KW/u) reduction steps per block instead of KH*KW. The
-        weights are regrouped once; the DMA gathers the unfolded box from the original input
-        (overlapping runs of u*C bytes, clipped at the row's edges, the FILL giving the padding).
-        None when it does not apply."""
+        The weights are regrouped once; the DMA gathers the unfolded box from the original input
+        (overlapping runs of KW*C or u*C bytes, clipped at the row's edges, the FILL giving the
+        padding). None when it does not apply."""
         kh, kw = self.kernel
         n, H, W, C = self.in_shape
         L = self.lanes(cfg)
         if (self.unfold is not None or self.depthwise or self.upsample != (1, 1) or self.dilation != (1, 1)
-                or self.ifm_dtype != DType.INT8 or kw == 1 or 2 * C > L):
+                or self.ifm_dtype != DType.INT8 or kw == 1):
+            return None
+        plain = kw * ceil_div(C, L)               # reduction steps a kernel row takes as it is
+        whole = ceil_div(kw * C, L)               # ... with all taps in one unfolded pixel
+        u = L // C
+        grouped = ceil_div(kw, u) if u >= 2 else plain      # ... with groups of u taps a word
+        if min(whole, grouped) >= plain:
             return None
         sh, sw = self.stride
         pt, pb, pl, _ = self.pad
         OC, OW = self.out_channels, self.out_shape[2]
         common = dict(ifm=self.ifm, ofm=self.ofm, bias=self.bias, input_zp=self.input_zp, weight_zp=self.weight_zp,
                       out_shape=self.out_shape, stage=self.stage, sources=self.sources, ifm_dtype=self.ifm_dtype)
-        if kw * C <= L:
+        if whole < grouped or kw * C <= L:
             return NpuConv(weights=self.weights.reshape(OC, kh, 1, kw * C), stride=(sh, 1), pad=(pt, pb, 0, 0),
                            dilation=(1, 1), in_shape=(n, H, OW, kw * C), unfold=(kw, sw, pl, W, C), **common)
-        u = L // C
         groups = ceil_div(kw, u)
         w = np.full((OC, kh, groups * u, C), self.weight_zp, dtype=np.int8)
         w[:, :, :kw] = self.weights

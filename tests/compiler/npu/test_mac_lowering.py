@@ -174,6 +174,42 @@ def test_width_unfolded_conv2d_on_the_mac_array(tmp_path, seed):
     assert "large" in unfolded, (C, kw)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_whole_kernel_rows_unfolded_over_several_words(tmp_path, seed):
+    """All KW taps of a row in one unfolded pixel spanning several words, where that takes fewer
+    steps than the row as it is or in groups of taps (NpuConv.unfolded): e.g. a 5-wide kernel over
+    3 channels is 2 steps a row on 8 lanes (not 3 in groups of 2 taps) and 4 on 4 lanes (not 5).
+    Bit-exact against Arm's model on every configuration, and taken on tiny or default."""
+    rng = seeds.rng(330 + seed)
+    C, kw = [(3, 5), (5, 3), (6, 4), (3, 5), (6, 3), (5, 5)][seed]
+    while True:
+        H, W = (int(v) for v in rng.integers(kw + 2, 26, 2))
+        kh = int(rng.integers(1, 4))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        pad = [int(rng.integers(0, kh)), int(rng.integers(0, kh)), int(rng.integers(0, kw)), int(rng.integers(0, kw))]
+        ny, nx = H - 1 + pad[0] + pad[1] - (kh - 1), W - 1 + pad[2] + pad[3] - (kw - 1)
+        if ny >= 0 and nx >= 0 and ny % stride[0] == 0 and nx % stride[1] == 0:
+            break
+    OC = int(rng.integers(1, 21))
+    mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), (kh, kw), stride, (1, 1), pad, cout=OC, clamp=bool(seed % 2))
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    whole = []
+    for name in ("tiny", "default", "large"):
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        convs = [op.attrs["npu"] for op in ctx.block.operators if op.op == "NPU" and op.attrs["npu"].kind == "conv"]
+        for c in convs:
+            u = c.unfolded(cfg)
+            if u is not None and u.kernel == (kh, 1) and kw * C > cfg.mac_cols:
+                whole.append(name)
+                assert u.mac_steps(cfg) < c.mac_steps(cfg), name
+        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+        assert np.array_equal(out, ref), f"{name}: golden differs from the reference"
+    assert set(whole) & {"tiny", "default"}, (C, kw)
+
+
 def transpose_conv_mlir(rng, shape, kernel, stride, out_pad, cout):
     H, W, C = shape
     kh, kw = kernel
