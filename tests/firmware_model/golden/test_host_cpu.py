@@ -85,3 +85,32 @@ def test_prepared_execute_runs_what_run_op_runs():
             assert got[1] == want[1]
         seen.add((got[0], host._prepared[0].execute is not None))
     assert {("ok", True), ("raised", True)} <= seen
+
+
+def test_small_clz_runs_on_the_words_as_the_kernel_does():
+    """mlp's host CLZ takes HostCpu's small path from its second run (_HostOp.fast): on int32
+    edges and random words its result bytes are count_leading_zeros' (a wrong answer for 0,
+    negatives or a power of two fails this)."""
+    from firmware_model.golden.host_cpu import HostCpu
+    from firmware_model.golden.model import GoldenModel
+    from firmware_model.tosa_ops.numerics import count_leading_zeros
+
+    cfg = load_config("default")
+    program = compile_file(MODELS_DIR / "mlp" / "model.tosa", cfg, out=io.StringIO()).program
+    ops = program.manifest["host_ops"]
+    index = next(k for k, e in enumerate(ops) if e["op"] == "CLZ")
+    model = GoldenModel(program, cfg)
+    host = HostCpu(program)
+    src, dst = Placement.from_json(ops[index]["inputs"][0]), Placement.from_json(ops[index]["outputs"][0])
+    rng = np.random.default_rng(5)
+    edges = [0, 1, -1, 2, 3, 4, 7, 8, (1 << 31) - 1, -(1 << 31), 1 << 30, (1 << 30) - 1, -(1 << 30), 1 << 16]
+    values = edges + [int(v) for v in rng.integers(-(1 << 31), 1 << 31, 200)] \
+        + [int(v) >> int(s) for v, s in zip(rng.integers(0, 1 << 31, 100), rng.integers(0, 31, 100))]
+    seen_fast = 0
+    for v in values:
+        model.write_tensor(src, np.full(src.shape, v, dtype=np.int32))
+        seen_fast += host._prepared.get(index) is not None and host._prepared[index].fast is not None
+        host.run(model, index)
+        want = count_leading_zeros(np.full(src.shape, v, dtype=np.int32))
+        assert np.array_equal(model.read_tensor(dst), want), v
+    assert seen_fast == len(values) - 1
