@@ -34,6 +34,7 @@ range, the cycles), which execute_eltwise calls first and the timing-only model 
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -456,43 +457,56 @@ def _fits_int32(values) -> bool:
     return True
 
 
-def _passes(c: dict):
-    """The monitor's check `c` (require_monitor.CHECKS) as a test on Python integers (the lists
-    the probe would be shown as arrays): a function lists -> True where the check's own
-    expression, evaluated exactly, passes (then the probe need not run); None for a check that
-    has no such test (the probe always runs)."""
+def _exact_test(c: dict) -> str | None:
+    """The monitor's check `c` (require_monitor.CHECKS) as an exact Python condition on one
+    element, the check's own expression evaluated on integers: over `p`, `q` and `s`, the
+    elements of the lists the probe would be shown (its first, second and third: an operation's
+    A and B, a stage's values and its records' shifts); None for a check that has no such test
+    (the probe always runs). _passes and the fused small form (_fused_small) both test this."""
     kind = c["kind"]
     if kind == "add":                       # apply_add_s: the int64 sum fits int32
-        return lambda lists: _fits_int32([x + y for x, y in zip(*lists)])
+        return f"-{_H32} <= p + q < {_H32}"
     if kind == "sub":
-        return lambda lists: _fits_int32([x - y for x, y in zip(*lists)])
+        return f"-{_H32} <= p - q < {_H32}"
     if kind == "mul":                       # check_mul, where its int64 expression cannot overflow
         shift = int(c["shift"])
         if not 1 <= shift <= 62:
             return None
-        rnd = 1 << (shift - 1)
-        return lambda lists: (_fits_int32(lists[0]) and _fits_int32(lists[1])
-                              and _fits_int32([(x * y + rnd) >> shift for x, y in zip(*lists)]))
+        return (f"-{_H32} <= p < {_H32} and -{_H32} <= q < {_H32} "
+                f"and -{_H32} <= (p * q + {1 << (shift - 1)}) >> {shift} < {_H32}")
     if kind == "shift":                     # check_shift on B as read
-        top = c["bits"] - 1
-        return lambda lists: all(0 <= v <= top for v in lists[1])
+        return f"0 <= q <= {c['bits'] - 1}"
     if kind == "rescale" and c["scale32"]:  # check_rescale's scale32 range, for 1 <= shift <= 63
         zp = c["input_zp"] or 0
         if "multiplier" in c:
-            s = int(c["shift"])
-            if not 1 <= s <= 63:
+            shift = int(c["shift"])
+            if not 1 <= shift <= 63:
                 return None
-            limit = 1 << (s - 1)
-            return lambda lists: all(-limit <= v - zp < limit for v in lists[0])
-
-        def records(lists):
-            for v, s in zip(lists[0], lists[2]):
-                s &= 63
-                if s < 1 or not -(1 << (s - 1)) <= v - zp < 1 << (s - 1):
-                    return False
-            return True
-        return records
+            return f"-{1 << (shift - 1)} <= p - {zp} < {1 << (shift - 1)}"
+        return f"(s & 63) >= 1 and -(1 << ((s & 63) - 1)) <= p - {zp} < 1 << ((s & 63) - 1)"
     return None
+
+
+_ELEMENT = re.compile(r"\b[pqs]\b")     # the element names of an _exact_test condition
+_LIST_TESTS: dict = {}      # an _exact_test condition -> its test on the probe's lists
+
+
+def _passes(c: dict):
+    """The monitor's check `c` as a test on Python integers (the lists the probe would be shown as
+    arrays): a function lists -> True where _exact_test's condition holds for every element (then
+    the probe need not run); None for a check that has none."""
+    cond = _exact_test(c)
+    if cond is None:
+        return None
+    test = _LIST_TESTS.get(cond)
+    if test is None:
+        found = set(_ELEMENT.findall(cond))
+        used = [(n, i) for i, n in enumerate("pqs") if n in found]
+        names = ", ".join(n for n, _ in used)
+        lists = f"zip({', '.join(f'lists[{i}]' for _, i in used)})" if len(used) > 1 else f"lists[{used[0][1]}]"
+        src = f"lambda lists: all({cond} for {names} in {lists})"
+        test = _LIST_TESTS[cond] = eval(src)      # our own expression, made above
+    return test
 
 
 def _may_fail(c: dict, arrays: tuple) -> bool:
@@ -946,8 +960,10 @@ def _fused_small(k: dict, generic):
         return out
 
     def inline_checks(probe) -> dict | None:
-        """The Probe's checks as statements on the element (each returns False where its _passes
-        test would fail); None where a check has no such test."""
+        """The Probe's checks as statements on the element, each returning False where its
+        _exact_test condition fails (_passes' tests, on the element's names at that point: a
+        and b at "op", the operand's value at A0/A1/B0/B1, v and the record's shift at "stage");
+        None where a check has no such test or is not one the unit shows there."""
         out: dict[str, list[str]] = {}
         for point, cs in probe.checks.items():
             if point not in ("A0", "A1", "B0", "B1", "op", "stage"):
@@ -958,42 +974,17 @@ def _fused_small(k: dict, generic):
                 continue
             if point == "stage" and not st.rescale:
                 continue
-            x = point[0].lower()
+            names = ({"p": "a", "q": "b"} if point == "op" else {"p": "v", "s": "shifts[i]"} if point == "stage"
+                     else {"p": point[0].lower()})
             lines = out.setdefault(point, [])
             for c in cs:
-                kind = c["kind"]
-                if point != "op" and kind != "rescale":
-                    return None                 # (never made by the compiler at an operand or stage)
-                if kind in ("add", "sub"):
-                    if point != "op":
-                        return None
-                    lines.append(f"if not -{_H32} <= a {'+' if kind == 'add' else '-'} b < {_H32}: return False")
-                elif kind == "mul":
-                    shift = int(c["shift"])
-                    if point != "op" or not 1 <= shift <= 62:
-                        return None
-                    lines.append(f"if not (-{_H32} <= a < {_H32} and -{_H32} <= b < {_H32} "
-                                 f"and -{_H32} <= (a * b + {1 << (shift - 1)}) >> {shift} < {_H32}): return False")
-                elif kind == "shift":
-                    if point != "op":
-                        return None
-                    lines.append(f"if not 0 <= b <= {c['bits'] - 1}: return False")
-                elif kind == "rescale" and c["scale32"]:
-                    zp = c["input_zp"] or 0
-                    if "multiplier" in c:
-                        s = int(c["shift"])
-                        if not 1 <= s <= 63:
-                            return None
-                        limit = 1 << (s - 1)
-                        v = "v" if point == "stage" else x
-                        lines.append(f"if not -{limit} <= {v} - {zp} < {limit}: return False")
-                    elif point == "stage":      # the records' shift (the lists' third)
-                        lines.append("s_ = shifts[i] & 63")
-                        lines.append(f"if s_ < 1 or not -(1 << (s_ - 1)) <= v - {zp} < 1 << (s_ - 1): return False")
-                    else:
-                        return None
-                else:
-                    return None
+                cond = _exact_test(c)
+                if cond is None or (point == "op") != (c["kind"] != "rescale"):
+                    return None                 # (an operand or stage check is a RESCALE's)
+                if any(n not in names for n in _ELEMENT.findall(cond)):
+                    return None                 # (the records' shift is the stage's alone)
+                expr = _ELEMENT.sub(lambda m: names[m.group()], cond)
+                lines.append(f"if not ({expr}): return False")
         return out
 
     def compile_for(checks: dict):
