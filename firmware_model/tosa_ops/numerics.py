@@ -104,6 +104,13 @@ def count_leading_zeros(a) -> np.ndarray:
     return np.where(u == 0, 32, 32 - bitlen).astype(np.int32)
 
 
+def count_leading_zeros_int(a: int) -> int:
+    """count_leading_zeros of one int32 as a Python integer (the same function as above, for
+    callers that hold a few words, not arrays): 32 for 0, 0 for a negative value, else 32 minus
+    its bit length."""
+    return 32 - a.bit_length() if a > 0 else 0 if a else 32
+
+
 def apply_add_s(a, b, dtype: DType, *, require=True) -> np.ndarray:
     """in_t apply_add_s(a, b): signed add; REQUIRE the sum fits in_t (hardware wraps)."""
     c = _i64(a) + _i64(b)

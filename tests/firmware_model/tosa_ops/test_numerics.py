@@ -197,6 +197,9 @@ def test_count_leading_zeros():
     got = nm.count_leading_zeros(np.array(vals, np.int64))
     assert got.dtype == np.int32
     assert got.tolist() == [py_count_leading_zeros(v) for v in vals]
+    # the one-integer form (int32 values as they are read from memory)
+    signed = [((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31) for v in vals]
+    assert [nm.count_leading_zeros_int(v) for v in signed] == [py_count_leading_zeros(v) for v in vals]
 
 
 def test_reciprocal_scale():
