@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from firmware_model.errors import NpuBenchError
-from firmware_model.arch.isa import ISA_VERSION, Command, pack, unpack
+from firmware_model.arch.isa import ISA_VERSION, Command, Opcode, pack, unpack
 from firmware_model.tosa_ops.dtypes import DType
 
 FORMAT = "npu-bench program"
@@ -68,6 +68,19 @@ class Program:
     @property
     def tiles(self) -> list[dict]:
         return [t for layer in self.manifest.get("layers", []) for t in layer.get("tiles", [])]
+
+    # --- views of the commands ----------------------------------------------------------
+    def registers_at(self, opcode) -> list[tuple[Command, dict[int, int]]]:
+        """Each command `opcode` with the register file as the stream leaves it when that command
+        runs (the SETs before it, from an all-zero reset; register number -> value)."""
+        regs: dict[int, int] = {}
+        out = []
+        for c in self.commands:
+            if c.opcode == Opcode.SET:
+                regs[c.sub] = c.value
+            elif c.opcode == opcode:
+                out.append((c, dict(regs)))
+        return out
 
     # --- files -------------------------------------------------------------------------
     def save(self, outdir: str | Path) -> None:

@@ -20,26 +20,15 @@ def _compile(name: str, config: str):
     return pipeline.compile_graph(read_tosa(MODELS_DIR / name / "model.tosa"), load_config(config), out=io.StringIO())
 
 
-def _registers_at(program, opcode: Opcode) -> list[dict]:
-    """The registers as they stand when each command `opcode` of the program runs."""
-    regs, out = {}, []
-    for c in program.commands:
-        if c.opcode == Opcode.SET:
-            regs[c.sub] = c.value
-        elif c.opcode == opcode:
-            out.append(dict(regs))
-    return out
-
-
 def _mac_sources(program) -> list[int]:
     """IFM_SRAM of every MAC command."""
-    return [regs.get(int(Reg.IFM_SRAM), 0) for regs in _registers_at(program, Opcode.MAC)]
+    return [regs.get(int(Reg.IFM_SRAM), 0) for _, regs in program.registers_at(Opcode.MAC)]
 
 
 def _eltwise_a_sources(program) -> list[bool]:
     """Per ELTWISE command, whether it reads A from the output SRAM (A_FROM_OUTPUT)."""
     return [bool(regs.get(int(Reg.ELT_MODE), 0) & EltMode.A_FROM_OUTPUT)
-            for regs in _registers_at(program, Opcode.ELTWISE)]
+            for _, regs in program.registers_at(Opcode.ELTWISE)]
 
 
 def _check_against_plain(name: str, config: str, ctx, plain) -> None:
