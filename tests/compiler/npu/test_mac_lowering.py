@@ -141,6 +141,36 @@ def test_conv2d_on_the_mac_array(tmp_path, seed):
     check_on_configs(tmp_path, mlir, (1, H, W, C), rng)
 
 
+def unfold_geometry(rng, kw: int, size: tuple[int, int], max_stride_w: int):
+    """(H, W), KH, stride and padding (on every side, up to the kernel) for a KHxKW convolution
+    whose output fits exactly."""
+    while True:
+        H, W = (int(v) for v in rng.integers(size[0], size[1], 2))
+        kh = int(rng.integers(1, 4))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, max_stride_w + 1)))
+        pad = [int(rng.integers(0, kh)), int(rng.integers(0, kh)), int(rng.integers(0, kw)), int(rng.integers(0, kw))]
+        ny, nx = H - 1 + pad[0] + pad[1] - (kh - 1), W - 1 + pad[2] + pad[3] - (kw - 1)
+        if ny >= 0 and nx >= 0 and ny % stride[0] == 0 and nx % stride[1] == 0:
+            return (H, W), kh, stride, pad
+
+
+def convs_on_every_config(tmp_path, rng, shape, kernel, stride, pad, clamp: bool):
+    """A CONV2D of the given geometry (OC drawn) compiled for tiny, default and large, each run on
+    the golden model and compared with Arm's model; yields (config, its NpuConv operations)."""
+    H, W, C = shape
+    mlir = conv_layer_mlir(rng, "conv2d", shape, kernel, stride, (1, 1), pad, cout=int(rng.integers(1, 21)),
+                           clamp=clamp)
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    for name in ("tiny", "default", "large"):
+        cfg = load_config(name)
+        ctx = compile_file(model, cfg)
+        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+        assert np.array_equal(out, ref), f"{name}: golden differs from the reference"
+        yield cfg, [op.attrs["npu"] for op in ctx.block.operators if op.op == "NPU" and op.attrs["npu"].kind == "conv"]
+
+
 @pytest.mark.parametrize("seed", range(16))
 def test_width_unfolded_conv2d_on_the_mac_array(tmp_path, seed):
     """A convolution whose word holds the channels of two or more input pixels runs over its
@@ -149,28 +179,12 @@ def test_width_unfolded_conv2d_on_the_mac_array(tmp_path, seed):
     padding on every side (columns clipped at both edges), images big enough to tile on tiny;
     bit-exact against Arm's model on every configuration, and unfolded on large."""
     rng = seeds.rng(300 + seed)
-    while True:
-        H, W = (int(v) for v in rng.integers(3, 30, 2))
-        kh, kw = int(rng.integers(1, 4)), int(rng.integers(2 if seed < 8 else 3, 6))
-        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 4)))
-        pad = [int(rng.integers(0, kh)), int(rng.integers(0, kh)), int(rng.integers(0, kw)), int(rng.integers(0, kw))]
-        ny, nx = H - 1 + pad[0] + pad[1] - (kh - 1), W - 1 + pad[2] + pad[3] - (kw - 1)
-        if ny >= 0 and nx >= 0 and ny % stride[0] == 0 and nx % stride[1] == 0:
-            break
+    kw = int(rng.integers(2 if seed < 8 else 3, 6))
+    (H, W), kh, stride, pad = unfold_geometry(rng, kw, (3, 30), 3)
     C = int(rng.integers(1, 16 // kw + 1)) if seed < 8 else int(rng.integers(16 // kw + 1, 9))
-    OC = int(rng.integers(1, 21))
-    mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), (kh, kw), stride, (1, 1), pad, cout=OC, clamp=bool(seed % 2))
-    model = serialize(mlir, tmp_path)
-    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
-    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
-    unfolded = []
-    for name in ("tiny", "default", "large"):
-        cfg = load_config(name)
-        ctx = compile_file(model, cfg)
-        convs = [op.attrs["npu"] for op in ctx.block.operators if op.op == "NPU"]
-        unfolded += [name for c in convs if c.kind == "conv" and c.unfolded(cfg) is not None]
-        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
-        assert np.array_equal(out, ref), f"{name}: golden differs from the reference"
+    unfolded = [cfg.name for cfg, convs in convs_on_every_config(tmp_path, rng, (H, W, C), (kh, kw), stride, pad,
+                                                                 bool(seed % 2))
+                if any(c.unfolded(cfg) is not None for c in convs)]
     assert "large" in unfolded, (C, kw)
 
 
@@ -182,31 +196,14 @@ def test_whole_kernel_rows_unfolded_over_several_words(tmp_path, seed):
     Bit-exact against Arm's model on every configuration, and taken on tiny or default."""
     rng = seeds.rng(330 + seed)
     C, kw = [(3, 5), (5, 3), (6, 4), (3, 5), (6, 3), (5, 5)][seed]
-    while True:
-        H, W = (int(v) for v in rng.integers(kw + 2, 26, 2))
-        kh = int(rng.integers(1, 4))
-        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
-        pad = [int(rng.integers(0, kh)), int(rng.integers(0, kh)), int(rng.integers(0, kw)), int(rng.integers(0, kw))]
-        ny, nx = H - 1 + pad[0] + pad[1] - (kh - 1), W - 1 + pad[2] + pad[3] - (kw - 1)
-        if ny >= 0 and nx >= 0 and ny % stride[0] == 0 and nx % stride[1] == 0:
-            break
-    OC = int(rng.integers(1, 21))
-    mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), (kh, kw), stride, (1, 1), pad, cout=OC, clamp=bool(seed % 2))
-    model = serialize(mlir, tmp_path)
-    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
-    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    (H, W), kh, stride, pad = unfold_geometry(rng, kw, (kw + 2, 26), 2)
     whole = []
-    for name in ("tiny", "default", "large"):
-        cfg = load_config(name)
-        ctx = compile_file(model, cfg)
-        convs = [op.attrs["npu"] for op in ctx.block.operators if op.op == "NPU" and op.attrs["npu"].kind == "conv"]
+    for cfg, convs in convs_on_every_config(tmp_path, rng, (H, W, C), (kh, kw), stride, pad, bool(seed % 2)):
         for c in convs:
             u = c.unfolded(cfg)
             if u is not None and u.kernel == (kh, 1) and kw * C > cfg.mac_cols:
-                whole.append(name)
-                assert u.mac_steps(cfg) < c.mac_steps(cfg), name
-        out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
-        assert np.array_equal(out, ref), f"{name}: golden differs from the reference"
+                whole.append(cfg.name)
+                assert u.mac_steps(cfg) < c.mac_steps(cfg), cfg.name
     assert set(whole) & {"tiny", "default"}, (C, kw)
 
 
