@@ -181,36 +181,31 @@ class NpuPool(NpuOperation):
     def layer_estimate(self, cfg: NpuConfig, th: int, tw: int, tc: int, pad: bool, count: int) -> int:
         """The planner's estimate of the operation's clocks in `count` tiles of (th, tw, tc): per
         tile max(the POOL command, the tile's transfers), which overlap across double-buffered
-        tiles, plus the first load and the last store, which do not. Integer arithmetic after
-        cycle_model's formulas, simplified (every tile whole, a window's output words at most
-        its taps): the planner weighs thousands of shapes."""
+        tiles, plus the first load and the last store, which do not; each by cycle_model's
+        formulas for a whole tile at its buffer's start."""
         kh, kw = self.kernel
-        taps = kh * kw
         es, os_ = self.in_dtype.size_bytes, self.out_dtype.size_bytes
-        wb, bw = cfg.word_bytes, min(cfg.word_bytes, cfg.ext_bandwidth)
         ih, iw = self.in_box(th, tw)
         ih, iw = min(ih, self.in_shape[1]), min(iw, self.in_shape[2])
         ps = self.in_pixel_stride(cfg, tc, pad)
-        lut = self.stage.table is not None
-        if not lut and os_ != 8:
-            lanes = cycle_model.pool_vector_lanes(cfg, in_size=es, ifm_addr=0, ifm_row_stride=iw * ps,
-                                                  ifm_pix_stride=ps)
-        else:
-            lanes = 0
-        if lanes:
-            blocks = -(-tc // lanes)
-            pool = ((tc if self.stage.rescale else 0) + blocks * th * tw * taps
-                    + (cycle_model.VPOOL_AVG_PIPELINE if self.mode == PoolMode.AVG else cycle_model.VPOOL_PIPELINE))
+        geometry = dict(in_size=es, ifm_addr=0, ifm_row_stride=iw * ps, ifm_pix_stride=ps)
+        if cycle_model.pool_uses_vector(cfg, mode=int(self.mode), lut_mode=int(self.stage.lut_mode), out_size=os_,
+                                        **geometry):
+            pool = cycle_model.pool_vector_cycles(
+                cfg, lanes=cycle_model.pool_vector_lanes(cfg, **geometry), ofm_h=th, ofm_w=tw, ofm_c=tc, kernel_h=kh,
+                kernel_w=kw, out_size=os_, ofm_addr=0, ofm_row_stride=tw * tc * os_, ofm_pix_stride=tc * os_,
+                rescale=self.stage.rescale, avg=self.mode == PoolMode.AVG)
         else:
             pool = cycle_model.pool_command_cycles(ofm_h=th, ofm_w=tw, ofm_c=tc, kernel_h=kh, kernel_w=kw)
-        lat = cfg.ext_latency + cycle_model.DMA_TAIL
-        if pad:                 # a run per pixel, each starting a word
-            load = lat + ih * iw * -(-tc * es // wb) * -(-wb // bw)
-        elif tc == self.in_shape[3]:
-            load = lat + ih * -(-(iw * tc * es) // bw)
-        else:                   # a run per pixel, at any offset in a word
-            load = lat + ih * iw * (-(-tc * es // bw) + 1)
-        store = lat + -(-(th * tw * tc * os_) // bw)
+        # emit's transfers: the box a run per pixel (one run a row when whole packed pixels make
+        # rows dense), the output one dense run
+        if ps == tc * es == self.in_shape[3] * es:
+            load = cycle_model.dma_busy_cycles(cfg, Sram.INPUT, sram_addr=0, len0=iw * ps, len1=ih, len2=1,
+                                               sram_stride1=iw * ps)
+        else:
+            load = cycle_model.dma_busy_cycles(cfg, Sram.INPUT, sram_addr=0, len0=tc * es, len1=iw, len2=ih,
+                                               sram_stride1=ps, sram_stride2=iw * ps)
+        store = cycle_model.dma_busy_cycles(cfg, Sram.OUTPUT, sram_addr=0, len0=th * tw * tc * os_, len1=1, len2=1)
         return count * max(pool, load + store) + min(pool, load) + store
 
     # ---- constants -------------------------------------------------------------------------
@@ -238,7 +233,7 @@ class NpuPool(NpuOperation):
         c0, c1 = max(0, u0), min(W, u0 + bw)
         return r0, r1, c0, c1, r0 - v0, c0 - u0
 
-    def _load(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, t: PoolTile, slot: int,
+    def _load(self, w: CommandWriter, plan: PoolPlan, ectx: EmitContext, t: PoolTile, slot: int,
               resident: dict) -> int:
         """Tile t's input box (and records) into buffer `slot` unless resident: DMA commands pushed."""
         N, H, W, C = self.in_shape
@@ -246,7 +241,7 @@ class NpuPool(NpuOperation):
         before = w.dma_count
         r0, r1, c0x, c1x, _, _ = self._input_box(t)
         in_h, in_w = r1 - r0, c1x - c0x
-        ps = self.in_pixel_stride(ectx.cfg, t.tc, getattr(plan, "pad_pixels", False))
+        ps = self.in_pixel_stride(ectx.cfg, t.tc, plan.pad_pixels)
         key = (t.n, r0, r1, c0x, c1x, t.c0, t.tc)
         if resident.get(("in", slot)) != key:
             copy_box(w, Opcode.DMA_LOAD, Sram.INPUT,
@@ -259,7 +254,7 @@ class NpuPool(NpuOperation):
             resident[("params", slot)] = (t.c0, t.tc)
         return w.dma_count - before
 
-    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+    def emit(self, w: CommandWriter, plan: PoolPlan, ectx: EmitContext) -> list[dict]:
         """The tiles, software-pipelined when the buffers are two (as the MAC and ELTWISE kinds):
         tile k+1's loads are issued before tile k's POOL into the other buffer, and the POOL's
         DMA slack lets them and tile k-1's store run while it computes."""
@@ -287,7 +282,7 @@ class NpuPool(NpuOperation):
                 self._load(w, plan, ectx, t, slot, resident)
             r0, r1, c0x, c1x, pad_top, pad_left = self._input_box(t)
             in_w = c1x - c0x
-            ps = self.in_pixel_stride(ectx.cfg, t.tc, getattr(plan, "pad_pixels", False))
+            ps = self.in_pixel_stride(ectx.cfg, t.tc, plan.pad_pixels)
             if st.rescale:
                 w.set(Reg.PARAM_ADDR, bufs[Sram.PARAM][slot])
             out_addr = bufs[Sram.OUTPUT][slot]
