@@ -58,7 +58,7 @@ def _producer(npu, cfg) -> bool:
     if isinstance(npu, NpuEltwise):
         shape = tuple(npu.out_shape)
         return (len(shape) == 4 and shape[0] == 1 and npu.out_dtype == DType.INT8
-                and shape[3] % cfg.mac_cols == 0 and npu.cascade_out is None)
+                and shape[3] % cfg.word_bytes == 0 and npu.cascade_out is None)
     return (isinstance(npu, NpuConv) and npu.out_shape[0] == 1 and npu.out_dtype == DType.INT8
             and npu.unfolded(cfg) is None and npu.cascade_in is None)
 
@@ -207,7 +207,7 @@ def run(ctx) -> None:
         if not c_ops:
             continue
         _, H, W, C = shape
-        pix = -(-C // cfg.mac_cols) * cfg.mac_cols
+        pix = -(-C // cfg.word_bytes) * cfg.word_bytes       # the MAC's input layout (NpuConv.geometry)
         size = H * W * pix
         top = cfg.output_sram
         if isinstance(producer, NpuEltwise) and producer.a_cascade is not None:

@@ -92,11 +92,13 @@ def run(ctx) -> None:
                 link = _next_link(cfg, w, ops, pos, npu, sched, len(layers) + 1, tile_id + len(plan.tiles), luts)
                 kw = {"prefetched": prefetched, "next_loads": link, "on_chip": on_chip}
             tiles = npu.emit(w, plan, ectx, **kw)
-            if npu.kind == "move" and prefetched is not None:
-                # a prefetch passes over it (PASSED_OVER); its last store is now the pending one
-                prefetched.store_span = pending_store_span(cfg, w)
-                on_chip = None
-            elif npu.kind != "alias":          # an alias emits nothing: a prefetch passes over it
+            if npu.kind in PASSED_OVER and prefetched is not None:
+                # the next operation's first loads, issued before it, pass over it; a data
+                # movement's last store is now the one they may run beside (an alias emits nothing)
+                if npu.kind != "alias":
+                    prefetched.store_span = pending_store_span(cfg, w)
+                    on_chip = None
+            elif npu.kind != "alias":
                 prefetched = None
                 on_chip = stored_on_chip(cfg, w)
             if kw and kw["next_loads"] is not None and kw["next_loads"].taken is not None:
