@@ -6,8 +6,10 @@ over the whole (broadcast) tensor.
 The ops real networks run most (ADD, SUB, MUL, the shifts, CLAMP, CLZ, MAXIMUM, MINIMUM) are
 split into prepare (the ERROR_IF checks, once per graph) and execute (registry.register_plan).
 Their execute halves compute the primitives' results with fewer numpy passes (numerics.fast_*:
-one int64 pass and one narrowing, the REQUIRE as "narrowing changed nothing");
-tests/firmware_model/test_prepared_plans.py shows them equal to the primitives."""
+one int64 pass and one narrowing, the REQUIRE as "narrowing changed nothing"), and on a result
+of one element the primitives' one-element forms on Python integers (numerics.*_int: a
+softmax's chain of one-element ops); tests/firmware_model/tosa_ops/test_prepared_plans.py shows
+both equal to the primitives."""
 
 from __future__ import annotations
 
@@ -54,34 +56,64 @@ def _shift_in_range(call: OpCall, dtype: DType, amount: np.ndarray) -> None:
         call.require(False, f"0 <= shift amount <= {dtype.bits - 1} for {dtype.name}")
 
 
+def _on_one_element(call: OpCall, shape: tuple[int, ...], fn):
+    """The execute half of a binary op whose result has one element (so has each operand): fn of
+    the two operands' values as Python integers, stored in the output's type and `shape`. None
+    when the result is larger. (item() raises on an array of more than one element: a caller
+    that breaks the declared shapes gets an error, not a wrong value.)"""
+    for d in shape:
+        if d != 1:
+            return None
+    storage = np.dtype(call.output_specs[0].dtype.storage)
+    return lambda ins: [np.array(fn(ins[0].item(), ins[1].item()), storage).reshape(shape)]
+
+
 # ---- binary arithmetic ---------------------------------------------------------------------
 
 @register_plan("ADD")
 def add(call: OpCall):
     dt = same_types(call, (I32,), 2)
-    _binary_shape(call)
+    shape = _binary_shape(call)
     # apply_add_s<int32>: the int64 sum must fit int32 (REQUIRE); then it is stored unchanged.
-    return lambda ins: [nx.fast_add_s(ins[0], ins[1], dt)]
+    return (_on_one_element(call, shape, lambda a, b: nx.apply_add_s_int(a, b, dt))
+            or (lambda ins: [nx.fast_add_s(ins[0], ins[1], dt)]))
 
 
 @register_plan("SUB")
 def sub(call: OpCall):
     dt = same_types(call, (I32,), 2)
-    _binary_shape(call)
-    return lambda ins: [nx.fast_sub_s(ins[0], ins[1], dt)]
+    shape = _binary_shape(call)
+    return (_on_one_element(call, shape, lambda a, b: nx.apply_sub_s_int(a, b, dt))
+            or (lambda ins: [nx.fast_sub_s(ins[0], ins[1], dt)]))
 
 
 @register_plan("MUL", static=(2,))
 def mul(call: OpCall):
     in_t, _, out_t = check_types(call, [(I8, I8, I32), (I16, I16, I32), (I32, I32, I32)], (0, 1))
-    _binary_shape(call)
+    shape = _binary_shape(call)
     shift = scalar_operand(call, 2, "shift", I8)
 
-    def execute(ins):
+    def shift_required():
         # REQUIREs on the shift operand: constant in a prepared graph, checked every invocation
         # all the same (they are REQUIREs, not ERROR_IFs, and are reported when the op runs).
         call.require(0 <= shift <= 63, "0 <= shift <= 63")
         call.require(in_t == I32 or shift == 0, "shift == 0 unless in_t is INT32")
+
+    def product_int(a: int, b: int) -> int:
+        shift_required()
+        if in_t == I32 and shift > 0:
+            # the rounding add in int64 (wrapping as the vectorised form's does), then the shift
+            p = nx.wrap_int(a * b + (1 << (shift - 1)), 64) >> shift
+            call.require(I32.min <= p <= I32.max, "rounded product fits INT32")
+            return p
+        return nx.wrap_int(a * b, 32)   # apply_mul_s<int32>: the product truncated to 32 bits
+
+    one = _on_one_element(call, shape, product_int)
+    if one is not None:
+        return one
+
+    def execute(ins):
+        shift_required()
         if in_t == I32 and shift > 0:
             product = np.multiply(ins[0], ins[1], dtype=np.int64)
             product += np.int64(1) << np.int64(shift - 1)          # rounding
@@ -104,47 +136,69 @@ def intdiv(call: OpCall):
 @register_plan("MAXIMUM")
 def maximum(call: OpCall):
     same_types(call, (I32,), 2)
-    _binary_shape(call)
+    shape = _binary_shape(call)
     # apply_max_s on int32 values: numpy's maximum of the int32 arrays is the same value
-    return lambda ins: [np.asarray(np.maximum(ins[0], ins[1]))]
+    return (_on_one_element(call, shape, max)
+            or (lambda ins: [np.asarray(np.maximum(ins[0], ins[1]))]))
 
 
 @register_plan("MINIMUM")
 def minimum(call: OpCall):
     same_types(call, (I32,), 2)
-    _binary_shape(call)
-    return lambda ins: [np.asarray(np.minimum(ins[0], ins[1]))]
+    shape = _binary_shape(call)
+    return (_on_one_element(call, shape, min)
+            or (lambda ins: [np.asarray(np.minimum(ins[0], ins[1]))]))
 
 
 # ---- shifts ---------------------------------------------------------------------------------
 
+def _shift_in_range_int(call: OpCall, dtype: DType, amount: int) -> None:
+    if not 0 <= amount <= dtype.bits - 1:
+        call.require(False, f"0 <= shift amount <= {dtype.bits - 1} for {dtype.name}")
+
+
 @register_plan("ARITHMETIC_RIGHT_SHIFT")
 def arithmetic_right_shift(call: OpCall):
     dt = same_types(call, INTS, 2)
-    _binary_shape(call)
+    shape = _binary_shape(call)
     rounding = bool(attr(call, "round", False))
     storage = dt.storage
+
+    def shift_int(a: int, b: int) -> int:
+        _shift_in_range_int(call, dt, b)
+        return nx.apply_arith_rshift_int(a, b, rounding)
+
+    one = _on_one_element(call, shape, shift_int)
+    if one is not None:
+        return one
 
     def execute(ins):
         a, b = ins
         _shift_in_range(call, dt, b)
         # apply_arith_rshift: a >> b (0 <= b <= bits - 1) is a value of in_t: no wrap needed
-        result = np.right_shift(a, b, dtype=np.int64)
         if rounding:
-            # round: add one when the last bit shifted out is set (value2 > 0).
-            b64 = np.asarray(b, dtype=np.int64)
-            last_out = np.right_shift(a, np.maximum(b64 - 1, 0), dtype=np.int64) & 1
-            result = result + ((b64 > 0) & (last_out != 0))
-            return [out(call, nx.wrap(result, dt.bits))]
-        return [np.asarray(result.astype(storage))]
+            # round: one more when the last bit shifted out (bit b - 1) is set, which is
+            # (a + 2^(b-1)) >> b, with nothing added when b = 0 ((1 << b) >> 1 = 0). The int64
+            # sum cannot overflow and the result lies in in_t's range.
+            half = np.right_shift(np.left_shift(1, b, dtype=np.int64), 1)
+            return [np.asarray(np.right_shift(np.add(a, half, dtype=np.int64), b, dtype=np.int64).astype(storage))]
+        return [np.asarray(np.right_shift(a, b, dtype=np.int64).astype(storage))]
     return execute
 
 
 @register_plan("LOGICAL_LEFT_SHIFT")
 def logical_left_shift(call: OpCall):
     dt = same_types(call, INTS, 2)
-    _binary_shape(call)
+    shape = _binary_shape(call)
     storage = dt.storage
+
+    def shift_int(a: int, b: int) -> int:
+        _shift_in_range_int(call, dt, b)
+        return nx.wrap_int(a << b, dt.bits)     # apply_logical_lshift
+
+    one = _on_one_element(call, shape, shift_int)
+    if one is not None:
+        return one
 
     def execute(ins):
         b = ins[1]
@@ -256,7 +310,9 @@ def negate(call: OpCall):
 @register_plan("CLZ")
 def clz(call: OpCall):
     same_types(call, (I32,))
-    _unary_shape(call)
+    shape = _unary_shape(call)
+    if all(d == 1 for d in shape):     # one element: the primitive's one-element form
+        return lambda ins: [np.array(nx.count_leading_zeros_int(ins[0].item()), np.int32).reshape(shape)]
     return lambda ins: [out(call, nx.count_leading_zeros(ins[0]))]
 
 

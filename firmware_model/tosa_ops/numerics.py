@@ -269,3 +269,41 @@ def fast_sub_s(a, b, dtype: DType) -> np.ndarray:
     """apply_sub_s(a, b) with its REQUIRE, stored in dtype's storage type."""
     return narrow_required(np.subtract(a, b, dtype=np.int64), dtype, "apply_sub_s",
                            f"difference fits {dtype.name}")
+
+
+# ---- One-element forms (issue 16) ----------------------------------------------------------------
+# A softmax normalises its sum with a chain of ops on one element each (mlp: 21 of the 55 ops of
+# an invocation). On one element numpy's fixed cost per call, five to ten calls an op, is nearly all
+# of the time; the spec's pseudo-code on Python integers is a fifth of it. These are the primitives
+# above, element by element as the spec writes them, REQUIREs included (tests/firmware_model/
+# tosa_ops/test_prepared_plans.py compares them with the vectorised ones on the same values).
+
+def wrap_int(value: int, bits: int) -> int:
+    """Two's-complement wrap of one integer to `bits` bits (dtypes.wrap of one value)."""
+    half = 1 << (bits - 1)
+    return ((value + half) & ((half << 1) - 1)) - half
+
+
+def apply_add_s_int(a: int, b: int, dtype: DType) -> int:
+    """apply_add_s of one element, with its REQUIRE."""
+    c = a + b
+    if not dtype.min <= c <= dtype.max:
+        raise TosaUnpredictable("apply_add_s", f"sum fits {dtype.name}")
+    return c
+
+
+def apply_sub_s_int(a: int, b: int, dtype: DType) -> int:
+    """apply_sub_s of one element, with its REQUIRE."""
+    c = a - b
+    if not dtype.min <= c <= dtype.max:
+        raise TosaUnpredictable("apply_sub_s", f"difference fits {dtype.name}")
+    return c
+
+
+def apply_arith_rshift_int(a: int, b: int, rounding: bool = False) -> int:
+    """apply_arith_rshift of one element (0 <= b < bits: the result is a value of in_t), with
+    ARITHMETIC_RIGHT_SHIFT's rounding: one more when the last bit shifted out is set."""
+    c = a >> b
+    if rounding and b > 0:
+        c += (a >> (b - 1)) & 1
+    return c

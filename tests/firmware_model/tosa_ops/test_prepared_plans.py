@@ -65,7 +65,7 @@ def same_outcome(got, want):
 # ---- elementwise -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("op,primitive", [("ADD", nx.apply_add_s), ("SUB", nx.apply_sub_s)])
-@pytest.mark.parametrize("shapes", [((4, 5), (4, 5)), ((3, 1, 6), (1, 4, 6)), ((), ())])
+@pytest.mark.parametrize("shapes", [((4, 5), (4, 5)), ((3, 1, 6), (1, 4, 6)), ((), ()), ((1, 1), (1, 1))])
 def test_add_sub_equal_the_primitive(op, primitive, shapes):
     s1, s2 = shapes
     out_shape = np.broadcast_shapes(s1, s2)
@@ -80,14 +80,15 @@ def test_add_sub_equal_the_primitive(op, primitive, shapes):
 
 @pytest.mark.parametrize("in_t", [I8, I16, I32])
 @pytest.mark.parametrize("shift", [0, 1, 13, 31, 40])
-def test_mul_equals_the_spec(in_t, shift):
+@pytest.mark.parametrize("shapes", [((3, 7), (1, 7)), ((1, 1), (1, 1))], ids=["vector", "one-element"])
+def test_mul_equals_the_spec(in_t, shift, shapes):
     if in_t != I32 and shift:
         return
-    shape = (3, 7)
-    execute = plan("MUL", [TensorSpec(shape, in_t), TensorSpec((1, 7), in_t), TensorSpec((1,), I8)],
+    shape, shape_b = shapes
+    execute = plan("MUL", [TensorSpec(shape, in_t), TensorSpec(shape_b, in_t), TensorSpec((1,), I8)],
                    TensorSpec(shape, I32), static_values={2: np.array([shift], np.int8)})
-    for trial in range(20):
-        a, b = edges(in_t, shape), edges(in_t, (1, 7))
+    for trial in range(40):
+        a, b = edges(in_t, shape), edges(in_t, shape_b)
         if shift == 0:
             want = np.asarray(nx.apply_mul_s(a, b, I32).astype(np.int32))
         else:   # the spec: product = (a * b + (1 << (shift - 1))) >> shift, REQUIRE it fits int32
@@ -97,22 +98,24 @@ def test_mul_equals_the_spec(in_t, shift):
 
 
 @pytest.mark.parametrize("op,ref", [("MAXIMUM", nx.apply_max_s), ("MINIMUM", nx.apply_min_s)])
-def test_max_min_equal_the_primitive(op, ref):
-    execute = plan(op, [TensorSpec((5, 4), I32), TensorSpec((5, 1), I32)], TensorSpec((5, 4), I32))
-    for _ in range(10):
-        a, b = edges(I32, (5, 4)), edges(I32, (5, 1))
+@pytest.mark.parametrize("shapes", [((5, 4), (5, 1)), ((1, 1), (1, 1))], ids=["vector", "one-element"])
+def test_max_min_equal_the_primitive(op, ref, shapes):
+    s1, s2 = shapes
+    execute = plan(op, [TensorSpec(s1, I32), TensorSpec(s2, I32)], TensorSpec(s1, I32))
+    for _ in range(20):
+        a, b = edges(I32, s1), edges(I32, s2)
         same(execute([a, b])[0], ref(a, b).astype(np.int32))
 
 
 @pytest.mark.parametrize("dtype", [I8, I16, I32])
 @pytest.mark.parametrize("op", ["LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT", "ARITHMETIC_RIGHT_SHIFT", "ARS_ROUND"])
-def test_shifts_equal_the_primitives(op, dtype):
+@pytest.mark.parametrize("shape", [(6, 5), (1, 1)], ids=["vector", "one-element"])
+def test_shifts_equal_the_primitives(op, dtype, shape):
     attrs = {}
     if op == "ARS_ROUND":
         op, attrs = "ARITHMETIC_RIGHT_SHIFT", {"round": True}
-    shape = (6, 5)
     execute = plan(op, [TensorSpec(shape, dtype), TensorSpec(shape, dtype)], TensorSpec(shape, dtype), attrs)
-    for trial in range(20):
+    for trial in range(20 if shape[0] > 1 else 200):
         a = edges(dtype, shape)
         hi = dtype.bits - 1 if trial % 4 else dtype.bits + 2     # sometimes outside the REQUIRE
         b = rand(dtype, shape, 0, min(hi, dtype.max))
@@ -147,6 +150,9 @@ def test_clz_equals_count_leading_zeros():
     execute = plan("CLZ", [TensorSpec((50,), I32)], TensorSpec((50,), I32))
     x = edges(I32, (50,))
     same(execute([x])[0], nx.count_leading_zeros(x))
+    one = plan("CLZ", [TensorSpec((1, 1), I32)], TensorSpec((1, 1), I32))     # the one-element form
+    for v in x:
+        same(one([v.reshape(1, 1)])[0], nx.count_leading_zeros(v.reshape(1, 1)))
 
 
 # ---- RESCALE and TABLE -------------------------------------------------------------------------
