@@ -94,6 +94,13 @@ def test_a_session_reuses_constants_and_plans_from_its_second_invocation(monkeyp
         # executes, ADD too: its static inputs are none; the constant RESHAPE is not run from the 3rd)
         assert prepared == (["ADD", "RESHAPE", "RESHAPE", "SUB"] if k == (first == "fast") else [])
     assert session._constant_ops == {0, 1, 2} and [i for i, _ in session._varying_ops] == [3, 4, 5]
+    # from the third invocation the varying ops run their prepared executes inline
+    # (_prepared_steps); a REQUIRE failing there is still the op's, named with its place
+    assert [(step[3], step[0] is not None) for step in session._prepared_steps] == [(3, True), (4, True), (5, True)]
+    with pytest.raises(TosaUnpredictable, match="sum fits") as e:
+        session.run({"x": np.full((2, 3), 2**31 - 1, np.int32)})
+    assert e.value.where == "test.tosa op #4 -> y" and e.value.op == "ADD"
+    assert np.array_equal(session.run({"x": np.ones((2, 3), np.int32)})["z"], 1 - np.arange(6, dtype=np.int32).reshape(2, 3))
 
 
 def test_unknown_dims_are_fixed_by_the_inputs():
