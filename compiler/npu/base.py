@@ -10,7 +10,7 @@ Pass by pass:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,13 +48,53 @@ class TilePlan:
         return f"{len(self.tiles)} tile(s) ({first}{more}); {self.order}; {self.buffers} buffer(s) per SRAM"
 
 
-class CommandWriter:
-    """Appends commands; a SET is emitted only when the register's value changes."""
+# SRAMs whose bytes only DMA_LOAD and FILL write (the units write the output SRAM, VAR the
+# variable SRAM): a constant blob loaded there stays until one of them writes over it.
+RESIDENT_SRAMS = (Sram.INPUT, Sram.WEIGHT, Sram.PARAM)
 
-    def __init__(self):
+
+class CommandWriter:
+    """Appends commands; a SET is emitted only when the register's value changes.
+
+    Resident loads: given the external spans whose bytes no command writes (`read_only`: the
+    constants image without the variables' homes), the writer remembers each DMA_LOAD of such
+    bytes into the input, weight or parameter SRAM until a later DMA_LOAD or FILL writes over its SRAM
+    bytes, and emits nothing for a DMA_LOAD with the same registers meanwhile: the bytes are
+    already there. (The transfer that brought them is older than any the skipped one would have
+    been, so a compute command that waited for the one waits for the other: it is not counted in
+    `dma_count`, from which the kinds compute their DMA slack.) A recurrent network's cells load
+    the same weights and records each step."""
+
+    def __init__(self, read_only: tuple[tuple[int, int], ...] = ()):
         self.commands: list[Command] = []
         self.regs: dict[Reg, int] = {}
         self.dma_count = 0          # DMA_LOAD, DMA_STORE and FILL commands emitted (DMA slack counts them)
+        self.read_only = read_only
+        # SRAM -> [(first byte, end byte, the load's registers)] of the loads whose bytes are still there
+        self.resident: dict[Sram, list[tuple[int, int, tuple]]] = {}
+        self.skipped = 0            # DMA_LOADs not emitted: their bytes were resident
+
+    def holds(self, sram: Sram, ext: int, sram_addr: int, len0: int, len1: int = 1, len2: int = 1,
+              ext_s1: int = 0, ext_s2: int = 0, sram_s1: int = 0, sram_s2: int = 0) -> bool:
+        """Whether a DMA_LOAD with these registers would be left out: its bytes are resident."""
+        key = (ext, sram_addr, len0, len1, len2, ext_s1, ext_s2, sram_s1, sram_s2)
+        return any(k == key for _, _, k in self.resident.get(sram, ()))
+
+    def fork(self) -> "CommandWriter":
+        """A scratch writer continuing from this one's registers and resident loads (adopt() takes
+        what it wrote)."""
+        scratch = CommandWriter(self.read_only)
+        scratch.regs = dict(self.regs)
+        scratch.resident = {s: list(v) for s, v in self.resident.items()}
+        return scratch
+
+    def adopt(self, scratch: "CommandWriter") -> None:
+        """Append what a fork() wrote, as if written here."""
+        self.commands.extend(scratch.commands)
+        self.regs = scratch.regs
+        self.dma_count += scratch.dma_count
+        self.resident = scratch.resident
+        self.skipped += scratch.skipped
 
     def set(self, reg: Reg, value: int) -> None:
         value = int(value)
@@ -71,7 +111,20 @@ class CommandWriter:
     def dma(self, opcode: Opcode, sram: Sram, *, ext: int = 0, sram_addr: int, len0: int, len1: int = 1,
             len2: int = 1, ext_s1: int = 0, ext_s2: int = 0, sram_s1: int = 0, sram_s2: int = 0,
             value: int = 0) -> None:
-        """A DMA_LOAD / DMA_STORE / FILL of len2 x len1 runs of len0 bytes."""
+        """A DMA_LOAD / DMA_STORE / FILL of len2 x len1 runs of len0 bytes (a DMA_LOAD whose bytes
+        are resident: nothing)."""
+        if sram in RESIDENT_SRAMS and opcode != Opcode.DMA_STORE:
+            lo = sram_addr
+            hi = sram_addr + (len2 - 1) * sram_s2 + (len1 - 1) * sram_s1 + len0
+            key = (ext, sram_addr, len0, len1, len2, ext_s1, ext_s2, sram_s1, sram_s2)
+            kept = self.resident.setdefault(sram, [])
+            if opcode == Opcode.DMA_LOAD and self.holds(sram, *key):
+                self.skipped += 1
+                return
+            kept[:] = [r for r in kept if r[1] <= lo or r[0] >= hi]
+            ext_hi = ext + (len2 - 1) * ext_s2 + (len1 - 1) * ext_s1 + len0
+            if opcode == Opcode.DMA_LOAD and any(a <= ext and ext_hi <= b for a, b in self.read_only):
+                kept.append((lo, hi, key))
         if opcode != Opcode.FILL:
             self.set(Reg.DMA_EXT_ADDR, ext)
             self.set(Reg.DMA_EXT_STRIDE1, ext_s1)
@@ -85,6 +138,44 @@ class CommandWriter:
         self.emit(opcode, sram, value)
 
 
+class ConstantHomes:
+    """Places at the end of the weight and parameter buffers for the constants several operations
+    load (a recurrent cell's weights and records, step after step), one apart from another, so
+    that each stays resident (CommandWriter) while the others and the short loads of the
+    operations between, which start at the buffers' beginnings, come and go. `shared`: the external
+    addresses of such blobs (scheduler.ConstImage.shared). A blob that does not fit in the
+    buffer beside the homes before it, or that only one operation loads, has none. (A load over
+    a home only makes the writer forget what was there: residency is a saving, never a
+    condition.)"""
+
+    def __init__(self, shared: frozenset[int] = frozenset()):
+        self.shared = shared
+        self.placed: dict[tuple, tuple[int, int]] = {}    # (blob, bytes, records) -> offsets from the end
+        self.used = (0, 0)                                # weight bytes, records taken
+
+    def offsets(self, ext: int, nbytes: int, records: int, part: int, part_records: int,
+                blob: int | None = None) -> tuple[int, int] | None:
+        """(weight byte, record) offsets from the buffers' end for the `nbytes` weight bytes and
+        `records` records loaded from `ext` (a part of blob `blob`, by default the blob itself), in
+        buffers of `part` bytes and `part_records` records; None: no home."""
+        if (ext if blob is None else blob) not in self.shared:
+            return None
+        key = (ext, nbytes, records)
+        got = self.placed.get(key)
+        if got is None:
+            w_off, p_off = self.used
+            if (nbytes and w_off + nbytes > part) or (records and p_off + records > part_records):
+                return None
+            got = self.placed[key] = (w_off, p_off)
+            self.used = (w_off + nbytes, p_off + records)
+        return got
+
+
+def buffer_end(buffers: list[int], slot: int, total: int) -> int:
+    """The end of buffer `slot` of an SRAM split in equal buffers (scheduler.sram_buffers)."""
+    return buffers[slot] + (buffers[1] - buffers[0] if len(buffers) > 1 else total - buffers[0])
+
+
 @dataclass
 class EmitContext:
     cfg: NpuConfig
@@ -94,6 +185,7 @@ class EmitContext:
     layer: int
     first_tile_id: int
     luts: object = None                    # stage.LutTables: the tables the LUT SRAM holds (shared)
+    homes: ConstantHomes = field(default_factory=ConstantHomes)    # shared constants' places (shared)
 
 
 class NpuOperation:

@@ -39,8 +39,8 @@ import numpy as np
 
 from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
-from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, const_value,
-                               round_up, scalar)
+from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, buffer_end, ceil_div,
+                               const_value, round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
 from compiler.npu.prefetch import Prefetched
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
@@ -506,14 +506,43 @@ class NpuConv(NpuOperation):
         self._load_weights(w, ectx, plan.tiles[0], slot)
         return Prefetched(slot, plan.tiles[0].c0, w.dma_count - n0)
 
-    def _load_weights(self, w: CommandWriter, ectx: EmitContext, t, slot: int) -> None:
-        """A tile's weights and parameter records into weight buffer `slot`."""
+    def weight_home(self, ectx: EmitContext, slot: int, t) -> tuple[int, int]:
+        """Where tile t keeps its weights and parameter records in weight buffer `slot`: (weight
+        SRAM byte address, parameter record index). At the buffers' start, unless several
+        operations load them (ConstantHomes): then at a place of their own at the buffers' end,
+        so that the short operands and records of the elementwise operations between a recurrent
+        cell's products, which start at the beginning, leave them resident for the next step."""
+        cfg, bufs = ectx.cfg, ectx.buffers
+        w_bufs, p_bufs = bufs[Sram.WEIGHT], bufs[Sram.PARAM]
+        w_end, p_end = buffer_end(w_bufs, slot, cfg.weight_sram), buffer_end(p_bufs, slot, cfg.param_records)
+        w_need = round_up(self.geometry(cfg, t.th, t.tw, t.tc).weight_bytes, cfg.word_bytes)
+        home = ectx.homes.offsets(ectx.constants[f"weights@{t.c0}"], w_need, t.tc,
+                                  w_end - w_bufs[slot], p_end - p_bufs[slot])
+        if home is None or w_end - w_need - home[0] < w_bufs[slot] or p_end - t.tc - home[1] < p_bufs[slot]:
+            return w_bufs[slot], p_bufs[slot]     # (an operation with smaller buffers than the first)
+        return w_end - w_need - home[0], p_end - t.tc - home[1]
+
+    def _weight_loads(self, ectx: EmitContext, t, slot: int) -> list[tuple[Sram, dict]]:
+        """A tile's weights and parameter records for weight buffer `slot`: the two loads."""
         g = self.geometry(ectx.cfg, t.th, t.tw, t.tc)
-        bufs = ectx.buffers
-        w.dma(Opcode.DMA_LOAD, Sram.WEIGHT, ext=ectx.constants[f"weights@{t.c0}"],
-              sram_addr=bufs[Sram.WEIGHT][slot], len0=g.weight_bytes)
-        w.dma(Opcode.DMA_LOAD, Sram.PARAM, ext=ectx.constants[f"params@{t.c0}"],
-              sram_addr=bufs[Sram.PARAM][slot] * PARAM_RECORD_BYTES, len0=t.tc * PARAM_RECORD_BYTES)
+        w_addr, p_index = self.weight_home(ectx, slot, t)
+        return [(Sram.WEIGHT, dict(ext=ectx.constants[f"weights@{t.c0}"], sram_addr=w_addr, len0=g.weight_bytes)),
+                (Sram.PARAM, dict(ext=ectx.constants[f"params@{t.c0}"],
+                                  sram_addr=p_index * PARAM_RECORD_BYTES, len0=t.tc * PARAM_RECORD_BYTES))]
+
+    def _load_weights(self, w: CommandWriter, ectx: EmitContext, t, slot: int) -> None:
+        """A tile's weights and parameter records into weight buffer `slot` (nothing where they
+        are resident: CommandWriter)."""
+        for sram, load in self._weight_loads(ectx, t, slot):
+            w.dma(Opcode.DMA_LOAD, sram, **load)
+
+    def resident_slot(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, t=None) -> int | None:
+        """The weight buffer that still holds tile t's weights and records (the first tile's by
+        default) from an earlier operation with the same constants, if one does: the tile takes
+        that buffer and loads nothing (a recurrent cell's weights, step after step)."""
+        t = plan.tiles[0] if t is None else t
+        return next((s for s in range(plan.buffers)
+                     if all(w.holds(sram, **load) for sram, load in self._weight_loads(ectx, t, s))), None)
 
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, *, prefetched: Prefetched | None = None,
              next_loads=None, on_chip=None) -> list[dict]:
@@ -590,8 +619,12 @@ class NpuConv(NpuOperation):
                               sram_s2=uy * g.in_w * pix)
             w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
             if w_slot is None:
-                w_slot = n_w % plan.buffers
-                n_w += 1
+                w_slot = self.resident_slot(w, plan, ectx, t)
+                if w_slot is not None:          # left by an earlier operation: alternate from it
+                    n_w = w_slot + 1
+                else:
+                    w_slot = n_w % plan.buffers
+                    n_w += 1
                 resident_w[w_slot] = t.c0
                 self._load_weights(w, ectx, t, w_slot)
             return in_slot, w_slot, w.dma_count - n0
@@ -627,12 +660,12 @@ class NpuConv(NpuOperation):
                 **in_regs,
                 Reg.IFM_CBLOCKS: 1 if self.depthwise else cb, Reg.IFM_ZP: self.input_zp,
                 Reg.IFM_DTYPE: int(self.ifm_dtype),
-                Reg.WGT_ADDR: bufs[Sram.WEIGHT][w_slot], Reg.WGT_ZP: self.weight_zp,
+                Reg.WGT_ADDR: self.weight_home(ectx, w_slot, t)[0], Reg.WGT_ZP: self.weight_zp,
                 Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
                 Reg.DILATION_H: dh, Reg.DILATION_W: dw,
                 Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: out_row,
                 Reg.OFM_PIX_STRIDE: out_pix, Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
-                Reg.PARAM_ADDR: bufs[Sram.PARAM][w_slot], **stage_regs,
+                Reg.PARAM_ADDR: self.weight_home(ectx, w_slot, t)[1], **stage_regs,
             }
             for reg, value in regs.items():
                 w.set(reg, value)

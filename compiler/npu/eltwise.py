@@ -34,7 +34,7 @@ from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import Cascade
 from compiler.npu.prefetch import Prefetched
 from compiler.npu.dma_patterns import FlatTile, Source, as_bytes, dense_strides, flat_tiles, load_source
-from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, place_table,
+from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, param_home, place_table,
                                 only_consumer, rescale_info, take_clamp, take_table)
 from firmware_model.arch.isa import EltMode, EltOp, Opcode, Reg, Sram
 from firmware_model.arch.config import NpuConfig
@@ -334,7 +334,7 @@ class NpuEltwise(NpuOperation):
         if self.stage.rescale:
             p_first, p_count, _ = self._records(t, shape)
             if resident.get(("params", slot)) != (p_first, p_count):
-                load_params(w, ectx, p_first, p_count, ectx.buffers[Sram.PARAM][slot])
+                load_params(w, ectx, p_first, p_count, param_home(ectx, slot, p_first, p_count))
                 resident[("params", slot)] = (p_first, p_count)
         return w.dma_count - n0
 
@@ -398,7 +398,7 @@ class NpuEltwise(NpuOperation):
                 lut_addr = resident["lut"]
             p_first, p_count, elt_channels = self._records(t, shape) if st.rescale else (0, 1, 1)
             if st.rescale:
-                w.set(Reg.PARAM_ADDR, bufs[Sram.PARAM][slot])
+                w.set(Reg.PARAM_ADDR, param_home(ectx, slot, p_first, p_count))
             addrs = {key: bufs[sram][slot] for key, _, sram in operands}
             out_addr = self._out_addr(ectx, t, slot)
             mode = self.mode()

@@ -75,16 +75,16 @@ class PrefetchLink:
             unit = UNIT_PLANS[op][0](self.cfg, self.w.regs, sub)
         except GoldenModelError:
             return 0                      # the command faults anyway: nothing to overlap
+        resident = getattr(self.nxt, "resident_slot", None)
+        if resident is not None and resident(self.w, self.plan, self.ectx) is not None:
+            return 0                      # its first loads are in SRAM already: nothing to issue
         for slot in range(self.plan.buffers):
-            scratch = CommandWriter()
-            scratch.regs = dict(self.w.regs)
+            scratch = self.w.fork()
             got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, result)
             if got is None:
                 return 0
             if got.dma and self._safe(scratch, op, unit, got.dma):
-                self.w.commands.extend(scratch.commands)
-                self.w.regs = scratch.regs
-                self.w.dma_count += scratch.dma_count
+                self.w.adopt(scratch)
                 self.taken = got
                 return got.dma
         return 0

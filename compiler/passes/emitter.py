@@ -14,7 +14,7 @@ Each NPU operation emits its own tiles (compiler/npu/<kind>.py); each tile is pr
 
 from __future__ import annotations
 
-from compiler.npu.base import NPU_OP, CommandWriter, EmitContext
+from compiler.npu.base import NPU_OP, CommandWriter, ConstantHomes, EmitContext
 from compiler.npu.prefetch import PrefetchLink, pending_store_span, stored_on_chip
 from compiler.npu.stage import LutTables
 from compiler.passes.scheduler import Schedule
@@ -43,7 +43,7 @@ PASSED_OVER = ("alias", "move")
 
 
 def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule, layer: int,
-               first_tile_id: int, luts: LutTables) -> PrefetchLink | None:
+               first_tile_id: int, luts: LutTables, homes: ConstantHomes) -> PrefetchLink | None:
     """The prefetch link from `npu` to the NPU operation right after it, when both take part
     (compiler/npu/prefetch.py); None otherwise (a host operation between them, or a kind without
     prefetch)."""
@@ -63,7 +63,7 @@ def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule,
     if not hasattr(nxt, "prefetch"):
         return None
     n_sched = sched.ops[id(op)]
-    ectx = EmitContext(cfg, sched.placements, n_sched.constants, n_sched.buffers, layer, first_tile_id, luts)
+    ectx = EmitContext(cfg, sched.placements, n_sched.constants, n_sched.buffers, layer, first_tile_id, luts, homes)
     return PrefetchLink(cfg, w, nxt, op.annotations["plan"], ectx, [sched.placements[n] for n in outputs])
 
 
@@ -71,13 +71,14 @@ def run(ctx) -> None:
     cfg: NpuConfig = ctx.cfg
     sched: Schedule = ctx.schedule
     block = ctx.block
-    w = CommandWriter()
+    w = CommandWriter(read_only=_read_only_spans(sched))
     layers, host_ops = [], []
     tile_id = 0
     npu_macs = host_macs = 0
     ops = [(i, op) for i, op in enumerate(block.operators) if op.op not in ("CONST", "CONST_SHAPE")]
     prefetched = None           # this operation's first loads, issued by the one before
     on_chip = None              # the operation before's last result in the output SRAM
+    homes = ConstantHomes(frozenset(sched.constants_addr + off for off in sched.constants.shared))
     luts = LutTables(cfg.lut_entries, cfg.mac_cols // 2,
                      LutTables.reused_tables(getattr(op.attrs["npu"], "stage", None) for _, op in ops if op.op == NPU_OP))
     for pos, (i, op) in enumerate(ops):
@@ -86,10 +87,10 @@ def run(ctx) -> None:
             npu = op.attrs["npu"]
             plan = op.annotations["plan"]
             op_sched = sched.ops[id(op)]
-            ectx = EmitContext(cfg, sched.placements, op_sched.constants, op_sched.buffers, len(layers), tile_id, luts)
+            ectx = EmitContext(cfg, sched.placements, op_sched.constants, op_sched.buffers, len(layers), tile_id, luts, homes)
             kw = {}
             if hasattr(npu, "prefetch"):
-                link = _next_link(cfg, w, ops, pos, npu, sched, len(layers) + 1, tile_id + len(plan.tiles), luts)
+                link = _next_link(cfg, w, ops, pos, npu, sched, len(layers) + 1, tile_id + len(plan.tiles), luts, homes)
                 kw = {"prefetched": prefetched, "next_loads": link, "on_chip": on_chip}
             tiles = npu.emit(w, plan, ectx, **kw)
             if npu.kind in PASSED_OVER and prefetched is not None:
@@ -142,7 +143,18 @@ def run(ctx) -> None:
         else:
             ctx.report.append(f"  layer {layer['index']:3d} HOST {layer['op']} -> {layer['name']}: {layer['reason']}")
     ctx.report.append(f"summary: {len(layers)} layers, {tile_id} NPU tiles, {len(host_ops)} host ops, "
-                      f"{share:.1f}% of {total} MACs on the NPU, {len(w.commands)} commands")
+                      f"{share:.1f}% of {total} MACs on the NPU, {len(w.commands)} commands, "
+                      f"{w.skipped} constant load(s) left out (already in SRAM)")
+
+
+def _read_only_spans(sched: Schedule) -> tuple[tuple[int, int], ...]:
+    """The external spans no command writes: the constants image but the variables' homes."""
+    base, spans, start = sched.constants_addr, [], 0
+    for lo, hi in sorted(sched.constants.writable) + [(sched.constants.size, sched.constants.size)]:
+        if lo > start:
+            spans.append((base + start, base + lo))
+        start = max(start, hi)
+    return tuple(spans)
 
 
 def _op_macs(op, block) -> int:

@@ -35,16 +35,31 @@ def align(n: int, a: int = ALIGN) -> int:
 
 @dataclass
 class ConstImage:
-    """The constants image under construction: blobs at aligned offsets from its base."""
+    """The constants image under construction: blobs at aligned offsets from its base. A blob
+    nothing writes is stored once however many operations add it (a recurrent network's cells
+    share their weights and records): the emitter then sees one external address for them, and
+    loads the blob again only when its SRAM copy is gone (CommandWriter's resident loads).
+    `writable` spans (variable homes) are never shared."""
     chunks: list[bytes] = field(default_factory=list)
     size: int = 0
+    offsets: dict[bytes, int] = field(default_factory=dict)
+    writable: list[tuple[int, int]] = field(default_factory=list)
+    shared: set[int] = field(default_factory=set)       # offsets of the blobs added more than once
 
-    def add(self, data: bytes) -> int:
+    def add(self, data: bytes, writable: bool = False) -> int:
+        data = bytes(data)
+        if not writable and data in self.offsets:
+            self.shared.add(self.offsets[data])
+            return self.offsets[data]
         off = align(self.size)
         if off > self.size:
             self.chunks.append(bytes(off - self.size))
         self.chunks.append(data)
         self.size = off + len(data)
+        if writable:
+            self.writable.append((off, off + len(data)))
+        else:
+            self.offsets[data] = off
         return off
 
     def bytes(self) -> bytes:
@@ -107,7 +122,7 @@ def run(ctx) -> None:
             t = block.tensors.get(record["tensor"])
             data = (np.ascontiguousarray(t.data, dtype=t.dtype.storage.newbyteorder("<")).tobytes()
                     if t is not None and t.data is not None else bytes(record["bytes"]))
-            homes[record["name"]] = image.add(data)
+            homes[record["name"]] = image.add(data, writable=True)
     # A graph output that is a constant (a CONST, or an op folded into one) is read from the image.
     producers = block.producers()
     for name in block.outputs:
