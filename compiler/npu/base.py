@@ -139,41 +139,64 @@ class CommandWriter:
 
 
 class ConstantHomes:
-    """Places at the end of the weight and parameter buffers for the constants several operations
-    load (a recurrent cell's weights and records, step after step), one apart from another, so
-    that each stays resident (CommandWriter) while the others and the short loads of the
-    operations between, which start at the buffers' beginnings, come and go. `shared`: the external
-    addresses of such blobs (scheduler.ConstImage.shared). A blob that does not fit in the
-    buffer beside the homes before it, or that only one operation loads, has none. (A load over
-    a home only makes the writer forget what was there: residency is a saving, never a
-    condition.)"""
+    """Places at the end of the input, weight and parameter buffers for the constants several
+    operations load (a recurrent cell's weights, records and scalar operands, step after step),
+    one apart from another, so that each stays resident (CommandWriter) while the others and the
+    loads of the operations between, which start at the buffers' beginnings, come and go.
+    `shared`: the external addresses of such blobs (scheduler.ConstImage.shared). A blob that does
+    not fit in the buffers beside the homes before it, or that only one operation loads, has none.
+    (A load over a home only makes the writer forget what was there: residency is a saving, never
+    a condition.)"""
 
     def __init__(self, shared: frozenset[int] = frozenset()):
         self.shared = shared
-        self.placed: dict[tuple, tuple[int, int]] = {}    # (blob, bytes, records) -> offsets from the end
-        self.used = (0, 0)                                # weight bytes, records taken
+        self.placed: dict[tuple, dict[Sram, int]] = {}     # (ext, needs) -> offsets from the end
+        self.used: dict[Sram, int] = {}                    # per SRAM, what the homes take
 
-    def offsets(self, ext: int, nbytes: int, records: int, part: int, part_records: int,
-                blob: int | None = None) -> tuple[int, int] | None:
-        """(weight byte, record) offsets from the buffers' end for the `nbytes` weight bytes and
-        `records` records loaded from `ext` (a part of blob `blob`, by default the blob itself), in
-        buffers of `part` bytes and `part_records` records; None: no home."""
+    def offsets(self, ext: int, needs: dict[Sram, int], parts: dict[Sram, int],
+                blob: int | None = None) -> dict[Sram, int] | None:
+        """Per SRAM, the offset from its buffer's end of the `needs[sram]` bytes (PARAM: records)
+        loaded from `ext` (a part of blob `blob`, by default the blob itself), in buffers of
+        `parts[sram]`; None: no home."""
         if (ext if blob is None else blob) not in self.shared:
             return None
-        key = (ext, nbytes, records)
+        key = (ext, tuple(sorted(needs.items())))
         got = self.placed.get(key)
         if got is None:
-            w_off, p_off = self.used
-            if (nbytes and w_off + nbytes > part) or (records and p_off + records > part_records):
+            if any(self.used.get(sram, 0) + n > parts[sram] for sram, n in needs.items()):
                 return None
-            got = self.placed[key] = (w_off, p_off)
-            self.used = (w_off + nbytes, p_off + records)
+            got = self.placed[key] = {sram: self.used.get(sram, 0) for sram in needs}
+            for sram, n in needs.items():
+                self.used[sram] = self.used.get(sram, 0) + n
         return got
 
 
 def buffer_end(buffers: list[int], slot: int, total: int) -> int:
     """The end of buffer `slot` of an SRAM split in equal buffers (scheduler.sram_buffers)."""
     return buffers[slot] + (buffers[1] - buffers[0] if len(buffers) > 1 else total - buffers[0])
+
+
+def home_addresses(ectx: "EmitContext", slot: int, ext: int, needs: dict[Sram, int],
+                   blob: int | None = None) -> dict[Sram, int] | None:
+    """Where buffer `slot` keeps the constants loaded from `ext` when they have a home
+    (ConstantHomes): per SRAM, the address (PARAM: record index) of its `needs[sram]` bytes
+    (records) at the end of the slot's buffer; None when they have none, or when this operation's
+    buffers are too small for it (the buffer's start is then theirs, as for any load)."""
+    cfg, out, parts = ectx.cfg, {}, {}
+    ends = {}
+    for sram in needs:
+        bufs = ectx.buffers[sram]
+        total = {Sram.PARAM: cfg.param_records, Sram.WEIGHT: cfg.weight_sram, Sram.INPUT: cfg.input_sram}[sram]
+        ends[sram] = buffer_end(bufs, slot, total)
+        parts[sram] = ends[sram] - bufs[slot]
+    home = ectx.homes.offsets(ext, needs, parts, blob)
+    if home is None:
+        return None
+    for sram, n in needs.items():
+        out[sram] = ends[sram] - n - home[sram]
+        if out[sram] < ectx.buffers[sram][slot]:
+            return None
+    return out
 
 
 @dataclass

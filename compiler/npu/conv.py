@@ -39,8 +39,8 @@ import numpy as np
 
 from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
-from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, buffer_end, ceil_div,
-                               const_value, round_up, scalar)
+from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, const_value,
+                               home_addresses, round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
 from compiler.npu.prefetch import Prefetched
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
@@ -513,14 +513,11 @@ class NpuConv(NpuOperation):
         so that the short operands and records of the elementwise operations between a recurrent
         cell's products, which start at the beginning, leave them resident for the next step."""
         cfg, bufs = ectx.cfg, ectx.buffers
-        w_bufs, p_bufs = bufs[Sram.WEIGHT], bufs[Sram.PARAM]
-        w_end, p_end = buffer_end(w_bufs, slot, cfg.weight_sram), buffer_end(p_bufs, slot, cfg.param_records)
         w_need = round_up(self.geometry(cfg, t.th, t.tw, t.tc).weight_bytes, cfg.word_bytes)
-        home = ectx.homes.offsets(ectx.constants[f"weights@{t.c0}"], w_need, t.tc,
-                                  w_end - w_bufs[slot], p_end - p_bufs[slot])
-        if home is None or w_end - w_need - home[0] < w_bufs[slot] or p_end - t.tc - home[1] < p_bufs[slot]:
-            return w_bufs[slot], p_bufs[slot]     # (an operation with smaller buffers than the first)
-        return w_end - w_need - home[0], p_end - t.tc - home[1]
+        home = home_addresses(ectx, slot, ectx.constants[f"weights@{t.c0}"], {Sram.WEIGHT: w_need, Sram.PARAM: t.tc})
+        if home is None:
+            return bufs[Sram.WEIGHT][slot], bufs[Sram.PARAM][slot]
+        return home[Sram.WEIGHT], home[Sram.PARAM]
 
     def _weight_loads(self, ectx: EmitContext, t, slot: int) -> list[tuple[Sram, dict]]:
         """A tile's weights and parameter records for weight buffer `slot`: the two loads."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.ir import Block, Operator
-from compiler.npu.base import CommandWriter, EmitContext, buffer_end
+from compiler.npu.base import CommandWriter, EmitContext, home_addresses
 from compiler.npu.base import const_value, scalar
 from firmware_model.errors import NpuBenchError
 from firmware_model.arch.isa import LutMode, Opcode, OutMode, Reg, Sram
@@ -298,13 +298,11 @@ def load_params(w: CommandWriter, ectx: EmitContext, first: int, count: int, rec
 def param_home(ectx: EmitContext, slot: int, first: int, count: int) -> int:
     """The record index where parameter buffer `slot` takes the stage's records [first,
     first+count): the buffer's start, or, when several operations load the same records (an
-    elementwise operation of a recurrent cell, step after step), their place at the buffer's end
+    elementwise operation of a recurrent cell, step after step), their home at the buffer's end
     (base.ConstantHomes), where they stay resident."""
-    bufs = ectx.buffers[Sram.PARAM]
-    end = buffer_end(bufs, slot, ectx.cfg.param_records)
     blob = ectx.constants["params"]
-    home = ectx.homes.offsets(blob + first * PARAM_RECORD_BYTES, 0, count, 0, end - bufs[slot], blob=blob)
-    return bufs[slot] if home is None or end - count - home[1] < bufs[slot] else end - count - home[1]
+    home = home_addresses(ectx, slot, blob + first * PARAM_RECORD_BYTES, {Sram.PARAM: count}, blob)
+    return ectx.buffers[Sram.PARAM][slot] if home is None else home[Sram.PARAM]
 
 
 def load_table(w: CommandWriter, ectx: EmitContext, stage: StageSpec, entry: int = 0) -> None:

@@ -78,13 +78,15 @@ def test_a_constant_load_whose_bytes_are_in_sram_is_left_out_until_they_are_writ
 
 
 def test_homes_are_apart_and_only_for_shared_blobs_that_fit():
+    W, P = Sram.WEIGHT, Sram.PARAM
+    parts = {W: 1024, P: 32}
     homes = ConstantHomes(frozenset({100, 200, 300}))
-    assert homes.offsets(999, 64, 4, 1024, 32) is None                      # loaded by one operation
-    assert homes.offsets(100, 512, 8, 1024, 32) == (0, 0)
-    assert homes.offsets(200, 256, 16, 1024, 32) == (512, 8)
-    assert homes.offsets(100, 512, 8, 1024, 32) == (0, 0)                  # the same blob: its place
-    assert homes.offsets(300, 512, 4, 1024, 32) is None                    # does not fit beside them
-    assert homes.offsets(300 + 11, 0, 2, 0, 32, blob=300) == (768, 24)     # records of a shared blob
+    assert homes.offsets(999, {W: 64, P: 4}, parts) is None                    # loaded by one operation
+    assert homes.offsets(100, {W: 512, P: 8}, parts) == {W: 0, P: 0}
+    assert homes.offsets(200, {W: 256, P: 16}, parts) == {W: 512, P: 8}
+    assert homes.offsets(100, {W: 512, P: 8}, parts) == {W: 0, P: 0}          # the same blob: its place
+    assert homes.offsets(300, {W: 512, P: 4}, parts) is None                  # does not fit beside them
+    assert homes.offsets(300 + 11, {P: 2}, parts, blob=300) == {P: 24}        # records of a shared blob
 
 
 def _compile(name: str, config: str):
