@@ -125,16 +125,23 @@ class CommandWriter:
             ext_hi = ext + (len2 - 1) * ext_s2 + (len1 - 1) * ext_s1 + len0
             if opcode == Opcode.DMA_LOAD and any(a <= ext and ext_hi <= b for a, b in self.read_only):
                 kept.append((lo, hi, key))
+        # A stride moves nothing when its length is 1 (run i1 < LEN1 starts i1 strides on): the
+        # register keeps whatever it holds, and a SET is saved (a clock each; a recurrent cell's
+        # one-run transfers between two-dimensional ones took four).
         if opcode != Opcode.FILL:
             self.set(Reg.DMA_EXT_ADDR, ext)
-            self.set(Reg.DMA_EXT_STRIDE1, ext_s1)
-            self.set(Reg.DMA_EXT_STRIDE2, ext_s2)
+            if len1 > 1:
+                self.set(Reg.DMA_EXT_STRIDE1, ext_s1)
+            if len2 > 1:
+                self.set(Reg.DMA_EXT_STRIDE2, ext_s2)
         self.set(Reg.DMA_SRAM_ADDR, sram_addr)
         self.set(Reg.DMA_LEN0, len0)
         self.set(Reg.DMA_LEN1, len1)
         self.set(Reg.DMA_LEN2, len2)
-        self.set(Reg.DMA_SRAM_STRIDE1, sram_s1)
-        self.set(Reg.DMA_SRAM_STRIDE2, sram_s2)
+        if len1 > 1:
+            self.set(Reg.DMA_SRAM_STRIDE1, sram_s1)
+        if len2 > 1:
+            self.set(Reg.DMA_SRAM_STRIDE2, sram_s2)
         self.emit(opcode, sram, value)
 
 

@@ -5,7 +5,9 @@ Writes: ctx.program (firmware_model.arch.program.Program): the command stream, t
 the manifest (graph I/O placements, host ops, layers with their tiles and command ranges), and
 the compile report lines in ctx.report.
 
-Registers keep their values between commands, so a SET is emitted only when a value changes.
+Registers keep their values between commands, so a SET is emitted only when a value changes (a
+DMA stride only when its length is above 1), and a constant load whose bytes are still in SRAM
+not at all (compiler/npu/base.CommandWriter).
 Consecutive NPU operations are linked (compiler/npu/prefetch.py): the next one's first loads are
 issued before this one's last compute command when that is safe, so they overlap it.
 Each NPU operation emits its own tiles (compiler/npu/<kind>.py); each tile is preceded by MARK
