@@ -361,3 +361,39 @@ def test_conv3d_runs_on_the_host_and_counts_its_macs():
     for name, f in zip(desc["ofm_name"], desc["ofm_file"]):
         want = np.load(test / f"expected_{f}")
         assert got[name].dtype == want.dtype and np.array_equal(got[name], want)
+
+
+@pytest.mark.parametrize("shape,cout,split", [((32, 32, 32), 40, True), ((48, 48, 32), 24, False)])
+def test_a_long_first_load_is_split_when_the_estimate_says_it_pays(tmp_path, monkeypatch, shape, cout, split):
+    """conv.RAMP_MARGIN / NpuConv.ramp_pays: an operation whose first input box takes long to load
+    has its first tile split in two by rows when the estimate says the earlier start outweighs the
+    extra tiles and the lower half's shorter cover of the next load (a 32x32, 32->40 channel 1x1
+    convolution on default); not otherwise (48x48, 32->24: the lower half cannot cover the next
+    block's load). The result is Arm's model's either way, and split is faster than not split."""
+    from compiler.npu import conv
+    rng = seeds.rng(4242)
+    H, W, C = shape
+    mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), (1, 1), (1, 1), (1, 1), [0, 0, 0, 0], cout=cout, clamp=True)
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    cfg = load_config("default")
+    cycles, rows = {}, {}
+    ramp = conv.RAMP_MARGIN
+    for margin in (ramp, 1.0):                          # 1.0: never split
+        monkeypatch.setattr(conv, "RAMP_MARGIN", margin)
+        ctx = compile_file(model, cfg)
+        (npu,) = [op for op in ctx.block.operators if op.op == "NPU" and op.attrs["npu"].kind == "conv"]
+        golden = GoldenModel(ctx.program, cfg)
+        assert np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+        cycles[margin] = golden.counters.cycles
+        rows[margin] = [(t.y0, t.th, t.x0, t.tw) for t in npu.annotations["plan"].tiles if t.c0 == 0]
+    plain = rows[1.0]
+    y0, th, x0, tw = plain[0]
+    assert len(plain) > 1 and all(r[1] == th and r[3] == tw for r in plain[:-1])
+    if split:
+        assert rows[ramp][:2] == [(y0, th // 2, x0, tw), (y0 + th // 2, th - th // 2, x0, tw)]
+        assert rows[ramp][2:] == plain[1:]
+        assert cycles[ramp] < cycles[1.0], cycles
+    else:
+        assert rows[ramp] == plain and cycles[ramp] == cycles[1.0]
