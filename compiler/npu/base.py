@@ -146,10 +146,11 @@ class CommandWriter:
 
 
 class ConstantHomes:
-    """Places at the end of the input, weight and parameter buffers for the constants several
-    operations load (a recurrent cell's weights, records and scalar operands, step after step),
-    one apart from another, so that each stays resident (CommandWriter) while the others and the
-    loads of the operations between, which start at the buffers' beginnings, come and go.
+    """Places at the end of the buffers (weight and parameter: conv's weights and records, the
+    elementwise operations' records) for the constants several operations load (a recurrent
+    cell's, step after step), one apart from another, so that each stays resident (CommandWriter)
+    while the others and the loads of the operations between, which start at the buffers'
+    beginnings, come and go.
     `shared`: the external addresses of such blobs (scheduler.ConstImage.shared). A blob that does
     not fit in the buffers beside the homes before it, or that only one operation loads, has none.
     (A load over a home only makes the writer forget what was there: residency is a saving, never
