@@ -18,7 +18,9 @@ from sim.perf.executor import ExecutorError, ExecutorOptions, Job, run_jobs
 from sim.perf.sweep import PERF_SOURCES, PointJob, SweepError, check_engine, run_point, run_sweep, source_version
 from sim.perf.sweep_spec import SweepSpecError, load_spec
 
-# base, a bigger array, a refused configuration, and an external memory lstm's constants do not fit
+# base, a bigger array, a refused configuration, and an external memory lstm's constants do not
+# fit (64 KiB, the least a configuration may have, with lstm's weights in 64x64 blocks: since the
+# constants image stores shared blobs once, they fit it on the smaller arrays)
 SPEC = """
 name = "tsweep"
 description = "test sweep"
@@ -37,6 +39,8 @@ mac.rows = 16
 mac.rows = 3
 
 [[points]]
+mac.rows = 64
+"mac.cols" = 64
 external.size = 65536
 
 [plots]
