@@ -666,6 +666,12 @@ class NpuConv(NpuOperation):
         slots = [None] * len(tiles)
         records = []
         stored = 0                  # DMA commands of the previous tile's store
+        # The operation before's last store (or a data movement's, passed over) may run on under
+        # the first MAC, as for ELTWISE, when it reads other output bytes than that tile writes and
+        # nothing of the tile's own was pushed after it (all its loads came early or are
+        # resident): the first tile then takes an output buffer apart from the store's bytes.
+        span = prefetched.store_span if prefetched is not None and pipelined and self.cascade_out is None else None
+        out_first = 0
         for k, t in enumerate(tiles):
             tile_id = ectx.first_tile_id + k
             start = len(w.commands)
@@ -673,14 +679,19 @@ class NpuConv(NpuOperation):
             g = self.geometry(cfg, t.th, t.tw, t.tc)
             if slots[k] is None:
                 slots[k] = load(t)
-            in_slot, w_slot, _ = slots[k]
+            in_slot, w_slot, pushed = slots[k]
+            if k == 0 and span is not None and pushed == 0:
+                size = t.th * t.tw * g.out_pix_bytes
+                apart = [b for b, a in enumerate(bufs[Sram.OUTPUT]) if span[1] <= a or a + size <= span[0]]
+                if apart:
+                    out_first, stored = apart[0], 1
             in_addr = bufs[Sram.INPUT][in_slot]
             in_regs = {Reg.IFM_SRAM: int(Sram.INPUT), Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: g.in_w * pix,
                        Reg.IFM_PIX_STRIDE: pix}
             if (cin := self.cascade_in) is not None:
                 in_regs = {Reg.IFM_SRAM: int(Sram.OUTPUT), Reg.IFM_ADDR: cin.addr + t.y0 * cin.row + t.x0 * cin.pix,
                            Reg.IFM_ROW_STRIDE: cin.row, Reg.IFM_PIX_STRIDE: cin.pix}
-            out_addr = bufs[Sram.OUTPUT][k % plan.buffers]
+            out_addr = bufs[Sram.OUTPUT][(k + out_first) % plan.buffers]
             out_row, out_pix = t.tw * g.out_pix_bytes, g.out_pix_bytes
             if (cout := self.cascade_out) is not None:
                 out_addr = cout.addr + t.y0 * cout.row + t.x0 * cout.pix + t.c0 * esize

@@ -397,3 +397,35 @@ def test_a_long_first_load_is_split_when_the_estimate_says_it_pays(tmp_path, mon
         assert cycles[ramp] < cycles[1.0], cycles
     else:
         assert rows[ramp] == plain and cycles[ramp] == cycles[1.0]
+
+
+def test_the_first_mac_lets_the_store_before_it_run_on_when_it_writes_elsewhere():
+    """blazeface layer_374 on large: its first tile's weights came early (the prefetch link) and it
+    loads nothing after the data movement before it, whose last store reads output bytes
+    [a, b): the tile writes another output buffer, and its MAC's DMA slack leaves that store
+    running as well as its own next loads (golden and timing models check the rule on every
+    network)."""
+    import io as _io
+    from compiler.pipeline import compile_graph
+    from compiler.tosa_io import read_tosa
+    from firmware_model.arch.isa import Reg, Sram
+    from firmware_model.golden.dma import dma_plan
+    cfg = load_config("large")
+    prog = compile_graph(read_tosa(MODELS_DIR / "blazeface" / "model.tosa"), cfg, out=_io.StringIO()).program
+    layer = next(lay for lay in prog.manifest["layers"] if lay["name"] == "layer_374")
+    first = layer["tiles"][0]
+    start, mac = first["commands"][0], first["unit_command"]
+    cmds = prog.commands
+    regs: dict[int, int] = {}
+    store = None
+    for i, c in enumerate(cmds[:mac]):
+        if c.opcode == Opcode.SET:
+            regs[c.sub] = c.value
+        elif c.opcode == Opcode.DMA_STORE and i < start:
+            store = dma_plan(cfg, regs, Sram(c.sub), False).sram_range
+    assert cmds[start - 1].opcode == Opcode.DMA_STORE and store is not None
+    own = sum(1 for c in cmds[start:mac] if c.opcode in (Opcode.DMA_LOAD, Opcode.FILL, Opcode.DMA_STORE))
+    assert not any(c.opcode == Opcode.DMA_LOAD and c.sub == Sram.INPUT for c in cmds[start:mac])
+    out = regs[int(Reg.OFM_ADDR)]
+    assert out >= store[1] or out + 8 * 8 * 16 <= store[0], (out, store)
+    assert cmds[mac].value == own + 1, (cmds[mac].value, own)
