@@ -18,6 +18,7 @@ import numpy as np
 from firmware_model.arch.isa import Command, Opcode, Reg, Sram, set_reg
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Placement
+from firmware_model.golden.dma import pattern_span
 
 NPU_OP = "NPU"
 
@@ -77,7 +78,9 @@ class CommandWriter:
     def holds(self, sram: Sram, ext: int, sram_addr: int, len0: int, len1: int = 1, len2: int = 1,
               ext_s1: int = 0, ext_s2: int = 0, sram_s1: int = 0, sram_s2: int = 0) -> bool:
         """Whether a DMA_LOAD with these registers would be left out: its bytes are resident."""
-        key = (ext, sram_addr, len0, len1, len2, ext_s1, ext_s2, sram_s1, sram_s2)
+        return self._held(sram, (ext, sram_addr, len0, len1, len2, ext_s1, ext_s2, sram_s1, sram_s2))
+
+    def _held(self, sram: Sram, key: tuple) -> bool:
         return any(k == key for _, _, k in self.resident.get(sram, ()))
 
     def fork(self) -> "CommandWriter":
@@ -114,16 +117,15 @@ class CommandWriter:
         """A DMA_LOAD / DMA_STORE / FILL of len2 x len1 runs of len0 bytes (a DMA_LOAD whose bytes
         are resident: nothing)."""
         if sram in RESIDENT_SRAMS and opcode != Opcode.DMA_STORE:
-            lo = sram_addr
-            hi = sram_addr + (len2 - 1) * sram_s2 + (len1 - 1) * sram_s1 + len0
             key = (ext, sram_addr, len0, len1, len2, ext_s1, ext_s2, sram_s1, sram_s2)
-            kept = self.resident.setdefault(sram, [])
-            if opcode == Opcode.DMA_LOAD and self.holds(sram, *key):
+            if opcode == Opcode.DMA_LOAD and self._held(sram, key):
                 self.skipped += 1
                 return
+            lo, hi = pattern_span(sram_addr, len0, len1, len2, sram_s1, sram_s2)
+            kept = self.resident.setdefault(sram, [])
             kept[:] = [r for r in kept if r[1] <= lo or r[0] >= hi]
-            ext_hi = ext + (len2 - 1) * ext_s2 + (len1 - 1) * ext_s1 + len0
-            if opcode == Opcode.DMA_LOAD and any(a <= ext and ext_hi <= b for a, b in self.read_only):
+            ext_lo, ext_hi = pattern_span(ext, len0, len1, len2, ext_s1, ext_s2)
+            if opcode == Opcode.DMA_LOAD and any(a <= ext_lo and ext_hi <= b for a, b in self.read_only):
                 kept.append((lo, hi, key))
         # A stride moves nothing when its length is 1 (run i1 < LEN1 starts i1 strides on): the
         # register keeps whatever it holds, and a SET is saved (a clock each; a recurrent cell's

@@ -42,7 +42,7 @@ from compiler.ir import Block, Operator
 from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, const_value,
                                home_addresses, round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
-from compiler.npu.prefetch import Prefetched
+from compiler.npu.prefetch import Prefetched, overlaps
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
 from firmware_model.golden.mac_unit import depthwise_lanes, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
@@ -682,7 +682,7 @@ class NpuConv(NpuOperation):
             in_slot, w_slot, pushed = slots[k]
             if k == 0 and span is not None and pushed == 0:
                 size = t.th * t.tw * g.out_pix_bytes
-                apart = [b for b, a in enumerate(bufs[Sram.OUTPUT]) if span[1] <= a or a + size <= span[0]]
+                apart = [b for b, a in enumerate(bufs[Sram.OUTPUT]) if not overlaps(span, (a, a + size))]
                 if apart:
                     out_first, stored = apart[0], 1
             in_addr = bufs[Sram.INPUT][in_slot]
@@ -692,6 +692,7 @@ class NpuConv(NpuOperation):
                 in_regs = {Reg.IFM_SRAM: int(Sram.OUTPUT), Reg.IFM_ADDR: cin.addr + t.y0 * cin.row + t.x0 * cin.pix,
                            Reg.IFM_ROW_STRIDE: cin.row, Reg.IFM_PIX_STRIDE: cin.pix}
             out_addr = bufs[Sram.OUTPUT][(k + out_first) % plan.buffers]
+            w_addr, p_index = self.weight_home(ectx, w_slot, t)
             out_row, out_pix = t.tw * g.out_pix_bytes, g.out_pix_bytes
             if (cout := self.cascade_out) is not None:
                 out_addr = cout.addr + t.y0 * cout.row + t.x0 * cout.pix + t.c0 * esize
@@ -700,12 +701,12 @@ class NpuConv(NpuOperation):
                 **in_regs,
                 Reg.IFM_CBLOCKS: 1 if self.depthwise else cb, Reg.IFM_ZP: self.input_zp,
                 Reg.IFM_DTYPE: int(self.ifm_dtype),
-                Reg.WGT_ADDR: self.weight_home(ectx, w_slot, t)[0], Reg.WGT_ZP: self.weight_zp,
+                Reg.WGT_ADDR: w_addr, Reg.WGT_ZP: self.weight_zp,
                 Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
                 Reg.DILATION_H: dh, Reg.DILATION_W: dw,
                 Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: out_row,
                 Reg.OFM_PIX_STRIDE: out_pix, Reg.OFM_H: t.th, Reg.OFM_W: t.tw, Reg.OFM_C: t.tc,
-                Reg.PARAM_ADDR: self.weight_home(ectx, w_slot, t)[1], **stage_regs,
+                Reg.PARAM_ADDR: p_index, **stage_regs,
             }
             for reg, value in regs.items():
                 w.set(reg, value)

@@ -32,7 +32,7 @@ from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import Cascade
-from compiler.npu.prefetch import Prefetched
+from compiler.npu.prefetch import Prefetched, overlaps
 from compiler.npu.dma_patterns import FlatTile, Source, as_bytes, dense_strides, flat_tiles, load_source
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, param_home, place_table,
                                 only_consumer, rescale_info, take_clamp, take_table)
@@ -376,8 +376,7 @@ class NpuEltwise(NpuOperation):
         if prefetched and prefetched.store_span is not None:
             t0 = plan.tiles[0]
             o0 = self._out_addr(ectx, t0, first)
-            a, b = prefetched.store_span
-            stored = 1 if (b <= o0 or o0 + t0.count * osize <= a) else 0
+            stored = 0 if overlaps(prefetched.store_span, (o0, o0 + t0.count * osize)) else 1
         # Software pipeline (double buffering), as for the MAC (conv.py): tile k+1's loads, or the
         # next operation's first ones, are issued before tile k's ELTWISE, whose DMA slack lets
         # them and tile k-1's store run while it computes; they use the other buffer.

@@ -53,7 +53,8 @@ class Prefetched:
     store_span: tuple[int, int] | None = None
 
 
-def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether byte spans [a0, a1) and [b0, b1) share a byte."""
     return a[0] < b[1] and b[0] < a[1]
 
 
@@ -103,7 +104,7 @@ class PrefetchLink:
                 p = fill_plan(self.cfg, regs, sram)
             else:
                 p = dma_plan(self.cfg, regs, sram, True)
-                if p.ext is not None and any(_overlaps(p.ext_range, o) for o in self.outputs):
+                if p.ext is not None and any(overlaps(p.ext_range, o) for o in self.outputs):
                     return False
             window.push(sram, True, p.sram_range)
         try:

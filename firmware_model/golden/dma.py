@@ -45,7 +45,7 @@ class DmaPlan:
     @property
     def ext_range(self) -> tuple[int, int]:
         """External-memory bytes [first, last + 1) of the pattern (a non-empty transfer's)."""
-        return _span(*self.ext)
+        return pattern_span(*self.ext)
 
 
 # The registers a DMA_LOAD, DMA_STORE or FILL reads (dma_plan, fill_plan).
@@ -53,7 +53,9 @@ DMA_REGS = (Reg.DMA_EXT_ADDR, Reg.DMA_SRAM_ADDR, Reg.DMA_LEN0, Reg.DMA_LEN1, Reg
             Reg.DMA_EXT_STRIDE2, Reg.DMA_SRAM_STRIDE1, Reg.DMA_SRAM_STRIDE2)
 
 
-def _span(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> tuple[int, int]:
+def pattern_span(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> tuple[int, int]:
+    """[first byte, end) a transfer's pattern touches: run (i2, i1) starts at base + i2*stride2 +
+    i1*stride1 (docs/isa.md, "DMA and FILL"); the runs may leave gaps between them."""
     return base, base + (len2 - 1) * stride2 + (len1 - 1) * stride1 + len0
 
 
@@ -68,8 +70,8 @@ def dma_plan(cfg: NpuConfig, regs, sram: Sram, to_sram: bool) -> DmaPlan:
     if n:
         ext = (r.dma_ext_addr, len0, len1, len2, r.dma_ext_stride1, r.dma_ext_stride2)
         what = f"DMA_{'LOAD' if to_sram else 'STORE'} {sram.name}"
-        check_range(cfg, "ext", *_span(*ext), what)
-        rng = _span(*on_chip)
+        check_range(cfg, "ext", *pattern_span(*ext), what)
+        rng = pattern_span(*on_chip)
         check_range(cfg, sram, *rng, what)
     cycles = dma_busy_cycles(cfg, sram, sram_addr=on_chip[0], len0=len0, len1=len1, len2=len2,
                              sram_stride1=on_chip[4], sram_stride2=on_chip[5])
@@ -84,7 +86,7 @@ def fill_plan(cfg: NpuConfig, regs, sram: Sram) -> DmaPlan:
     on_chip = (r.dma_sram_addr, len0, len1, len2, r.dma_sram_stride1, r.dma_sram_stride2)
     rng = (0, 0)
     if n:
-        rng = _span(*on_chip)
+        rng = pattern_span(*on_chip)
         check_range(cfg, sram, *rng, f"FILL {sram.name}")
     cycles = dma_busy_cycles(cfg, sram, fill=True, sram_addr=on_chip[0], len0=len0, len1=len1, len2=len2,
                              sram_stride1=on_chip[4], sram_stride2=on_chip[5])

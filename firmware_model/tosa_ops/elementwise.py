@@ -56,14 +56,17 @@ def _shift_in_range(call: OpCall, dtype: DType, amount: np.ndarray) -> None:
         call.require(False, f"0 <= shift amount <= {dtype.bits - 1} for {dtype.name}")
 
 
+def _one_element(shape: tuple[int, ...]) -> bool:
+    return all(d == 1 for d in shape)
+
+
 def _on_one_element(call: OpCall, shape: tuple[int, ...], fn):
     """The execute half of a binary op whose result has one element (so has each operand): fn of
     the two operands' values as Python integers, stored in the output's type and `shape`. None
     when the result is larger. (item() raises on an array of more than one element: a caller
     that breaks the declared shapes gets an error, not a wrong value.)"""
-    for d in shape:
-        if d != 1:
-            return None
+    if not _one_element(shape):
+        return None
     storage = np.dtype(call.output_specs[0].dtype.storage)
     return lambda ins: [np.array(fn(ins[0].item(), ins[1].item()), storage).reshape(shape)]
 
@@ -311,7 +314,7 @@ def negate(call: OpCall):
 def clz(call: OpCall):
     same_types(call, (I32,))
     shape = _unary_shape(call)
-    if all(d == 1 for d in shape):     # one element: the primitive's one-element form
+    if _one_element(shape):            # the primitive's one-element form
         return lambda ins: [np.array(nx.count_leading_zeros_int(ins[0].item()), np.int32).reshape(shape)]
     return lambda ins: [out(call, nx.count_leading_zeros(ins[0]))]
 
