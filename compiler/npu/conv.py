@@ -565,7 +565,7 @@ class NpuConv(NpuOperation):
         for sram, load in self._weight_loads(ectx, t, slot):
             w.dma(Opcode.DMA_LOAD, sram, **load)
 
-    def resident_slot(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, t=None) -> int | None:
+    def _resident_slot(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, t=None) -> int | None:
         """The weight buffer that still holds tile t's weights and records (the first tile's by
         default) from an earlier operation with the same constants, if one does: the tile takes
         that buffer and loads nothing (a recurrent cell's weights, step after step)."""
@@ -648,7 +648,7 @@ class NpuConv(NpuOperation):
                               sram_s2=uy * g.in_w * pix)
             w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
             if w_slot is None:
-                w_slot = self.resident_slot(w, plan, ectx, t)
+                w_slot = self._resident_slot(w, plan, ectx, t)
                 if w_slot is not None:          # left by an earlier operation: alternate from it
                     n_w = w_slot + 1
                 else:

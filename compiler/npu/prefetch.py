@@ -76,19 +76,24 @@ class PrefetchLink:
             unit = UNIT_PLANS[op][0](self.cfg, self.w.regs, sub)
         except GoldenModelError:
             return 0                      # the command faults anyway: nothing to overlap
-        resident = getattr(self.nxt, "resident_slot", None)
-        if resident is not None and resident(self.w, self.plan, self.ectx) is not None:
-            return 0                      # its first loads are in SRAM already: nothing to issue
+        # Each buffer the next operation may take: the one whose prefetch pushes the fewest
+        # transfers (some of its constants may be resident: CommandWriter), of those that are
+        # safe; none at all when one buffer already holds everything its first tile loads.
+        best = None
         for slot in range(self.plan.buffers):
             scratch = self.w.fork()
             got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, result)
             if got is None:
                 return 0
-            if got.dma and self._safe(scratch, op, unit, got.dma):
-                self.w.adopt(scratch)
-                self.taken = got
-                return got.dma
-        return 0
+            if got.dma == 0:
+                return 0
+            if (best is None or got.dma < best[1].dma) and self._safe(scratch, op, unit, got.dma):
+                best = (scratch, got)
+        if best is None:
+            return 0
+        self.w.adopt(best[0])
+        self.taken = best[1]
+        return best[1].dma
 
     def _safe(self, scratch: CommandWriter, op: Opcode, unit, n: int) -> bool:
         regs = dict(self.w.regs)
