@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from firmware_model.arch.isa import Command, Opcode, Reg, Sram, set_reg
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, Command, Opcode, Reg, Sram, set_reg
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Placement
 from firmware_model.golden.dma import pattern_span
+from firmware_model.golden.memories import memory_bytes
 
 NPU_OP = "NPU"
 
@@ -196,7 +197,7 @@ def home_addresses(ectx: "EmitContext", slot: int, ext: int, needs: dict[Sram, i
     ends = {}
     for sram in needs:
         bufs = ectx.buffers[sram]
-        total = {Sram.PARAM: cfg.param_records, Sram.WEIGHT: cfg.weight_sram, Sram.INPUT: cfg.input_sram}[sram]
+        total = memory_bytes(cfg, sram) // (PARAM_RECORD_BYTES if sram == Sram.PARAM else 1)   # PARAM: records
         ends[sram] = buffer_end(bufs, slot, total)
         parts[sram] = ends[sram] - bufs[slot]
     home = ectx.homes.offsets(ext, needs, parts, blob)

@@ -427,5 +427,5 @@ def test_the_first_mac_lets_the_store_before_it_run_on_when_it_writes_elsewhere(
     own = sum(1 for c in cmds[start:mac] if c.opcode in (Opcode.DMA_LOAD, Opcode.FILL, Opcode.DMA_STORE))
     assert not any(c.opcode == Opcode.DMA_LOAD and c.sub == Sram.INPUT for c in cmds[start:mac])
     out = regs[int(Reg.OFM_ADDR)]
-    assert out >= store[1] or out + 8 * 8 * 16 <= store[0], (out, store)
+    assert out >= store[1] or out + first["th"] * first["tw"] * first["tc"] <= store[0], (out, store)
     assert cmds[mac].value == own + 1, (cmds[mac].value, own)
