@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.npu.base import CommandWriter, EmitContext
+from firmware_model.arch.cycle_model import dma_beats
 from firmware_model.arch.isa import Opcode, Sram
 
 
@@ -113,6 +114,86 @@ def load_source(w: CommandWriter, ectx: EmitContext, src: Source, sram: Sram, sr
     dims = [(n, st * src.esize, ss * src.esize) for n, st, ss in zip(sizes, src.strides, sram_strides)]
     return copy_box(w, Opcode.DMA_LOAD, sram, ext=src.ext_addr(ectx) + off * src.esize, sram_addr=sram_addr,
                     dims=dims, esize=src.esize)
+
+
+def _patterns(dims: list[tuple[int, int]], esize: int):
+    """The FILL patterns of a box of SRAM elements (dims outer first: size, SRAM stride in bytes):
+    (sram offset, len0, len1, len2, stride1, stride2) per index of the dims beyond three."""
+    dims = [(n, ss) for n, _, ss in merge_dims([(n, ss, ss) for n, ss in dims])]
+    if not dims:
+        return [(0, esize, 1, 1, 0, 0)]
+    size, ss = dims[-1]
+    if ss == esize:
+        len0, rest = size * esize, dims[:-1]
+    else:
+        len0, rest = esize, dims
+    inner = ([(1, 0)] * 2 + rest[-2:])[-2:]
+    outer = rest[:-2]
+    (n2, s2), (n1, s1) = inner
+    out = []
+    for idx in itertools.product(*(range(d[0]) for d in outer)):
+        out.append((sum(i * d[1] for i, d in zip(idx, outer)), len0, n1, n2, s1, s2))
+    return out
+
+
+def fill_box(w: CommandWriter, ectx: EmitContext, sram: Sram, sram_addr: int, dims: list[tuple[int, int]],
+             esize: int, byte: int | None, pad_blob: str | None) -> None:
+    """A box of SRAM elements (dims outer first: size, SRAM stride in bytes) set to one value: FILLs
+    of `byte`, or, when the value's bytes differ (byte None), DMA_LOADs of the one element in
+    constant blob `pad_blob` with an external stride of 0."""
+    if byte is None:
+        copy_box(w, Opcode.DMA_LOAD, sram, ext=ectx.constants[pad_blob], sram_addr=sram_addr,
+                 dims=[(n, 0, ss) for n, ss in dims], esize=esize)
+        return
+    for off, len0, len1, len2, s1, s2 in _patterns(dims, esize):
+        w.dma(Opcode.FILL, sram, sram_addr=sram_addr + off, len0=len0, len1=len1, len2=len2,
+              sram_s1=s1, sram_s2=s2, value=byte)
+
+
+# An extra DMA command costs its SETs and decode on the command processor, which runs beside the
+# DMA engine: counted as this many beats when choosing between one FILL and several.
+FILL_COMMAND_BEATS = 4
+
+
+def load_padded(w: CommandWriter, ectx: EmitContext, src: Source, sram: Sram, sram_addr: int,
+                lo: tuple[int, ...], sizes: tuple[int, ...], shape: tuple[int, ...],
+                pads: tuple[tuple[int, int], ...], byte: int | None, pad_blob: str | None) -> None:
+    """The box [lo, lo + sizes) of a padded operand (an absorbed PAD: per dim of `shape`, `pads`
+    elements before and after the real ones, which `src` indexes from the first pad element) into
+    an SRAM, dense: the real elements' part by DMA_LOAD, the rest the pad value (fill_box), either
+    as one FILL of the whole box under the load or as FILLs of the pad slabs around it, whichever
+    the DMA engine takes fewer beats for."""
+    esize = src.esize
+    bst = dense_strides(sizes)
+    ilo = tuple(max(l, b) for l, (b, _) in zip(lo, pads))
+    ihi = tuple(min(l + n, d - a) for l, n, d, (_, a) in zip(lo, sizes, shape, pads))
+    whole = [(n, st * esize) for n, st in zip(sizes, bst)]
+    if any(h <= l for l, h in zip(ilo, ihi)):
+        fill_box(w, ectx, sram, sram_addr, whole, esize, byte, pad_blob)
+        return
+    slabs = []        # (sram address, dims) of the pad around the real part, one per dim and side
+    for d in range(len(sizes)):
+        for a, b in ((lo[d], ilo[d]), (ihi[d], lo[d] + sizes[d])):
+            if b <= a:
+                continue
+            start = tuple(ilo[:d]) + (a,) + tuple(lo[d + 1:])
+            ext = tuple(h - l for l, h in zip(ilo[:d], ihi[:d])) + (b - a,) + tuple(sizes[d + 1:])
+            addr = sram_addr + sum((s - l) * st for s, l, st in zip(start, lo, bst)) * esize
+            slabs.append((addr, [(n, st * esize) for n, st in zip(ext, bst)]))
+    if slabs:
+        if byte is not None:
+            cfg = ectx.cfg
+
+            def beats(addr, dims):
+                return sum(FILL_COMMAND_BEATS + dma_beats(cfg, sram, sram_addr=addr + off, len0=l0, len1=l1, len2=l2,
+                                                          sram_stride1=s1, sram_stride2=s2, fill=True)
+                           for off, l0, l1, l2, s1, s2 in _patterns(dims, esize))
+            if beats(sram_addr, whole) <= sum(beats(a, dims) for a, dims in slabs):
+                slabs = [(sram_addr, whole)]
+        for addr, dims in slabs:
+            fill_box(w, ectx, sram, addr, dims, esize, byte, pad_blob)
+    inner = sram_addr + sum((i - l) * st for i, l, st in zip(ilo, lo, bst)) * esize
+    load_source(w, ectx, src, sram, inner, ilo, tuple(h - l for l, h in zip(ilo, ihi)), bst)
 
 
 @dataclass(frozen=True)

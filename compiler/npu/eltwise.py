@@ -11,10 +11,14 @@ Lowering (exact forms only; anything else stays on the host CPU with the reason)
 - the output chain (compiler/npu/stage.py): RESCALE (per tensor or per channel, input zero point
   0), CLAMP, TABLE (int8 256 / int16 513 entries);
 - broadcasting as DMA strides of 0; a one-element operand as A_SCALAR / B_SCALAR; constant
-  operands from the constants image; MUL's shift must be a constant.
+  operands from the constants image; MUL's shift must be a constant;
+- a SLICE or a PAD that feeds only an operand (in its shape) is absorbed into that operand's loads:
+  the SLICE as an offset into its input, the PAD as its input's real elements loaded and the pad
+  value FILLed around them (dma_patterns.load_padded), so the padded tensor is never stored.
 
 Tiling: the output's iteration space (dims of size 1 dropped, neighbours merged where both
-operands are contiguous across them; a per-channel stage keeps the channel axis) is cut into
+operands are contiguous across them and neither is padded; a per-channel stage keeps the channel
+axis) is cut into
 contiguous element ranges that fit: A in the input SRAM, B in the weight SRAM, the result in the
 output SRAM and the channel records in the parameter SRAM — half of each (double buffering).
 Emission per tile: MARK, operand loads unless already in the buffer, records unless resident, the
@@ -33,7 +37,8 @@ from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import Cascade
 from compiler.npu.prefetch import Prefetched, overlaps
-from compiler.npu.dma_patterns import FlatTile, Source, as_bytes, dense_strides, flat_tiles, load_source
+from compiler.npu.dma_patterns import (FlatTile, Source, as_bytes, dense_strides, element_bytes_fill, flat_tiles,
+                                       load_padded, load_source)
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, param_home, place_table,
                                 only_consumer, rescale_info, take_clamp, take_table)
 from firmware_model.arch.isa import EltMode, EltOp, Opcode, Reg, Sram
@@ -75,6 +80,11 @@ class Operand:
     # dim of `shape`; None: `tensor` itself, dense.
     offset: int = 0
     strides: tuple[int, ...] | None = None
+    # A PAD absorbed into the loads: `tensor` is the PAD's input, `shape` its output; per dim of
+    # `shape`, the elements before and after the input's, which hold `pad_value` (FILLed into the
+    # tile buffers, never stored in external memory); `strides` are then the input's.
+    pad: tuple[tuple[int, int], ...] | None = None
+    pad_value: int = 0
     # The TOSA RESCALEs the input stage runs, in order, each with the point of the unit where its
     # input values are (A0/B0: the elements minus the zero point; A1/B1: after the left shift):
     # for the REQUIRE monitor (compiler/npu/requires.py).
@@ -82,7 +92,9 @@ class Operand:
 
     def describe(self) -> str:
         what = self.tensor if self.tensor is not None else f"const{list(self.shape)}"
-        if self.strides is not None:
+        if self.pad is not None:
+            what += f"[pad {','.join(f'{a}:{b}' for a, b in self.pad)} with {self.pad_value}]"
+        elif self.strides is not None:
             what += f"[view +{self.offset}]"
         parts = [f"{what}:{'u' if self.unsigned else ''}{self.dtype.name.lower()}"]
         if self.zp:
@@ -140,25 +152,42 @@ class NpuEltwise(NpuOperation):
     # ---- iteration space ------------------------------------------------------------------
     def space(self) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
         """(shape, per-operand element strides) of the collapsed iteration space."""
+        dims = self._collapsed()
+        shape = tuple(d[0] for d in dims)
+        return shape, [tuple(d[1][i] for d in dims) for i in range(len(dims[0][1]))]
+
+    def space_pads(self) -> list[tuple[tuple[int, int], ...] | None]:
+        """Per operand, the (before, after) padding of each collapsed dim, or None (no PAD)."""
+        dims = self._collapsed()
+        operands = [x for x in (self.a, self.b) if x is not None]
+        return [tuple(d[2][i] for d in dims) if x.pad is not None else None for i, x in enumerate(operands)]
+
+    def _collapsed(self) -> list[tuple[int, tuple[int, ...], tuple[tuple[int, int], ...]]]:
+        """The iteration space's dims, outer first: (size, element stride per operand, padding per
+        operand). Size-1 dims are dropped and a dim merges into its inner neighbour when every
+        operand is contiguous across the two and neither is padded (a padded dim keeps its own
+        range of real elements); a per-channel stage keeps the channel axis."""
         operands = [x for x in (self.a, self.b) if x is not None]
         strides = [tuple(0 if s == 1 and o != 1 else st for s, o, st in
                          zip(x.shape, self.out_shape, x.strides or dense_strides(x.shape))) for x in operands]
-        dims = [(n,) + tuple(s[d] for s in strides) for d, n in enumerate(self.out_shape)]
+        nopad = ((0, 0),) * len(self.out_shape)
+        pads = [x.pad or nopad for x in operands]
+        dims = [(n, tuple(s[d] for s in strides), tuple(p[d] for p in pads)) for d, n in enumerate(self.out_shape)]
         keep_last = self.stage.channels > 1
         last = dims[-1:] if keep_last else []
         body = dims[:-1] if keep_last else dims
-        merged: list[tuple[int, ...]] = []
+        merged: list = []
         for dim in reversed([d for d in body if d[0] != 1]):
-            if merged and all(dim[1 + i] == merged[-1][1 + i] * merged[-1][0] for i in range(len(operands))):
-                inner = merged[-1]
-                merged[-1] = (inner[0] * dim[0],) + inner[1:]
+            inner = merged[-1] if merged else None
+            if (inner is not None and not any(map(any, dim[2] + inner[2]))
+                    and all(dim[1][i] == inner[1][i] * inner[0] for i in range(len(operands)))):
+                merged[-1] = (inner[0] * dim[0], inner[1], inner[2])
             else:
                 merged.append(dim)
         dims = list(reversed(merged)) + last
         if not dims:
-            dims = [(1,) + (0,) * len(operands)]
-        shape = tuple(d[0] for d in dims)
-        return shape, [tuple(d[1 + i] for d in dims) for i in range(len(operands))]
+            dims = [(1, (0,) * len(operands), ((0, 0),) * len(operands))]
+        return dims
 
     def _scalar(self, x: Operand | None) -> bool:
         return x is not None and all(s == 1 for s in x.shape)
@@ -206,6 +235,8 @@ class NpuEltwise(NpuOperation):
         for key, x in (("a", self.a), ("b", self.b)):
             if x is not None and x.const is not None:
                 blobs[key] = as_bytes(x.const, x.dtype)
+            if x is not None and x.pad is not None and element_bytes_fill(x.pad_value, x.dtype.size_bytes) is None:
+                blobs[f"{key}_pad"] = as_bytes(np.array([x.pad_value]), x.dtype)
         return blobs
 
     def requires(self) -> list:
@@ -213,10 +244,13 @@ class NpuEltwise(NpuOperation):
         return requires.eltwise(self)
 
     # ---- emission --------------------------------------------------------------------------
-    def _source(self, key: str, x: Operand, strides: tuple[int, ...]) -> Source:
+    def _source(self, key: str, x: Operand, strides: tuple[int, ...], pads=None) -> Source:
+        """Where the operand's elements are, indexed over the collapsed space; a padded operand's
+        index counts from the first pad element (its real elements start `before` on)."""
         if x.const is not None:
             return Source(None, key, 0, strides, x.dtype.size_bytes)
-        return Source(x.tensor, None, x.offset, strides, x.dtype.size_bytes)
+        offset = x.offset - sum(p[0] * st for p, st in zip(pads or (), strides))
+        return Source(x.tensor, None, offset, strides, x.dtype.size_bytes)
 
     def mode(self) -> int:
         m = 0
@@ -241,7 +275,7 @@ class NpuEltwise(NpuOperation):
         shape, strides = self.space()
         operands = [(k, x, sram) for k, x, sram in (("a", self.a, Sram.INPUT), ("b", self.b, Sram.WEIGHT))
                     if x is not None]
-        sources = {k: self._source(k, x, st) for (k, x, _), st in zip(operands, strides)}
+        sources = {k: self._source(k, x, st, pads) for (k, x, _), st, pads in zip(operands, strides, self.space_pads())}
         return shape, operands, sources
 
     def _records(self, t: FlatTile, shape) -> tuple[int, int, int]:
@@ -279,6 +313,8 @@ class NpuEltwise(NpuOperation):
         """Tile t's A in the output SRAM, when `on_chip` (ext address, bytes, output-SRAM address)
         holds all of its elements as a dense run and they lie apart from the tile's results."""
         x = self.a
+        if x.pad is not None:
+            return None
         shape, _, sources = layout
         src = sources["a"]
         lo, sizes = ((0,) * len(shape), (1,) * len(shape)) if self._scalar(x) else t.box(shape)
@@ -311,6 +347,7 @@ class NpuEltwise(NpuOperation):
         first tile, in the output SRAM: _forwarded_a), its records unless resident, the table
         (tile 0); the DMA commands pushed."""
         shape, operands, sources = layout
+        pads = dict(zip((key for key, _, _ in operands), self.space_pads()))
         n0 = w.dma_count
         if k == 0 and self.stage.table is not None:
             resident["lut"] = place_table(w, ectx, self.stage)
@@ -329,7 +366,11 @@ class NpuEltwise(NpuOperation):
                 tag = (sum(l * s for l, s in zip(lo, src.strides)),
                        tuple((n, s) for n, s in zip(sizes, src.strides) if n != 1))
             if resident.get((key, slot)) != tag:
-                load_source(w, ectx, src, sram, base, box[0], box[1], dense_strides(box[1]))
+                if x.pad is not None:
+                    load_padded(w, ectx, src, sram, base, box[0], box[1], shape, pads[key],
+                                element_bytes_fill(x.pad_value, x.dtype.size_bytes), f"{key}_pad")
+                else:
+                    load_source(w, ectx, src, sram, base, box[0], box[1], dense_strides(box[1]))
                 resident[(key, slot)] = tag
         if self.stage.rescale:
             p_first, p_count, _ = self._records(t, shape)
@@ -472,6 +513,9 @@ def _source_operand(block: Block, producers: dict, consumers: dict, name: str, s
     if value is not None:
         return Operand(None, np.asarray(value).reshape(shape), tuple(shape), dtype, **kw), []
     p = producers.get(name)
+    padded = _pad_operand(block, producers, consumers, name, shape, dtype, p, **kw)
+    if padded is not None:
+        return padded, [p]
     if (p is not None and p.op == "SLICE" and not claimed(p) and only_consumer(block, consumers, name) is not None
             and tuple(block.tensor(name).shape) == tuple(shape)):
         start = const_value(block, producers, p.inputs[1])
@@ -482,6 +526,29 @@ def _source_operand(block: Block, producers: dict, consumers: dict, name: str, s
             offset = sum(int(a) * b for a, b in zip(np.asarray(start).reshape(-1), st))
             return Operand(p.inputs[0], None, tuple(shape), dtype, offset=offset, strides=st, **kw), [p]
     return Operand(name, None, tuple(shape), dtype, **kw), []
+
+
+def _pad_operand(block: Block, producers: dict, consumers: dict, name: str, shape, dtype: DType, p: Operator | None,
+                 **kw) -> Operand | None:
+    """The operand reading the PAD `p` that makes `name`, as its input with the padding filled in
+    the tile buffers (the padded tensor is never stored), when the PAD feeds only this operand, in
+    its shape, and its input, padding and pad value allow it; else None."""
+    if (p is None or p.op != "PAD" or claimed(p) or only_consumer(block, consumers, name) is None
+            or tuple(block.tensor(name).shape) != tuple(shape) or len(p.inputs) < 3):
+        return None
+    src = block.tensor(p.inputs[0])
+    padding = const_value(block, producers, p.inputs[1])
+    pad_const = const_value(block, producers, p.inputs[2])
+    if (padding is None or pad_const is None or np.asarray(pad_const).size != 1 or src.num_elements == 0
+            or const_value(block, producers, p.inputs[0]) is not None or src.dtype != dtype):
+        return None
+    padding = [int(v) for v in np.asarray(padding).reshape(-1)]
+    if (len(padding) != 2 * src.rank or src.rank != len(shape) or min(padding) < 0
+            or [d + a + b for d, a, b in zip(src.shape, padding[0::2], padding[1::2])] != list(shape)):
+        return None
+    pad = tuple(zip(padding[0::2], padding[1::2]))
+    return Operand(p.inputs[0], None, tuple(shape), dtype, strides=dense_strides(src.shape), pad=pad,
+                   pad_value=int(np.asarray(pad_const).reshape(-1)[0]), **kw)
 
 
 def operand_chain(block: Block, producers: dict, consumers: dict, binop: Operator, k: int) -> tuple[Operand, list[Operator]]:
@@ -644,8 +711,8 @@ def _absorbing_binary(block: Block, op: Operator, producers: dict, consumers: di
 
 def match(block: Block, op: Operator, producers: dict, consumers: dict):
     """NPU elementwise groups: (NpuEltwise, replaced ops), a reason string, or None."""
-    if op.op == "SLICE":
-        # A SLICE that only feeds an operand becomes a view in that operand's loads.
+    if op.op in ("SLICE", "PAD"):
+        # A SLICE or PAD that only feeds an operand becomes a view in that operand's loads.
         found = _absorbing_binary(block, op, producers, consumers)
         if found is not None:
             return found

@@ -1006,6 +1006,46 @@ def test_slices_feeding_elementwise_operands_become_load_views(tmp_path):
         assert "view +96" in "\n".join(ctx.report)
 
 
+@pytest.mark.parametrize("case", ["channels", "spatial", "int16_value", "all_pad_tiles"])
+def test_pads_feeding_elementwise_operands_are_filled_in_the_loads(tmp_path, case):
+    """A PAD that only feeds an elementwise operand (BlazeFace's skip path: the pooled input padded
+    with channels, then rescaled into the residual ADD) is no DMA tile of its own: the operand's
+    loads FILL the pad and load the real elements around it, and nothing is stored for the padded
+    tensor. Bit-exact against the interpreter on tiny (many tiles, boxes cut through the padding)
+    and default, with the pad value going through the operand's zero point and rescale."""
+    rng = seeds.rng(200 + ["channels", "spatial", "int16_value", "all_pad_tiles"].index(case))
+    g = Mlir()
+    elem = "i16" if case == "int16_value" else "i8"
+    shape, padding, value = {
+        "channels": ((1, 9, 7, 20), (0, 0, 0, 0, 0, 0, 0, 12), -3),
+        "spatial": ((1, 6, 5, 8), (0, 0, 1, 2, 3, 0, 0, 0), 7),
+        "int16_value": ((1, 5, 4, 6), (0, 0, 2, 1, 0, 0, 1, 1), 258),       # bytes 02 01: loaded, not FILLed
+        "all_pad_tiles": ((1, 2, 3, 4), (0, 0, 30, 29, 0, 0, 0, 0), -128),  # tiles entirely in the padding
+    }[case]
+    x = g.input(shape, elem)
+    padded = g.pad(x, padding, value)
+    y = g.input(padded[1], "i8")
+    zx, zy, zo = (0 if elem == "i16" else int(rng.integers(-128, 128)),) + tuple(int(v) for v in rng.integers(-128, 128, 2))
+    a = g.rescale(g.rescale(padded, 1 << 30, 16 if elem == "i16" else 10, zx, 0, "i32"),
+                  int(rng.integers(1 << 30, 1 << 31)), 33, 0, 0, "i32")
+    b = g.rescale(y, 1 << 30, 11, zy, 0, "i32")
+    out = g.rescale(g.binary("add", a, b), int(rng.integers(1 << 30, 1 << 31)), 38, 0, zo, "i8")
+    ctxs = run_graph(tmp_path, g, [out], [rand(rng, shape, elem), rand(rng, padded[1], "i8")])
+    for name, ctx in ctxs.items():
+        assert units(ctx) == ["ELTWISE"], ctx.report
+        assert f"with {value}]" in "\n".join(ctx.report)
+        cmds = ctx.program.commands
+        fills = [c for c in cmds if c.opcode == Opcode.FILL]
+        loads = [c for c in cmds if c.opcode == Opcode.DMA_LOAD]
+        stores = [c for c in cmds if c.opcode == Opcode.DMA_STORE]
+        # one store per tile of the result: the padded tensor is never written out
+        assert len(stores) == len(ctx.program.manifest["layers"][0]["tiles"]), name
+        if case == "int16_value":
+            assert not fills and len(loads) > 2 * len(stores)
+        else:
+            assert fills, name
+
+
 # ----------------------------------------------------------------------------------------------
 # Arm's generated tests (the committed conformance slice) for the ops these units run
 
