@@ -10,7 +10,8 @@ Into 1x1 convolutions: a producer is a convolution (CONV2D or DEPTHWISE_CONV2D, 
 result, not width unfolded) or an elementwise operation (int8 result of shape 1xHxWxC with C a
 whole number of words: its dense bytes are then the MAC's input layout). Its consumers are the 1x1
 CONV2Ds with stride 1 and no padding over that result, int8, that follow it (RESHAPEs, which are
-aliases without commands, and data movements may stand between): a consumer's input box is then
+aliases without commands, and data movements may stand between; a consumer may read the result
+through such a RESHAPE, as mlp's fully connected layers do): a consumer's input box is then
 exactly its output box, a sub-box of the result. The producer's tiles write the whole result into
 a region at the top of the output SRAM, laid out as the MAC reads an input (pixel stride a whole
 number of words, channel c at byte c); each consumer reads it there (IFM_SRAM OUTPUT, docs/isa.md)
@@ -73,6 +74,12 @@ def _consumer(npu, result: str, shape: tuple) -> bool:
     return (isinstance(npu, NpuConv) and not npu.depthwise and npu.kernel == (1, 1) and npu.stride == (1, 1)
             and not any(npu.pad) and npu.upsample == (1, 1) and npu.ifm_dtype == DType.INT8
             and npu.ifm == result and tuple(npu.in_shape) == shape)
+
+
+def _alias_of(op, names: set) -> bool:
+    """Whether `op` is an alias (a RESHAPE, no command) whose output is one of `names`: its readers
+    are then those of that name."""
+    return op.op == NPU_OP and isinstance(op.attrs["npu"], NpuAlias) and op.attrs["npu"].out in names
 
 
 def _next_npu(ops: list, i: int) -> tuple:
@@ -192,16 +199,19 @@ def run(ctx) -> None:
         # the consumers that follow (aliases, which run no command, and data movements, which
         # are planned again below the region, may stand between)
         c_ops, moves = [], []
+        readable = {result}               # the result and the aliases (RESHAPEs) of it seen so far
         for op in ops[i + 1:]:
             if op.op != NPU_OP:
                 break
             npu = op.attrs["npu"]
             if isinstance(npu, NpuAlias):
+                if npu.src in readable:
+                    readable.add(npu.out)
                 continue
             if isinstance(npu, NpuDataMove):
                 moves.append((len(c_ops), op))
                 continue
-            if not _consumer(npu, result, shape):
+            if not any(_consumer(npu, name, shape) for name in readable):
                 break
             c_ops.append(op)
         if not c_ops:
@@ -234,7 +244,8 @@ def run(ctx) -> None:
         if not c_ops:
             continue
         # stored when anything but the cascaded consumers reads it (an alias's readers included)
-        store = result in kept or any(all(op is not c for c in c_ops) for op in consumers.get(result, []))
+        store = any(n in kept or any(all(op is not c for c in c_ops) and not _alias_of(op, readable)
+                                     for op in consumers.get(n, [])) for n in readable)
         cascade = replace(cascade, store=store)
         producer.cascade_out = cascade
         for c_op, plan in zip(c_ops, plans):

@@ -59,6 +59,19 @@ def test_cnn32_pointwise_layers_read_the_depthwise_results_on_chip(config, monke
     _check_against_plain("cnn32", config, ctx, plain)
 
 
+def test_a_fully_connected_result_reaches_the_next_layer_through_its_reshape(monkeypatch):
+    """mlp on large: each fully connected layer's result goes through a RESHAPE (an alias, no
+    command) before the next one reads it; the cascade follows the alias, and since nothing else
+    reads the result, it is not stored. Same outputs as Arm's model, fewer cycles and external
+    bytes than without cascades."""
+    ctx = _compile("mlp", "large")
+    lines = [line for line in ctx.report if "cascade:" in line]
+    assert any(line.strip().startswith("cascade: layer_49 ") and line.endswith("not stored") for line in lines), lines
+    assert Sram.OUTPUT in _mac_sources(ctx.program)
+    monkeypatch.setattr(cascading, "run", lambda ctx: None)
+    _check_against_plain("mlp", "large", ctx, _compile("mlp", "large"))
+
+
 def test_a_result_larger_than_the_regions_share_of_the_output_sram_is_not_cascaded():
     """blazeface on default (32 KiB output SRAM, regions up to 24 KiB: cascading.region_limit):
     its 32x32 depthwise results of 32 channels and more (32 KiB and more) and its 64x64 one stay
