@@ -209,6 +209,42 @@ def test_rescale_equals_rescale_values(in_t, out_t, scale32, double_round, in_u,
         same_outcome(outcome(lambda: execute([x])[0]), outcome(lambda: reference(x)))
 
 
+@pytest.mark.parametrize("in_t,out_t,scale32,in_u,out_u", [
+    (I8, I8, True, False, False), (I16, I8, False, False, False), (I32, I8, True, False, False),
+    (I8, I16, True, False, True), (I16, I16, True, True, False), (I48, I8, False, False, False)])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_rescale_output_zp_in_the_round_at_every_shift(in_t, out_t, scale32, in_u, out_u, per_channel):
+    """The output zero point added before the shift (_RescalePlan's fold: output_zp << shift in the
+    round) where every term stays within int64, after it elsewhere: every shift 2..62, multipliers
+    at 0, small and the type's maximum, the zero points at their extremes; against
+    numerics.rescale_values (REQUIREs failing on the same inputs)."""
+    mult_t = I32 if scale32 else I16
+    izps = [0] if in_t != I8 else [-128, 127]
+    ozps = [32768] if out_u else ([-128, 127] if out_t == I8 else [0])
+    shape = (3, 5, 4)
+    for shift in range(2, 63):
+        for izp in izps:
+            for ozp in ozps:
+                nc = shape[-1] if per_channel else 1
+                mult = np.array([mult_t.max, 0, 1, mult_t.max >> 1][:nc], mult_t.storage)
+                shifts = np.array([shift, shift, max(2, shift - 9), min(62, shift + 3)][:nc], np.int8)
+                attrs = dict(scale32=scale32, rounding_mode=nx.SINGLE_ROUND, per_channel=per_channel,
+                             input_unsigned=in_u, output_unsigned=out_u)
+                zp = lambda v, t: np.array([v if v < (1 << (t.bits - 1)) else v - (1 << t.bits)], t.storage)
+                specs = [TensorSpec(shape, in_t), TensorSpec((nc,), mult_t), TensorSpec((nc,), I8),
+                         TensorSpec((1,), in_t), TensorSpec((1,), out_t)]
+                execute = plan("RESCALE", specs, TensorSpec(shape, out_t), attrs,
+                               {1: mult, 2: shifts, 3: zp(izp, in_t), 4: zp(ozp, out_t)})
+                x = edges(in_t, shape)
+                values = (x.astype(np.int64) & in_t.umax) if in_u else x
+                m, s = (mult, shifts) if per_channel else (mult[0], shifts[0])
+                want = outcome(lambda: nx.rescale_values(
+                    values, multiplier=m, shift=s, input_zp=izp, output_zp=ozp, out_dtype=out_t, scale32=scale32,
+                    double_round=False, input_unsigned=in_u, output_unsigned=out_u,
+                    channel_axis=-1 if per_channel else None).astype(out_t.storage))
+                same_outcome(outcome(lambda: execute([x])[0]), want)
+
+
 def test_rescale_large_tensor_in_blocks():
     shape = (1, 70, 70, 16)
     mult, shift = rand(I32, (16,), 1 << 30, I32.max), rand(I8, (16,), 36, 40)
