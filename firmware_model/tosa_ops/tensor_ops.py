@@ -505,7 +505,8 @@ def _pool_common(call: OpCall, n_in: int):
     ky, kx = _attr_list(call, "kernel", 2)
     sy, sx = _attr_list(call, "stride", 2)
     pt, pb, pl, pr = _attr_list(call, "pad", 4)
-    if ky < 1 or kx < 1 or sy < 1 or sx < 1 or min(pt, pb, pl, pr) < 0 or max(pl, pr) >= kx or max(pt, pb) >= ky:
+    if (ky < 1 or kx < 1 or sy < 1 or sx < 1 or pt < 0 or pb < 0 or pl < 0 or pr < 0 or pl >= kx or pr >= kx
+            or pt >= ky or pb >= ky):
         call.error_if(ky < 1 or kx < 1, "kernel_y < 1 or kernel_x < 1")         # the first that holds
         call.error_if(sy < 1 or sx < 1, "stride_y < 1 or stride_x < 1")
         call.error_if(min(pt, pb, pl, pr) < 0, "pad_top, pad_bottom, pad_left or pad_right < 0")
@@ -545,17 +546,19 @@ def _window_reduce(xp: np.ndarray, k: tuple[int, int], s: tuple[int, int], o: tu
 
 def _valid_count(size: int, k: int, s: int, p0: int, o: int) -> list[int]:
     """For each output position y, how many of its k window taps fall inside [0, size):
-    min(y * s - p0 + k, size) - max(y * s - p0, 0). The windows of y in [lo, hi] lie inside
-    (y * s >= p0 and y * s - p0 + k <= size): k each; the formula is evaluated at the edges only."""
-    lo = max(0, -(-p0 // s))
-    hi = min(o - 1, (size + p0 - k) // s)
-    if lo > hi:
-        return [min(y * s - p0 + k, size) - max(y * s - p0, 0) for y in range(o)]
+    min(y * s - p0 + k, size) - max(y * s - p0, 0). A window that starts at or after 0 and ends at
+    or before size has all k; the formula is evaluated only for the others, walking in from each
+    end while a window starts before 0 (y * s < p0) or ends after size (y * s - p0 + k > size)
+    (a position or two: the padding is less than k)."""
     counts = [k] * o
-    for y in range(lo):                 # (loops: the edges are a position or two)
+    y = 0
+    while y < o and y * s < p0:
         counts[y] = min(y * s - p0 + k, size) - max(y * s - p0, 0)
-    for y in range(hi + 1, o):
+        y += 1
+    y = o - 1
+    while y >= 0 and y * s - p0 + k > size:
         counts[y] = min(y * s - p0 + k, size) - max(y * s - p0, 0)
+        y -= 1
     return counts
 
 
@@ -577,6 +580,27 @@ _m, _sh = numerics.reciprocal_scale(np.arange(1, AVG_TABLE_COUNTS + 1))
 AVG_TABLE_SHIFT = int(_sh.max())
 AVG_TABLE_MULTIPLIER = np.concatenate(([0], _m.astype(np.int64) << (AVG_TABLE_SHIFT - _sh.astype(np.int64))))
 del _m, _sh
+# ... and by (row count, column count) for windows of up to AVG_TABLE_SIDE taps a side
+# (AVG_TABLE_SIDE^2 <= AVG_TABLE_COUNTS): AVG_TABLE_BY_SIDES[r, q, 0] == AVG_TABLE_MULTIPLIER[r * q],
+# so the (OH, OW, 1) multipliers of a padded pool are two takes by the row and column counts (a
+# product of the counts and a fancy index took two thirds more).
+AVG_TABLE_SIDE = 64
+AVG_TABLE_BY_SIDES = AVG_TABLE_MULTIPLIER[np.multiply.outer(np.arange(AVG_TABLE_SIDE + 1),
+                                                           np.arange(AVG_TABLE_SIDE + 1))][:, :, None]
+# The small path's constant operands as 0-d int64 arrays (numpy 2 takes a Python-integer ufunc
+# operand through its weak-scalar promotion: ~0.3 µs more a call on a small array), and each
+# type's apply_clip_s bounds.
+_INT64 = np.dtype(np.int64)
+
+
+def _constant(v: int) -> np.ndarray:
+    a = np.array(v, _INT64)
+    a.flags.writeable = False
+    return a
+
+
+_AVG_SHIFT = _constant(AVG_TABLE_SHIFT)
+_POOL_BOUNDS = {t: (_constant(t.min), _constant(t.max)) for t in (DType.INT8, DType.INT16)}
 _INT32_CODE = int(DType.INT32)
 
 
@@ -717,18 +741,23 @@ def _avg_pool_small(io_t: DType, in_shape, k, s, pads, o, izp: int, ozp: int, ro
     (n, ih, iw, c), (pt, pb, pl, pr) = in_shape, pads
     if pt or pb or pl or pr:                       # count = row count x column count, per position
         padded = (n, ih + pt + pb, iw + pl + pr, c)
-        multiplier = AVG_TABLE_MULTIPLIER[np.multiply.outer(row_counts, col_counts)][:, :, None]
+        if k[0] <= AVG_TABLE_SIDE and k[1] <= AVG_TABLE_SIDE:
+            multiplier = AVG_TABLE_BY_SIDES.take(row_counts, 0).take(col_counts, 1)
+        else:
+            multiplier = AVG_TABLE_MULTIPLIER[np.multiply.outer(row_counts, col_counts)][:, :, None]
     else:                                          # every window inside the input: one count
         padded = None
-        multiplier = AVG_TABLE_MULTIPLIER[k[0] * k[1]]
-    rounding = (1 << (AVG_TABLE_SHIFT - 1)) + (ozp << AVG_TABLE_SHIFT)
+        multiplier = AVG_TABLE_MULTIPLIER[k[0] * k[1]:k[0] * k[1] + 1].reshape(())
+    rounding = np.array((1 << (AVG_TABLE_SHIFT - 1)) + (ozp << AVG_TABLE_SHIFT), _INT64)
+    izp_ = np.array(izp, _INT64) if izp else None
     # apply_clip_s: results lie in [min, max] - input_zp + output_zp
-    clip_lo, clip_hi, lo, hi, storage = ozp < izp, ozp > izp, io_t.min, io_t.max, io_t.storage
+    clip_lo, clip_hi, storage = ozp < izp, ozp > izp, io_t.storage
+    lo, hi = _POOL_BOUNDS[io_t]
 
     def execute(ins):
         xs = np.asarray(ins[0]).astype(np.int64)
-        if izp:
-            xs -= izp
+        if izp_ is not None:
+            xs -= izp_
         if padded:                                 # 0 outside the input (adds nothing)
             xp = np.zeros(padded, np.int64)
             xp[:, pt:pt + ih, pl:pl + iw] = xs
@@ -736,7 +765,7 @@ def _avg_pool_small(io_t: DType, in_shape, k, s, pads, o, izp: int, ozp: int, ro
         acc = _window_reduce(xs, k, s, o, np.add)
         acc *= multiplier
         acc += rounding
-        acc >>= AVG_TABLE_SHIFT
+        acc >>= _AVG_SHIFT
         if clip_lo:
             np.maximum(acc, lo, out=acc)
         elif clip_hi:

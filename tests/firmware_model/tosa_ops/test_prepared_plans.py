@@ -441,6 +441,36 @@ def test_avg_pool2d_equals_the_spec(monkeypatch, zps, blocks, io_t, kernel, stri
         same(execute([x])[0], avg_pool_reference(x, izp, ozp, kernel, stride, pad, io_t))
 
 
+def test_avg_pool_table_by_sides_is_the_table_at_the_product():
+    """AVG_TABLE_BY_SIDES[r, q, 0] (a padded small pool's multipliers, taken by row and column
+    count) is AVG_TABLE_MULTIPLIER[r * q] for every pair of counts it holds."""
+    from firmware_model.tosa_ops import tensor_ops
+    side = tensor_ops.AVG_TABLE_SIDE
+    by_sides = tensor_ops.AVG_TABLE_BY_SIDES
+    assert side * side <= tensor_ops.AVG_TABLE_COUNTS and by_sides.shape == (side + 1, side + 1, 1)
+    for r in range(side + 1):
+        for q in range(side + 1):
+            assert by_sides[r, q, 0] == tensor_ops.AVG_TABLE_MULTIPLIER[r * q], (r, q)
+
+
+@pytest.mark.parametrize("io_t", [I8, I16])
+@pytest.mark.parametrize("kernel,pad", [((2, 64), (1, 0, 0, 63)), ((65, 2), (64, 1, 1, 0)), ((3, 66), (0, 2, 5, 1))])
+def test_avg_pool2d_small_at_and_beyond_the_sides_table(io_t, kernel, pad):
+    """A small padded pool's multipliers from AVG_TABLE_BY_SIDES (windows up to AVG_TABLE_SIDE a
+    side) and from the product of the counts (wider ones) against the spec's loops."""
+    n, c = 1, 2
+    (ky, kx), (pt, pb, pl, pr) = kernel, pad
+    ih, iw = ky + 3, kx + 2
+    oh, ow = ih + pt + pb - ky + 1, iw + pl + pr - kx + 1
+    izp, ozp = (-7, 100) if io_t == I8 else (0, 0)
+    specs = [TensorSpec((n, ih, iw, c), io_t), TensorSpec((1,), io_t), TensorSpec((1,), io_t)]
+    execute = plan("AVG_POOL2D", specs, TensorSpec((n, oh, ow, c), io_t),
+                   dict(kernel=list(kernel), stride=[1, 1], pad=list(pad), acc_type=int(I32)),
+                   {1: np.array([izp], io_t.storage), 2: np.array([ozp], io_t.storage)})
+    x = edges(io_t, (n, ih, iw, c))
+    same(execute([x])[0], avg_pool_reference(x, izp, ozp, kernel, (1, 1), pad, io_t))
+
+
 def test_avg_pool_table_is_reciprocal_scale_with_one_shift():
     """AVG_POOL2D's small path (tensor_ops.AVG_TABLE_*; test_avg_pool2d_equals_the_spec runs it
     beside the general one): for every count of the table the multiplier is reciprocal_scale's
