@@ -41,7 +41,10 @@ along the row, and the weight block holds each channel's taps (firmware_model.go
 depthwise_sums). int8 only. With `pair` (MacMode.DEPTHWISE_PAIRED) the window splits into two
 halves of cols/2 lanes: the lower half as before (lengths up to cols/2), the upper half shifting
 in `x2_data`, the next kernel row's word read in the same clock, masked with `win_len_hi`; so a
-row's adder tree sums two kernel rows' taps a beat (mac_unit.depthwise_lanes).
+row's adder tree sums two kernel rows' taps a beat (mac_unit.depthwise_lanes). With `triple`
+(MacMode.DEPTHWISE_TRIPLE) the window splits into three groups of cols // 3 lanes (the lanes past
+them hold zero): the first as before, the second shifting in `x2_data` (masked with
+`win_len_hi`), the third `x3_data`, the kernel row after it (masked with `win_len_3`).
 
 The arithmetic is firmware_model.golden.mac_unit's (`mac_block_sums`, `accumulate`); the unit bench
 (tests/test_unit_mac_array.py) checks it against those functions.
@@ -124,6 +127,11 @@ class MacArray(wiring.Component):
             members["pair"] = In(1)
             members["x2_data"] = In(data.ArrayLayout(unsigned(8), cols))
             members["win_len_hi"] = In(range(cols // 2 + 1))
+            # DEPTHWISE_TRIPLE: three groups of cols // 3 lanes, the second taking `x2_data` with
+            # `win_len_hi`, the third its own word (the kernel row after) with `win_len_3`
+            members["triple"] = In(1)
+            members["x3_data"] = In(data.ArrayLayout(unsigned(8), cols))
+            members["win_len_3"] = In(range(cols // 3 + 1))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -169,25 +177,33 @@ class MacArray(wiring.Component):
         if self.window:
             win = [[Signal(signed(10), name=f"win_{l}_{c}") for c in range(cols)] for l in range(cols)]
             view = [[Signal(signed(10), name=f"wview_{l}_{c}") for c in range(cols)] for l in range(cols)]
-            half = cols // 2
-            # the second word's factors (int8 only: the window modes take int8 inputs)
-            x2s = []
+            half, third = cols // 2, cols // 3
+            # the second and third words' factors (int8 only: the window modes take int8 inputs)
+            x2s, x3s = [], []
             for c in range(cols):
-                f = Signal(signed(10), name=f"x2_{c}")
-                m.d.comb += f.eq(self.x2_data[c].as_signed() - x.zp)
-                x2s.append(f)
+                f2, f3 = Signal(signed(10), name=f"x2_{c}"), Signal(signed(10), name=f"x3_{c}")
+                m.d.comb += [f2.eq(self.x2_data[c].as_signed() - x.zp), f3.eq(self.x3_data[c].as_signed() - x.zp)]
+                x2s.append(f2)
+                x3s.append(f3)
             for lane in range(cols):
                 if lane == 0:
                     newer = xs
-                elif lane == half:
-                    # paired: the upper half is a window of its own, its newest word the second row's
-                    newer = [Mux(self.pair, x2s[c], win[lane - 1][c]) for c in range(cols)]
                 else:
+                    # each group of lanes is a window of its own, its newest word its kernel row's:
+                    # paired, the upper half the second row's; triple, each third its row's
                     newer = win[lane - 1]
-                if lane < half:
-                    inside = lane < self.win_len
-                else:
-                    inside = Mux(self.pair, lane - half < self.win_len_hi, lane < self.win_len)
+                    if lane == 2 * third:
+                        newer = [Mux(self.triple, x3s[c], newer[c]) for c in range(cols)]
+                    if lane == third:
+                        newer = [Mux(self.triple, x2s[c], newer[c]) for c in range(cols)]
+                    if lane == half:
+                        newer = [Mux(self.pair, x2s[c], newer[c]) for c in range(cols)]
+                pair_inside = lane < self.win_len if lane < half else lane - half < self.win_len_hi
+                group = lane // third
+                triple_inside = (lane < self.win_len if group == 0 else
+                                 lane - third < self.win_len_hi if group == 1 else
+                                 lane - 2 * third < self.win_len_3 if group == 2 else False)
+                inside = Mux(self.triple, triple_inside, Mux(self.pair, pair_inside, lane < self.win_len))
                 for c in range(cols):
                     m.d.comb += view[lane][c].eq(Mux(inside, Mux(self.win_shift, newer[c], win[lane][c]), 0))
                     with m.If(self.win_shift):

@@ -21,6 +21,9 @@ pixel, a beat when a pixel's last word arrives (cycle_model.depthwise_stream_clo
 DEPTHWISE_PAIRED takes two kernel rows a step: the same stream also reads, through the input
 SRAM's second port (`ifm_addr2`), the word DILATION_H rows below, which the array's upper window
 half takes (mac_unit.depthwise_lanes); the step count halves (rounded up), nothing else changes.
+DEPTHWISE_TRIPLE takes three: the third port (`ifm_addr3`) reads the word 2 x DILATION_H rows
+below, and the array's window is three groups of mac.cols // 3 lanes; a step past the last
+kernel row masks its group (as the paired upper half for an odd KERNEL_H).
 
 MacMode CONV2D and MATMUL; int8 inputs (int32 accumulator: the sum and the bias add wrap at 32
 bits) and int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per
@@ -87,9 +90,12 @@ class MacSequencer(wiring.Component):
             # (IFM_SRAM: the input SRAM's words, or the output SRAM's)
             "ifm_addr": Out(_bits(max(cfg.input_words, cfg.output_words))),
             "ifm_data": In(8 * L),
-            # DEPTHWISE_PAIRED: the next kernel row's word, read in the same clock (a second port)
+            # DEPTHWISE_PAIRED and _TRIPLE: the next kernel row's word, read in the same clock (a
+            # second port); _TRIPLE also the row after it (a third port)
             "ifm_addr2": Out(_bits(cfg.input_words)),
             "ifm_data2": In(8 * L),
+            "ifm_addr3": Out(_bits(cfg.input_words)),
+            "ifm_data3": In(8 * L),
             "wgt_addr": Out(_bits(cfg.weight_words)),
             "wgt_data": In(8 * L),
             "prm_addr": Out(_bits(cfg.param_records)),
@@ -125,10 +131,12 @@ class MacSequencer(wiring.Component):
         esize = Signal(4)
         rescale_on = Signal()
         int16 = Signal()            # IFM_DTYPE is INT16: the array's int16 x int8 mode
-        dwm = Signal()              # MacMode.DEPTHWISE or DEPTHWISE_PAIRED: the array's window mode
+        dwm = Signal()              # a MacMode.DEPTHWISE mode (_PAIRED, _TRIPLE too): the array's window mode
         pair = Signal()             # DEPTHWISE_PAIRED: two kernel rows a step
+        triple = Signal()           # DEPTHWISE_TRIPLE: three kernel rows a step
         ky_adv = Signal(32)         # input words from a step's first kernel row to the next step's
-        second = Signal()           # the step streaming has a second kernel row (paired)
+        second = Signal()           # the step streaming has a second kernel row (paired, triple)
+        third_row = Signal()        # ... and a third (triple)
         n_kx = Signal(32)           # steps along the kernel row: KERNEL_W, or the window passes
         span = Signal(32)           # DEPTHWISE: input pixels the kernel row's taps span
         rem = Signal(32)            # DEPTHWISE: span left from this pass on
@@ -185,6 +193,10 @@ class MacSequencer(wiring.Component):
         win_len_hi_d = Signal(range(L // 2 + 1))
         m.d.sync += win_len_hi_d.eq(Mux(second, win_len, 0))
         m.d.comb += [mac.pair.eq(pair), mac.win_len_hi.eq(win_len_hi_d), mac.x2_data.eq(self.ifm_data2)]
+        # triple: the third group's word is the row after the second's, masked likewise
+        win_len_3_d = Signal(range(L // 3 + 1))
+        m.d.sync += win_len_3_d.eq(Mux(third_row, win_len, 0))
+        m.d.comb += [mac.triple.eq(triple), mac.win_len_3.eq(win_len_3_d), mac.x3_data.eq(self.ifm_data3)]
         s1_shift = Signal()
         m.d.sync += s1_shift.eq(0)
         m.d.comb += mac.win_shift.eq(s1_shift)
@@ -349,7 +361,8 @@ class MacSequencer(wiring.Component):
         has_next = Signal()        # the step about to stream is not its block's last
         start_loader = Signal()
         ky_inc = Signal(2)          # kernel rows a step takes
-        m.d.comb += [ky_inc.eq(Mux(pair, 2, 1)), second.eq(pair & (ky + 1 < op.kernel_h))]
+        m.d.comb += [ky_inc.eq(Mux(triple, 3, Mux(pair, 2, 1))), second.eq((pair | triple) & (ky + 1 < op.kernel_h)),
+                     third_row.eq(triple & (ky + 2 < op.kernel_h))]
         m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= n_kx) & (ky + ky_inc >= op.kernel_h)))
         # The step after this one (when has_next): its indices, bases and span left, for NEXT_STEP
         # and for the stream that runs straight on into it (STREAM's step change).
@@ -387,7 +400,7 @@ class MacSequencer(wiring.Component):
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
         m.d.comb += [self.ifm_addr.eq(pix_ptr), self.ifm_addr2.eq(pix_ptr + Mux(second, ky_step, 0)),
-                     mac.rd_addr.eq(p)]
+                     self.ifm_addr3.eq(pix_ptr + Mux(third_row, ky_step << 1, 0)), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
         m.d.comb += [mac.w.valid.eq(loading & (kl != 0)), mac.w.payload.row.eq(Mux(loading, kl - 1, k - 1)),
@@ -417,8 +430,10 @@ class MacSequencer(wiring.Component):
                 m.d.sync += [getattr(op, name).eq(getattr(regs, name)) for name in LATCHED]
                 m.d.sync += int16.eq(regs.ifm_dtype == DType.INT16)
                 # (24-bit operands: a span the weight-range rule accepts is below 2^24)
-                m.d.sync += [dwm.eq((mode == MacMode.DEPTHWISE) | (mode == MacMode.DEPTHWISE_PAIRED)),
+                m.d.sync += [dwm.eq((mode == MacMode.DEPTHWISE) | (mode == MacMode.DEPTHWISE_PAIRED)
+                                    | (mode == MacMode.DEPTHWISE_TRIPLE)),
                              pair.eq(mode == MacMode.DEPTHWISE_PAIRED),
+                             triple.eq(mode == MacMode.DEPTHWISE_TRIPLE),
                              span.eq(((regs.kernel_w[:24] - 1) * regs.dilation_w[:24] + 1)[:32])]
                 m.next = "CHECK"
             with m.State("CHECK"):
@@ -427,7 +442,8 @@ class MacSequencer(wiring.Component):
                     row_step.eq(op.stride_h * row_words),
                     pix_step.eq(op.stride_w * pix_words),
                     ky_step.eq(op.dilation_h * row_words),
-                    ky_adv.eq(Mux(pair, (op.dilation_h * row_words) << 1, op.dilation_h * row_words)),
+                    ky_adv.eq(Mux(triple, op.dilation_h * row_words * 3,
+                                  Mux(pair, (op.dilation_h * row_words) << 1, op.dilation_h * row_words))),
                     # a DEPTHWISE pass starts mac.cols pixels after the one before
                     kx_step.eq(Mux(dwm, pix_words << lg_l, op.dilation_w * pix_words)),
                     n_kx.eq(Mux(dwm, (span + (L - 1)) >> lg_l, op.kernel_w)),

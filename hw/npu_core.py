@@ -171,9 +171,12 @@ class NpuCore(wiring.Component):
 
         # the SRAMs' compute ports, to the running unit
         in_rd = input_sram.read_port()
-        # the MAC's second input port: DEPTHWISE_PAIRED reads two kernel rows' words a clock
+        # the MAC's second and third input ports: DEPTHWISE_PAIRED reads two kernel rows' words a
+        # clock, DEPTHWISE_TRIPLE three
         in_rd2 = input_sram.read_port()
         m.d.comb += [in_rd2.addr.eq(mac.ifm_addr2), mac.ifm_data2.eq(in_rd2.data)]
+        in_rd3 = input_sram.read_port()
+        m.d.comb += [in_rd3.addr.eq(mac.ifm_addr3), mac.ifm_data3.eq(in_rd3.data)]
         w_rd = weight_sram.read_port()
         p_rd = param_sram.read_port()
         o_wr = output_sram.write_port(granularity=8)

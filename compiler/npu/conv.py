@@ -43,7 +43,7 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
                                home_addresses, round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
 from compiler.npu.prefetch import Prefetched, overlaps
-from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram
+from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram, depthwise_group_lanes
 from firmware_model.golden.mac_unit import depthwise_lanes, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
@@ -153,32 +153,37 @@ class NpuConv(NpuOperation):
         one lane per row."""
         return self.depthwise and self.ifm_dtype == DType.INT8 and cfg.mac_rows >= cfg.mac_cols
 
-    def paired(self, cfg: NpuConfig) -> bool:
-        """Does the window-mode layer take two kernel rows a step (MacMode.DEPTHWISE_PAIRED: each
-        half of the lanes a row, read through the input SRAM's second port)? When its kernel row
-        spans at most mac.cols / 2 input pixels and it has more than one kernel row: a 5x5 layer
-        on 16 lanes takes 3 steps instead of 5."""
+    def kernel_rows(self, cfg: NpuConfig) -> int:
+        """Kernel rows a step of the window-mode layer takes: 3 (MacMode.DEPTHWISE_TRIPLE), 2
+        (DEPTHWISE_PAIRED) or 1 (DEPTHWISE). k rows a step split the lanes into k groups, each
+        reading its own row through its own input-SRAM read port; a kernel row must span at most a
+        group's lanes (isa.depthwise_group_lanes). The fewest steps win, then the fewer rows: a
+        5x5 layer on 16 lanes takes 2 steps (3 + 2 rows) instead of 3 paired or 5 alone, a 3x3 one
+        a single step."""
         kh, kw = self.kernel
-        return (self.window_mode(cfg) and kh > 1
-                and (kw - 1) * self.dilation[1] + 1 <= cfg.mac_cols // 2)
+        if not self.window_mode(cfg) or kh == 1:
+            return 1
+        span = (kw - 1) * self.dilation[1] + 1
+        fitting = [k for k in (1, 2, 3) if k == 1 or span <= depthwise_group_lanes(cfg.mac_cols, k)]
+        return min(fitting, key=lambda k: (depthwise_kernel_steps(kh, k), k))
 
     def mac_mode(self, cfg: NpuConfig) -> MacMode:
-        if self.paired(cfg):
-            return MacMode.DEPTHWISE_PAIRED
-        return MacMode.DEPTHWISE if self.window_mode(cfg) else MacMode.CONV2D
+        if not self.window_mode(cfg):
+            return MacMode.CONV2D
+        return {1: MacMode.DEPTHWISE, 2: MacMode.DEPTHWISE_PAIRED, 3: MacMode.DEPTHWISE_TRIPLE}[self.kernel_rows(cfg)]
 
     def mac_steps(self, cfg: NpuConfig) -> int:
         """Reduction steps (weight blocks) per block of output channels."""
         kh, kw = self.kernel
         if self.window_mode(cfg):
-            return depthwise_kernel_steps(kh, self.paired(cfg)) * len(depthwise_passes(cfg, kw, self.dilation[1]))
+            return depthwise_kernel_steps(kh, self.kernel_rows(cfg)) * len(depthwise_passes(cfg, kw, self.dilation[1]))
         return kh * kw * (1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)))
 
     def mac_streams(self, cfg: NpuConfig, th: int, tw: int) -> list[int]:
         """Each step's stream clocks for a th x tw tile (cycle_model.mac_block_cycles)."""
         kh, kw = self.kernel
         if self.window_mode(cfg):
-            return depthwise_kernel_steps(kh, self.paired(cfg)) * [
+            return depthwise_kernel_steps(kh, self.kernel_rows(cfg)) * [
                 depthwise_stream_clocks(th, tw, self.stride[1], n) for n in depthwise_passes(cfg, kw, self.dilation[1])]
         return self.mac_steps(cfg) * [th * tw]
 
@@ -325,7 +330,7 @@ class NpuConv(NpuOperation):
                                  vector=uses_vector_output(self.out_dtype, self.stage.lut_mode),
                                  ofm_addr=0, ofm_row_stride=tw * g.out_pix_bytes, ofm_pix_stride=g.out_pix_bytes,
                                  element_bytes=esize, depthwise=self.window_mode(cfg), stride_w=self.stride[1],
-                                 dilation_w=self.dilation[1], paired=self.paired(cfg))
+                                 dilation_w=self.dilation[1], kernel_rows=self.kernel_rows(cfg))
         pix = g.in_bytes // (g.in_h * g.in_w)
         row_bytes = (tc if self.depthwise else self.in_shape[3]) * self.ifm_dtype.size_bytes
         load_in = dma_busy_cycles(cfg, Sram.INPUT, sram_addr=0, len0=row_bytes, len1=g.in_w, len2=g.in_h,
@@ -470,9 +475,9 @@ class NpuConv(NpuOperation):
         return np.ascontiguousarray(blocks).tobytes()
 
     def window_blocks(self, cfg: NpuConfig, c0: int, tc: int) -> bytes:
-        """Weights of channels [c0, c0+tc) for the DEPTHWISE and DEPTHWISE_PAIRED modes: a block of
-        rows x cols per step (mac_unit.depthwise_lanes: a kernel row and window pass, or a pair of
-        kernel rows), row r channel c0+r, lane l the tap of the kernel row the lane reads whose
+        """Weights of channels [c0, c0+tc) for the window modes: a block of rows x cols per step
+        (mac_unit.depthwise_lanes: a kernel row and window pass, or two or three kernel rows, one
+        per group of lanes), row r channel c0+r, lane l the tap of the kernel row the lane reads whose
         input pixel the lane sees (offset in the row's span, where tap kx sits at kx*DILATION_W);
         every other entry the weight zero point (adds nothing)."""
         R, L = cfg.mac_rows, cfg.mac_cols

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from firmware_model.arch.config import SRAM_MAX_BYTES, NpuConfig
-from firmware_model.arch.isa import (ELEMENT_BYTES, PARAM_RECORD_BYTES, EltMode, EltOp, LutMode, MacMode, OutMode,
-                                     PoolMode, Sram, Status)
+from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECORD_BYTES, EltMode, EltOp, LutMode,
+                                     MacMode, OutMode, PoolMode, Sram, Status)
 from firmware_model.tosa_ops.dtypes import DType
 
 
@@ -176,6 +176,15 @@ def depthwise_pass_count(x, r, cfg: NpuConfig):
     return (span + (cfg.mac_cols - 1)) >> (cfg.mac_cols.bit_length() - 1)
 
 
+def _triple_weights_out(x, r, cfg: NpuConfig):
+    """A DEPTHWISE_TRIPLE command's ceil(KERNEL_H / 3) weight blocks (one block of output channels:
+    the depthwise operands rule comes first) do not fit from WGT_ADDR: written without a division,
+    KERNEL_H > 3 x the whole blocks that fit (mac.rows x mac.cols, a power of two, bytes each)."""
+    block = cfg.mac_rows * cfg.word_bytes
+    return x.any(r.wgt_addr > cfg.weight_sram,
+                 r.kernel_h > 3 * ((cfg.weight_sram - x.min_(r.wgt_addr, cfg.weight_sram)) >> (block.bit_length() - 1)))
+
+
 def _mac_input_end(x, r, cfg: NpuConfig):
     """One past the last input byte a MAC tile reads (from IFM_ADDR; strides are non-negative)."""
     return (r.ifm_addr
@@ -190,15 +199,16 @@ def _mac_raw48(x, r):
 
 # ---- MAC (docs/isa.md, "The MAC command"), in the order the checks apply ----
 MAC_RULES: tuple[Rule, ...] = (
-    Rule("mode", Status.BAD_MODE, "the mode is CONV2D, DEPTHWISE, MATMUL or DEPTHWISE_PAIRED", ("sub",),
+    Rule("mode", Status.BAD_MODE,
+         "the mode is CONV2D, DEPTHWISE, MATMUL, DEPTHWISE_PAIRED or DEPTHWISE_TRIPLE", ("sub",),
          lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.DEPTHWISE, MacMode.MATMUL,
-                                                MacMode.DEPTHWISE_PAIRED))),
+                                                MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE))),
     Rule("depthwise operands", Status.BAD_MODE,
-         "a DEPTHWISE or DEPTHWISE_PAIRED command takes int8 inputs, one input word per pixel "
-         "(IFM_CBLOCKS = 1) and at most min(mac.rows, mac.cols) output channels (row r reads channel r "
-         "of the window's words)",
+         "a DEPTHWISE, DEPTHWISE_PAIRED or DEPTHWISE_TRIPLE command takes int8 inputs, one input word per "
+         "pixel (IFM_CBLOCKS = 1) and at most min(mac.rows, mac.cols) output channels (row r reads "
+         "channel r of the window's words)",
          ("sub", "IFM_DTYPE", "IFM_CBLOCKS", "OFM_C"),
-         lambda x, r, sub, cfg: x.all(x.one_of(sub, MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED), x.any(
+         lambda x, r, sub, cfg: x.all(x.one_of(sub, *DEPTHWISE_MODES), x.any(
              r.ifm_dtype != DType.INT8, r.ifm_cblocks != 1, r.ofm_c > min(cfg.mac_rows, cfg.mac_cols)))),
     Rule("paired span", Status.BAD_MODE,
          "a DEPTHWISE_PAIRED command's kernel row spans at most mac.cols / 2 input pixels "
@@ -206,6 +216,12 @@ MAC_RULES: tuple[Rule, ...] = (
          ("sub", "KERNEL_W", "DILATION_W"),
          lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE_PAIRED,
                                       _mul(x, r.kernel_w - 1, r.dilation_w) + 1 > cfg.mac_cols // 2)),
+    Rule("triple span", Status.BAD_MODE,
+         "a DEPTHWISE_TRIPLE command's kernel row spans at most mac.cols // 3 input pixels "
+         "((KERNEL_W - 1) x DILATION_W + 1): one window pass in each third of the lanes",
+         ("sub", "KERNEL_W", "DILATION_W"),
+         lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE_TRIPLE,
+                                      _mul(x, r.kernel_w - 1, r.dilation_w) + 1 > cfg.mac_cols // 3)),
     Rule("input SRAM", Status.BAD_MODE,
          "IFM_SRAM is INPUT, or OUTPUT for a CONV2D or MATMUL command (an earlier command's result read "
          "where it was written)", ("sub", "IFM_SRAM"),
@@ -246,15 +262,17 @@ MAC_RULES: tuple[Rule, ...] = (
          > x.mux(r.ifm_sram == Sram.OUTPUT, cfg.output_sram, cfg.input_sram)),
     Rule("weight range", Status.ADDRESS_RANGE,
          "the weight blocks lie inside the weight SRAM (a DEPTHWISE command: one block per kernel row and "
-         "window pass; DEPTHWISE_PAIRED: one per pair of kernel rows)",
+         "window pass; DEPTHWISE_PAIRED: one per pair of kernel rows; DEPTHWISE_TRIPLE: one per three)",
          ("sub", "WGT_ADDR", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS", "DILATION_W"),
-         lambda x, r, sub, cfg: r.wgt_addr + _mul(x, (r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows,
-                                                  x.mux(sub == MacMode.DEPTHWISE_PAIRED, (r.kernel_h + 1) >> 1,
-                                                        _mul(x, r.kernel_h, x.mux(
-                                                            sub == MacMode.DEPTHWISE, depthwise_pass_count(x, r, cfg),
-                                                            _mul(x, r.kernel_w, r.ifm_cblocks)))),
-                                                  cfg.mac_rows * cfg.word_bytes)
-         > cfg.weight_sram),
+         lambda x, r, sub, cfg: x.mux(
+             sub == MacMode.DEPTHWISE_TRIPLE, _triple_weights_out(x, r, cfg),
+             r.wgt_addr + _mul(x, (r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows,
+                               x.mux(sub == MacMode.DEPTHWISE_PAIRED, (r.kernel_h + 1) >> 1,
+                                     _mul(x, r.kernel_h, x.mux(
+                                         sub == MacMode.DEPTHWISE, depthwise_pass_count(x, r, cfg),
+                                         _mul(x, r.kernel_w, r.ifm_cblocks)))),
+                               cfg.mac_rows * cfg.word_bytes)
+             > cfg.weight_sram)),
     Rule("record range", Status.ADDRESS_RANGE,
          "the tile's parameter records (PARAM_ADDR, one per output channel) lie inside the parameter SRAM",
          ("PARAM_ADDR", "OFM_C"),

@@ -248,7 +248,7 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
                        kernel_w: int, ifm_cblocks: int, write_clocks: int = 1, vector: bool = False,
                        ofm_addr: int = 0, ofm_row_stride: int = 0, ofm_pix_stride: int = 0,
                        element_bytes: int = 1, depthwise: bool = False, stride_w: int = 1,
-                       dilation_w: int = 1, paired: bool = False) -> int:
+                       dilation_w: int = 1, kernel_rows: int = 1) -> int:
     """Clocks of a MAC command from its start to its done pulse.
 
     Per block of `rows` output channels: the reduction steps (kernel position x input-channel
@@ -265,8 +265,8 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
 
     A `depthwise` command (MacMode.DEPTHWISE) takes a step per kernel row and window pass
     (depthwise_passes), each streaming its input words (depthwise_stream_clocks) instead of one
-    vector per pixel; `paired` (MacMode.DEPTHWISE_PAIRED) a step per two kernel rows
-    (depthwise_kernel_steps), the row's one pass in each half of the lanes.
+    vector per pixel; with `kernel_rows` 2 or 3 (MacMode.DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE) a step
+    per that many kernel rows (depthwise_kernel_steps), each row's one pass in its group of lanes.
 
     A vector-path command of one block of output channels starts its output engine with the
     block's last step (mac_early_output_cycles): the engine drains each pixel as soon as the last
@@ -275,7 +275,7 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
     if depthwise:
-        streams = depthwise_kernel_steps(kernel_h, paired) * [
+        streams = depthwise_kernel_steps(kernel_h, kernel_rows) * [
             depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n) for n in depthwise_passes(cfg, kernel_w, dilation_w)]
     else:
         streams = kernel_h * kernel_w * ifm_cblocks * [pixels]
@@ -330,11 +330,11 @@ def depthwise_passes(cfg: NpuConfig, kernel_w: int, dilation_w: int) -> list[int
     return [min(L, span - j) for j in range(0, span, L)]
 
 
-def depthwise_kernel_steps(kernel_h: int, paired: bool) -> int:
-    """Kernel-row steps of a DEPTHWISE command: one per kernel row, or (DEPTHWISE_PAIRED, the
-    lanes split into two halves that read two input rows at once) one per pair of kernel rows,
-    the last alone when KERNEL_H is odd."""
-    return (kernel_h + 1) // 2 if paired else kernel_h
+def depthwise_kernel_steps(kernel_h: int, rows: int = 1) -> int:
+    """Kernel-row steps of a DEPTHWISE command: one per `rows` kernel rows (isa.depthwise_rows:
+    DEPTHWISE 1; DEPTHWISE_PAIRED 2 and DEPTHWISE_TRIPLE 3, the lanes split into groups that read
+    as many input rows at once), the last step taking the rows left."""
+    return -(-kernel_h // rows)
 
 
 def depthwise_stream_clocks(ofm_h: int, ofm_w: int, stride_w: int, length: int) -> int:

@@ -111,9 +111,25 @@ class MacMode(enum.IntEnum):
     DEPTHWISE = 1   # rows are channels, lanes a window of input pixels along the row (docs/isa.md)
     MATMUL = 2      # a 1x1 convolution whose weights were loaded at run time
     DEPTHWISE_PAIRED = 3   # DEPTHWISE over two kernel rows a step: each half of the lanes a row (docs/isa.md)
+    DEPTHWISE_TRIPLE = 4   # DEPTHWISE over three kernel rows a step: each third of the lanes a row
 
 
-DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED)
+DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE)
+# Kernel rows a step of each window mode takes; each row reads its own input word a clock (one
+# input-SRAM read port per row: the input SRAM has three for the MAC).
+DEPTHWISE_ROWS = {MacMode.DEPTHWISE: 1, MacMode.DEPTHWISE_PAIRED: 2, MacMode.DEPTHWISE_TRIPLE: 3}
+
+
+def depthwise_rows(mode: int) -> int:
+    """Kernel rows a step of a window mode takes (1 for DEPTHWISE)."""
+    return DEPTHWISE_ROWS.get(mode, 1)
+
+
+def depthwise_group_lanes(cols: int, rows: int) -> int:
+    """Lanes of each kernel row's window in a mode of `rows` kernel rows a step: the whole array
+    for one row, else mac.cols // rows (the group g takes lanes g*n .. g*n + n - 1; the lanes past
+    the last group hold nothing)."""
+    return cols if rows == 1 else cols // rows
 
 
 class Reg(enum.IntEnum):

@@ -41,7 +41,7 @@ from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, element_write_clocks, mac_command_cycles,
                                              uses_vector_output)
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECORD_BYTES, MacMode, Sram,
-                                    decode_param_records)
+                                     decode_param_records, depthwise_group_lanes, depthwise_rows)
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.memories import Memories, check_range
@@ -191,8 +191,8 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     in_sram = Sram.OUTPUT if r.ifm_sram == Sram.OUTPUT else Sram.INPUT
     check_range(cfg, in_sram, lo * L, hi * L, "MAC input")
     depthwise = mode in DEPTHWISE_MODES
-    paired = mode == MacMode.DEPTHWISE_PAIRED
-    steps = (depthwise_kernel_steps(kh, paired) * len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise
+    rows = depthwise_rows(mode)
+    steps = (depthwise_kernel_steps(kh, rows) * len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise
              else kh * kw * cb)
     wword0 = r.wgt_addr // L
     n_wwords = n_ocb * steps * R
@@ -214,7 +214,7 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
                                   vector=uses_vector_output(ofm_dtype, r.lut_mode), ofm_addr=r.ofm_addr,
                                   ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
                                   element_bytes=esize, depthwise=depthwise, stride_w=r.stride_w,
-                                  dilation_w=r.dilation_w, paired=paired),
+                                  dilation_w=r.dilation_w, kernel_rows=rows),
         macs=n_ocb * steps * oh * ow * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
@@ -268,29 +268,32 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
 
 def depthwise_lanes(cfg: NpuConfig, mode: int, kernel_h: int, kernel_w: int,
                     dilation_w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Where a DEPTHWISE or DEPTHWISE_PAIRED command's weight lanes look, per step (weight block)
-    and lane l: the kernel row, the input pixel offset in the row's span, and whether the lane is
-    inside its pass (lanes past a pass's length hold nothing: they contribute zero).
+    """Where a window-mode command's weight lanes look, per step (weight block) and lane l: the
+    kernel row, the input pixel offset in the row's span, and whether the lane is inside its pass
+    (lanes past a pass's length hold nothing: they contribute zero).
 
     - DEPTHWISE: a step per kernel row ky and window pass j (cycle_model.depthwise_passes, in
       the order (ky, j)); lane l sees offset j * mac.cols + (length_j - 1 - l) of row ky (the
       window's newest word is lane 0);
-    - DEPTHWISE_PAIRED: a step per pair of kernel rows (2s, 2s + 1); the row's span (at most
-      mac.cols / 2) is one pass in each half of the lanes: lane l < mac.cols / 2 sees offset
-      span - 1 - l of row 2s, lane mac.cols / 2 + l offset span - 1 - l of row 2s + 1 (none when
-      KERNEL_H is odd and 2s + 1 is past it).
+    - DEPTHWISE_PAIRED and DEPTHWISE_TRIPLE: a step per k = 2 or 3 kernel rows (ks .. ks + k - 1);
+      the row's span (at most n = isa.depthwise_group_lanes(mac.cols, k) pixels) is one pass in
+      each group of n lanes: lane g*n + l (l < n, g < k) sees offset span - 1 - l of row ks + g
+      (none when that row is past KERNEL_H: the last step takes the rows left); the lanes past
+      k*n hold nothing.
 
     Returns (kernel_row, offset, inside), each of shape (steps, mac.cols); outside lanes read row 0,
     offset 0."""
     L = cfg.mac_cols
     lane = np.arange(L)
-    if mode == MacMode.DEPTHWISE_PAIRED:
-        half = L // 2
+    k = depthwise_rows(mode)
+    if k > 1:
+        n = depthwise_group_lanes(L, k)
         span = (kernel_w - 1) * dilation_w + 1
-        steps = depthwise_kernel_steps(kernel_h, True)
-        row = 2 * np.arange(steps)[:, None] + (lane >= half)[None, :]
-        offset = np.broadcast_to(span - 1 - lane % half, (steps, L))
-        inside = (lane % half < span)[None, :] & (row < kernel_h)
+        steps = depthwise_kernel_steps(kernel_h, k)
+        group = lane // n
+        row = k * np.arange(steps)[:, None] + group[None, :]
+        offset = np.broadcast_to(span - 1 - lane % n, (steps, L))
+        inside = ((lane % n < span) & (group < k))[None, :] & (row < kernel_h)
     else:
         lengths = depthwise_passes(cfg, kernel_w, dilation_w)
         offset = np.array([j * L + n - 1 - lane for j, n in enumerate(lengths)], dtype=np.int64)
@@ -301,7 +304,7 @@ def depthwise_lanes(cfg: NpuConfig, mode: int, kernel_h: int, kernel_w: int,
 
 
 def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan", mode: int) -> np.ndarray:
-    """A DEPTHWISE or DEPTHWISE_PAIRED command's accumulators (P, OFM_C), docs/isa.md: for each
+    """A window-mode (DEPTHWISE, _PAIRED, _TRIPLE) command's accumulators (P, OFM_C), docs/isa.md: for each
     step i (weight block), row r of the block takes channel r mod mac.cols of the input words at
     the lanes' kernel rows and offsets (depthwise_lanes),
         acc[p, r] += sum over lanes l inside step i of

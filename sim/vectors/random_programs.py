@@ -19,7 +19,7 @@ import numpy as np
 
 from compiler.npu.base import CommandWriter
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import EltMode, EltOp, Opcode, PoolMode, Reg, Sram
+from firmware_model.arch.isa import EltMode, EltOp, Opcode, OutMode, PoolMode, Reg, Sram
 from firmware_model.arch.program import Placement, Program
 from firmware_model.arch.registers import Registers
 from firmware_model.tosa_ops.dtypes import DType
@@ -189,16 +189,36 @@ def output_sram_input_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
 def paired_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random DEPTHWISE_PAIRED tile with an odd KERNEL_H of 3 or more (a step with two kernel
     rows, then the last row alone: the upper window half masked), a kernel row of two or more
-    pixels and two or more output pixels a row."""
+    pixels and two or more output pixels a row, storing its raw accumulators (no RESCALE: a wrong
+    lane shows in the result instead of being rounded or clamped away)."""
     from firmware_model.arch.isa import MacMode
 
     def accept(t) -> bool:
         regs = t["regs"]
         span = (regs[int(Reg.KERNEL_W)] - 1) * regs[int(Reg.DILATION_W)] + 1
         return (t["mode"] == MacMode.DEPTHWISE_PAIRED and regs[int(Reg.KERNEL_H)] % 2 == 1
-                and regs[int(Reg.KERNEL_H)] >= 3 and span >= 2 and regs[int(Reg.OFM_W)] >= 2)
+                and regs[int(Reg.KERNEL_H)] >= 3 and span >= 2 and regs[int(Reg.OFM_W)] >= 2
+                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
     return directed_tile(cfg, rng, tile_id, accept,
                          "in the DEPTHWISE_PAIRED mode with an odd kernel height of 3 or more")
+
+
+def triple_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
+    """A random DEPTHWISE_TRIPLE tile whose KERNEL_H is 4 or more and not a multiple of 3 (a step
+    with three kernel rows, then one with the rows left: the third group, or the second and third,
+    masked), a kernel row of two or more pixels where a third of the lanes holds them, two or
+    more output pixels a row, and its raw accumulators stored (no RESCALE, as paired_depthwise_tile)."""
+    from firmware_model.arch.isa import MacMode
+
+    def accept(t) -> bool:
+        regs = t["regs"]
+        span = (regs[int(Reg.KERNEL_W)] - 1) * regs[int(Reg.DILATION_W)] + 1
+        kh = regs[int(Reg.KERNEL_H)]
+        return (t["mode"] == MacMode.DEPTHWISE_TRIPLE and kh % 3 != 0 and kh >= 4
+                and span >= min(2, cfg.mac_cols // 3) and regs[int(Reg.OFM_W)] >= 2
+                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
+    return directed_tile(cfg, rng, tile_id, accept,
+                         "in the DEPTHWISE_TRIPLE mode with a kernel height of 4 or more, not a multiple of 3")
 
 
 def one_step_full_block_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:

@@ -13,7 +13,7 @@ import numpy as np
 
 from sim import seeds
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import LutMode, MacMode, OutMode, Reg, Sram, Status
+from firmware_model.arch.isa import LutMode, MacMode, OutMode, Reg, Sram, Status, depthwise_group_lanes, depthwise_rows
 from firmware_model.arch.cycle_model import depthwise_kernel_steps, depthwise_passes
 from firmware_model.golden.mac_unit import execute_mac
 from firmware_model.arch.isa import encode_param_records
@@ -30,8 +30,9 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     tiles are DEPTHWISE (the array's window mode): kernel rows up to 2*cols+1 taps wide, so that a
     row takes one to three window passes, strides up to 3 (past a short last pass's length); a
     quarter of the CONV2D tiles read their input from the output SRAM (IFM_SRAM OUTPUT); half
-    of those are DEPTHWISE_PAIRED (kernel rows spanning up to cols/2 pixels, 1 to 5 of them, so an
-    odd last row leaves the upper lanes idle)."""
+    of the DEPTHWISE tiles take several kernel rows a step, as many DEPTHWISE_PAIRED as
+    DEPTHWISE_TRIPLE (kernel rows spanning up to a group's lanes, cols/2 or cols//3 pixels; 1 to 5
+    or 1 to 7 of them, so that a last step with fewer rows leaves groups idle)."""
     R, L = cfg.mac_rows, cfg.mac_cols
     int16 = ifm_dtype == DType.INT16
     mem = Memories(cfg)
@@ -39,7 +40,8 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         mem.sram[sram][:] = rng.integers(0, 256, len(mem.sram[sram]), dtype=np.uint8)
     mode = MacMode.DEPTHWISE if not int16 and rng.random() < 1 / 3 else MacMode.CONV2D
     if mode == MacMode.DEPTHWISE and rng.random() < 0.5:
-        mode = MacMode.DEPTHWISE_PAIRED
+        mode = MacMode.DEPTHWISE_PAIRED if rng.random() < 0.5 else MacMode.DEPTHWISE_TRIPLE
+    rows = depthwise_rows(mode)
     while True:
         kh, kw = (int(v) for v in rng.integers(1, 4, 2))
         sh, sw = (int(v) for v in rng.integers(1, 3, 2))
@@ -51,11 +53,12 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
             sw = int(rng.integers(1, 4))
             cb = 1
             oc = int(rng.integers(1, min(R, L) + 1))
-        if mode == MacMode.DEPTHWISE_PAIRED:
-            kh = int(rng.integers(1, 6))
-            kw = int(rng.integers(1, L // 2 + 1))
+        if rows > 1:
+            group = depthwise_group_lanes(L, rows)
+            kh = int(rng.integers(1, 2 * rows + 2))
+            kw = int(rng.integers(1, group + 1))
             dw = int(rng.integers(1, 3))
-            if (kw - 1) * dw + 1 > L // 2:
+            if (kw - 1) * dw + 1 > group:
                 dw = 1
         oh, ow = (int(v) for v in rng.integers(1, 7, 2))
         if oh * ow > cfg.acc_depth:
@@ -64,7 +67,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         pix = cb * L
         in_bytes = ih * iw * pix
         n_ocb = -(-oc // R)
-        steps = (depthwise_kernel_steps(kh, mode == MacMode.DEPTHWISE_PAIRED) * len(depthwise_passes(cfg, kw, dw))
+        steps = (depthwise_kernel_steps(kh, rows) * len(depthwise_passes(cfg, kw, dw))
                  if mode != MacMode.CONV2D else kh * kw * cb)
         w_bytes = n_ocb * steps * R * L
         raw48 = int16 and rng.random() < 0.3          # the raw int48 result of an int16 tile

@@ -197,7 +197,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "pair_steps_one_row",
        "a DEPTHWISE_PAIRED step advances one kernel row instead of two: rows are taken twice, the "
        "block's weights overrun",
-       r"assign ky_inc = pair \? 2'h2 : 2'h1;", r"assign ky_inc = 2'h1;"),
+       r"(assign \\\$\d+  = )pair \? 2'h2 : 2'h1;", r"\g<1>2'h1;"),
     _m("mac_sequencer", "pair_second_row_not_offset",
        "DEPTHWISE_PAIRED's second port reads the first kernel row's word, not the row DILATION_H below",
        r"(assign \\\$\d+  = )second \? ky_step : 32'd0;", r"\g<1>32'd0;"),
@@ -205,17 +205,33 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        "the last step of an odd KERNEL_H keeps the upper window half's lanes: the first row's words "
        "read again add to the sum",
        r"(assign \\\$\d+  = )second \? (\\\$\d+ \[\d+:0\]) : \d+'h0;", r"\g<1>\g<2>;"),
+    _m("mac_sequencer", "triple_steps_two_rows",
+       "a DEPTHWISE_TRIPLE step advances two kernel rows instead of three: rows are taken twice, the "
+       "block's weights overrun",
+       r"assign ky_inc = triple \? 2'h3 : ", r"assign ky_inc = triple ? 2'h2 : "),
+    _m("mac_sequencer", "triple_third_row_one_below",
+       "DEPTHWISE_TRIPLE's third port reads the word DILATION_H rows below the first kernel row's (the "
+       "second row's), not 2 x DILATION_H",
+       r"(assign \\\$\d+  = third_row \? )\\\$\d+  : (\d+'h0+;)", r"\g<1>ky_step : \g<2>"),
+    _m("mac_sequencer", "triple_short_step_unmasked",
+       "the last step of a KERNEL_H that is no multiple of 3 keeps the third window group's lanes: the "
+       "first row's words read again add to the sum",
+       r"(assign \\\$\d+  = )third_row \? (\\\$\d+ \[\d+:0\]) : \d+'h0;", r"\g<1>\g<2>;"),
     # ---- the MAC array's window (DEPTHWISE mode), inside the core ----
     _m("mac_window", "lane1_past_length_kept",
        "window lane 1 of channel 0 is not cleared past the pass length: a stale word adds to the sum",
        r"(assign wview_1_0 = )\\\$\d+  \? (\\\$\d+)  : 10'h000;", r"\g<1>\g<2> ;"),
     _m("mac_window", "lane1_does_not_shift",
        "window lane 1 of channel 0 keeps its word when the window shifts, instead of taking lane 0's",
-       r"= win_shift \? win_0_0 : win_1_0;", r"= win_1_0;"),
+       r"= win_shift \? (?:win_0_0|\\\$\d+ ) : win_1_0;", r"= win_1_0;"),
     _m("mac_window", "upper_half_takes_lower_word",
        "paired, the upper window half's first lane (channel 0) shifts in the lower half's oldest word "
        "instead of the second kernel row's",
-       r"= pair \? x2_0 : win_1_0;", r"= win_1_0;"),
+       r"= pair \? x2_0 : (win_\d+_0|\\\$\d+ );", r"= \g<1>;"),
+    _m("mac_window", "third_group_takes_second_row",
+       "triple, the third window group's first lane (channel 0) shifts in the second kernel row's word "
+       "instead of the third's",
+       r"= triple \? x3_0 : ", r"= triple ? x2_0 : "),
     _m("mac_window", "row1_reads_channel0",
        "in the window mode, row 1 multiplies channel 0 of the newest word instead of its own channel",
        r"(assign xr_1_0 = dw \? )wview_0_1( : x_0;)", r"\g<1>wview_0_0\g<2>"),

@@ -337,6 +337,8 @@ def core_run(name: str) -> CoreRun:
             tiles.append(rp.one_step_full_block_tile(cfg, rng, len(tiles)))
             # and a DEPTHWISE_PAIRED tile whose last step has one kernel row
             tiles.append(rp.paired_depthwise_tile(cfg, rng, len(tiles)))
+            # and a DEPTHWISE_TRIPLE tile whose last step has one or two kernel rows
+            tiles.append(rp.triple_depthwise_tile(cfg, rng, len(tiles)))
             # and a CONV2D tile reading its input from the output SRAM
             tiles.append(rp.output_sram_input_tile(cfg, rng, len(tiles)))
         program = rp.tile_program(cfg, tiles)

@@ -117,55 +117,77 @@ def test_mac_array_back_to_back_amaranth_sim():
     assert got[0, 0] != 0
 
 
-@pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 8), (6, 4, 8)])
-def test_mac_array_window_mode_amaranth_sim(geometry):
-    """The window mode (MacMode.DEPTHWISE): words shifted in one a clock, some clocks idle, the
-    pass length changing between runs (lanes past it read zero), beats on the shifted window with
-    row r taking channel r mod cols; the accumulators equal the window's definition computed
-    here (rows > cols included: rows past cols repeat the channels)."""
+@pytest.mark.parametrize("rows_a_step", [1, 2, 3], ids=["DEPTHWISE", "PAIRED", "TRIPLE"])
+@pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 8), (6, 4, 8), (16, 16, 8)])
+def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
+    """The window modes (MacMode.DEPTHWISE, and with `pair` / `triple` DEPTHWISE_PAIRED and
+    DEPTHWISE_TRIPLE): the window is one group of lanes, or two halves, or three groups of
+    cols // 3 lanes (the lanes past them hold zero), each shifting in its own word (`x`, `x2_data`,
+    `x3_data`) one a clock, some clocks idle, each group's pass length changing between runs (lanes
+    past it read zero; a length of 0 masks the group, as for a step past the last kernel row);
+    beats on the shifted windows with row r taking channel r mod cols; the accumulators equal the
+    windows' definition computed here (rows > cols included: rows past cols repeat the
+    channels)."""
     from amaranth.sim import Simulator
 
+    from firmware_model.arch.isa import depthwise_group_lanes
     from hw.mac_array import MacArray
 
     rows, cols, depth = geometry
-    rng = seeds.rng(sum(geometry), "mac array window")
+    k = rows_a_step
+    n = depthwise_group_lanes(cols, k)
+    rng = seeds.rng(sum(geometry) + 100 * (k - 1), "mac array window")
     dut = MacArray(rows, cols, depth, window=True)
     wzp, zp = int(rng.integers(-128, 128)), int(rng.integers(-128, 128))
     w = rng.integers(-128, 128, (rows, cols))
     want = np.zeros((depth, rows), dtype=np.int64)
     written = set()
-    window = np.zeros((cols, cols), dtype=np.int64)        # factors, lane x channel
-    script = []                                            # (word or None, length, beat acc or None, first)
+    windows = np.zeros((k, n, cols), dtype=np.int64)       # per group: factors, lane x channel
+    script = []                                            # (words or None, lengths, beat acc or None, first)
     for run in range(12):
-        length = int(rng.integers(1, cols + 1))
+        # the first group's length is 1 .. n; the others' 0 .. n (0: no kernel row there)
+        lengths = [int(rng.integers(1, n + 1))] + [int(rng.integers(0, n + 1)) for _ in range(k - 1)]
         for _ in range(int(rng.integers(1, 2 * cols))):
-            word = rng.integers(-128, 128, cols) if rng.integers(0, 5) else None
-            acc = int(rng.integers(0, depth)) if word is not None and rng.integers(0, 2) else None
+            shift = bool(rng.integers(0, 5))
+            words = [rng.integers(-128, 128, cols) for _ in range(3)] if shift else None
+            acc = int(rng.integers(0, depth)) if shift and rng.integers(0, 2) else None
             first = acc is not None and (acc not in written or rng.integers(0, 3) == 0)
-            script.append((word, length, acc, first))
-            if word is not None:
-                window = np.concatenate([(word - zp)[None, :], window[:-1]])
-                window[length:] = 0
+            script.append((words, lengths, acc, first))
+            if shift:
+                for g in range(k):
+                    windows[g] = np.concatenate([(words[g] - zp)[None, :], windows[g][:-1]])
+                    windows[g][lengths[g]:] = 0
             if acc is not None:
+                window = np.zeros((cols, cols), dtype=np.int64)
+                window[:k * n] = windows.reshape(k * n, cols)
                 factors = window[:, np.arange(rows) % cols].T       # (rows, lanes)
                 sums = (factors * (w - wzp)).sum(axis=1)
                 want[acc] = sums if first else want[acc] + sums
                 written.add(acc)
     got = {}
 
+    def word(v):
+        return [int(b) & 0xFF for b in v]
+
     async def tb(ctx):
         for r in range(rows):
-            ctx.set(dut.w.payload, {"data": [int(b) & 0xFF for b in w[r]], "row": r, "zp": wzp, "int16": 0})
+            ctx.set(dut.w.payload, {"data": word(w[r]), "row": r, "zp": wzp, "int16": 0})
             ctx.set(dut.w.valid, 1)
             await ctx.tick()
         ctx.set(dut.w.valid, 0)
         ctx.set(dut.dw, 1)
-        for word, length, acc, first in script:
-            ctx.set(dut.win_len, length)
-            ctx.set(dut.win_shift, word is not None)
+        ctx.set(dut.pair, k == 2)
+        ctx.set(dut.triple, k == 3)
+        for words, lengths, acc, first in script:
+            ctx.set(dut.win_len, lengths[0])
+            ctx.set(dut.win_len_hi, lengths[1] if k > 1 else 0)
+            ctx.set(dut.win_len_3, lengths[2] if k > 2 else 0)
+            ctx.set(dut.win_shift, words is not None)
             ctx.set(dut.x.valid, acc is not None)
-            ctx.set(dut.x.payload, {"data": [int(b) & 0xFF for b in (word if word is not None else np.zeros(cols))],
-                                    "zp": zp, "int16": 0, "acc": acc or 0, "first": int(first)})
+            words = words if words is not None else [np.zeros(cols, dtype=np.int64)] * 3
+            ctx.set(dut.x.payload, {"data": word(words[0]), "zp": zp, "int16": 0, "acc": acc or 0, "first": int(first)})
+            ctx.set(dut.x2_data, word(words[1]))
+            ctx.set(dut.x3_data, word(words[2]))
             await ctx.tick()
         ctx.set(dut.x.valid, 0)
         ctx.set(dut.win_shift, 0)

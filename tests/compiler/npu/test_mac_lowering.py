@@ -82,26 +82,39 @@ def test_wide_depthwise_kernels_in_window_passes(tmp_path, seed):
         cfg = load_config(name)
         ctx = compile_file(model, cfg)
         modes = {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC}
-        span = (kernel[1] - 1) * dilation[1] + 1
-        paired = kernel[0] > 1 and span <= cfg.mac_cols // 2
-        expected = MacMode.DEPTHWISE_PAIRED if paired else MacMode.DEPTHWISE
-        assert modes == {expected}, f"{name}: MAC modes {modes}"
+        assert modes == {expected_window_mode(cfg, kernel, dilation)}, f"{name}: MAC modes {modes}"
         out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
         assert np.array_equal(out, ref), f"{name}: golden differs from the reference"
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_depthwise_kernel_rows_in_pairs(tmp_path, seed):
-    """Depthwise kernels whose rows span at most half the lanes take two kernel rows a step
-    (MacMode.DEPTHWISE_PAIRED) on default and large: 2 to 6 kernel rows (an odd count leaves the
-    last step's upper lanes idle), dilated up to 2 both ways, strides up to 2; bit-exact against
-    Arm's model, with fewer MAC cycles than the same layer one kernel row a step."""
+def expected_window_mode(cfg, kernel, dilation) -> MacMode:
+    """The window mode a depthwise layer should take: k = 1, 2 or 3 kernel rows a step when its
+    kernel row spans at most mac.cols // k lanes (k = 1: any), the fewest steps, then the fewest
+    rows a step (one row alone: DEPTHWISE)."""
+    span = (kernel[1] - 1) * dilation[1] + 1
+    if kernel[0] == 1:
+        return MacMode.DEPTHWISE
+    fitting = [k for k in (1, 2, 3) if k == 1 or span <= cfg.mac_cols // k]
+    k = min(fitting, key=lambda k: (-(-kernel[0] // k), k))
+    return {1: MacMode.DEPTHWISE, 2: MacMode.DEPTHWISE_PAIRED, 3: MacMode.DEPTHWISE_TRIPLE}[k]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_depthwise_kernel_rows_in_groups(tmp_path, seed, monkeypatch):
+    """Depthwise kernels whose rows span at most half or a third of the lanes take two or three
+    kernel rows a step on large (MacMode.DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE): 2 to 7 kernel rows
+    (a count that does not divide leaves the last step's groups idle), dilated up to 2 both ways,
+    strides up to 2; bit-exact against Arm's model, with fewer MAC cycles than the same layer
+    in fewer kernel rows a step (one, and two for a triple layer)."""
+    from compiler.npu import conv as conv_lowering
+
     rng = seeds.rng(700 + seed)
+    cfg = load_config("large")
     while True:
         H, W = (int(v) for v in rng.integers(4, 20, 2))
-        kernel = (int(rng.integers(2, 7)), int(rng.integers(1, 6)))
+        kernel = (int(rng.integers(2, 8)), int(rng.integers(1, 6)))
         stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
-        dilation = (int(rng.integers(1, 3)), int(rng.integers(1, 3)) if kernel[1] <= 4 else 1)
+        dilation = (int(rng.integers(1, 3)), int(rng.integers(1, 3)) if kernel[1] <= 3 else 1)
         pad = [int(v) for v in rng.integers(0, 4, 4)]
         ny = H - 1 + pad[0] + pad[1] - (kernel[0] - 1) * dilation[0]
         nx = W - 1 + pad[2] + pad[3] - (kernel[1] - 1) * dilation[1]
@@ -112,24 +125,19 @@ def test_depthwise_kernel_rows_in_pairs(tmp_path, seed):
     model = serialize(mlir, tmp_path)
     x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
     ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
-    span = (kernel[1] - 1) * dilation[1] + 1
-    cfg = load_config("large")
-    assert span <= cfg.mac_cols // 2
+    mode = expected_window_mode(cfg, kernel, dilation)
+    assert mode in (MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE)
     ctx = compile_file(model, cfg)
-    assert {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC} == {MacMode.DEPTHWISE_PAIRED}
+    assert {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC} == {mode}
     golden = GoldenModel(ctx.program, cfg)
     assert np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
-    # the same layer one kernel row a step: the paired form's MAC cycles are fewer
-    from compiler.npu import conv as conv_lowering
-    single = conv_lowering.NpuConv.paired
-    try:
-        conv_lowering.NpuConv.paired = lambda self, cfg: False
-        ctx1 = compile_file(model, cfg)
-    finally:
-        conv_lowering.NpuConv.paired = single
-    golden1 = GoldenModel(ctx1.program, cfg)
-    assert np.array_equal(golden1.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
-    assert golden.counters.unit_cycles["mac"] < golden1.counters.unit_cycles["mac"]
+    # the same layer in fewer kernel rows a step: same results, more MAC cycles
+    for fewer in ((1, 2) if mode == MacMode.DEPTHWISE_TRIPLE else (1,)):
+        monkeypatch.setattr(conv_lowering.NpuConv, "kernel_rows", lambda self, cfg, k=fewer: k)
+        other = GoldenModel(compile_file(model, cfg).program, cfg)
+        monkeypatch.undo()
+        assert np.array_equal(other.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+        assert golden.counters.unit_cycles["mac"] < other.counters.unit_cycles["mac"], fewer
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -70,7 +70,15 @@ RECIPES = {
     "MAC": [({Reg.OFM_DTYPE: DType.INT32, Reg.OFM_ADDR: 2}, None), ({Reg.OFM_DTYPE: DType.INT48}, None),
             ({Reg.IFM_DTYPE: DType.INT16, Reg.IFM_ZP: 3}, None),
             # the input read from the output SRAM where the tile writes
-            ({Reg.IFM_SRAM: Sram.OUTPUT, Reg.IFM_ADDR: 0, Reg.OFM_ADDR: 0}, MacMode.CONV2D)],
+            ({Reg.IFM_SRAM: Sram.OUTPUT, Reg.IFM_ADDR: 0, Reg.OFM_ADDR: 0}, MacMode.CONV2D),
+            # three kernel rows a step: a kernel row wider than a third of the lanes, and kernel
+            # heights around the weight SRAM's end (ceil(KERNEL_H / 3) blocks)
+            ({Reg.IFM_DTYPE: DType.INT8, Reg.IFM_CBLOCKS: 1, Reg.OFM_C: 1, Reg.KERNEL_W: 3, Reg.DILATION_W: 1},
+             MacMode.DEPTHWISE_TRIPLE),
+            ({Reg.IFM_DTYPE: DType.INT8, Reg.IFM_CBLOCKS: 1, Reg.OFM_C: 1, Reg.KERNEL_W: 1, Reg.KERNEL_H: 7,
+              Reg.WGT_ADDR: CFG.weight_sram - 2 * CFG.mac_rows * CFG.word_bytes}, MacMode.DEPTHWISE_TRIPLE),
+            ({Reg.IFM_DTYPE: DType.INT8, Reg.IFM_CBLOCKS: 1, Reg.OFM_C: 1, Reg.KERNEL_W: 1, Reg.KERNEL_H: 6,
+              Reg.WGT_ADDR: CFG.weight_sram - 2 * CFG.mac_rows * CFG.word_bytes}, MacMode.DEPTHWISE_TRIPLE)],
     "ELTWISE": [({Reg.ELT_A_DTYPE: DType.INT48}, EltOp.LOGICAL_LEFT_SHIFT),
                 ({Reg.ELT_MODE: EltMode.B_UNSIGNED, Reg.ELT_B_DTYPE: DType.INT32}, EltOp.ADD),
                 ({Reg.ELT_MODE: EltMode.A_UNSIGNED, Reg.ELT_A_DTYPE: DType.INT32}, EltOp.ADD)],

@@ -57,9 +57,11 @@ def test_random_mac_programs(config, simulator, n):
     assert any(Sram.LUT in t.loads for t in tiles), "no tile with a fused table"
     # directed: a one-step block of mac.rows channels (the early output engine's last lane), a
     # strided DEPTHWISE tile with a short last window pass, a DEPTHWISE_PAIRED tile whose last
-    # step has one kernel row, a CONV2D tile reading its input from the output SRAM
+    # step has one kernel row, a CONV2D tile reading its input from the output SRAM, a
+    # DEPTHWISE_TRIPLE tile whose last step has one or two kernel rows
     tiles += [rp.one_step_full_block_tile(cfg, rng, n), rp.strided_depthwise_tile(cfg, rng, n + 1),
-              rp.paired_depthwise_tile(cfg, rng, n + 2), rp.output_sram_input_tile(cfg, rng, n + 3)]
+              rp.paired_depthwise_tile(cfg, rng, n + 2), rp.output_sram_input_tile(cfg, rng, n + 3),
+              rp.triple_depthwise_tile(cfg, rng, n + 4)]
     assert_matches_golden(*run(cfg, simulator, tiles))
 
 
