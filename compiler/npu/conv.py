@@ -47,7 +47,8 @@ from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram, depthwise_group_
 from firmware_model.golden.mac_unit import depthwise_lanes, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, depthwise_stream_clocks, dma_busy_cycles,
+from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, depthwise_stream_clocks, dma_beats,
+                                             dma_busy_cycles,
                                              element_write_clocks, mac_command_cycles, uses_vector_output)
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
@@ -642,7 +643,7 @@ class NpuConv(NpuOperation):
                         w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes,
                               value=self.input_zp & 0xFF)
                     elif not whole:
-                        _fill_border(w, in_addr, g, pix, ry0 - iy0, ry1 - iy0, rx0 - ix0, rx1 - ix0,
+                        _fill_border(w, ectx.cfg, in_addr, g, pix, ry0 - iy0, ry1 - iy0, rx0 - ix0, rx1 - ix0,
                                      self.input_zp & 0xFF)
                     if ry1 > ry0 and rx1 > rx0:
                         w.dma(Opcode.DMA_LOAD, Sram.INPUT,
@@ -746,20 +747,24 @@ class NpuConv(NpuOperation):
 
 # A tile's loads go into the DMA queue (4 descriptors) before the MAC command that overlaps them;
 # a push that finds the queue full holds the command processor, and so the MAC, until a slot
-# frees. Three border FILLs where one whole-box FILL would do cost more than the beats they save
-# (blazeface on default: +1.0% cycles with up to three, -0.3% with at most two; measured on the
-# timing model), so a border needing three takes the whole box instead.
-MAX_BORDER_FILLS = 2
+# frees. So a border needing three FILLs takes one FILL of the whole box instead, unless the whole
+# box costs the DMA engine more than BORDER_FILL_SAVING beats over the three. Swept on the timing
+# model over every network and configuration (against always the whole box): 0 gave blazeface on
+# large -5.9% and cnn32 -7.1%, but blazeface on tiny +0.6% and on default +0.2%, resnet_pool
+# +0.2%; 256 still +0.2% on default; from 384 to 512 blazeface on large -5.1% (its 64x64 and
+# 32x32 depthwise boxes, 4,491 FILL beats each for a border of about 400) and nothing else moves
+# by more than 23 cycles; 1024 -3.4%.
+BORDER_FILL_SAVING = 512
 
 
-def _fill_border(w: CommandWriter, in_addr: int, g: ConvGeometry, pix: int, y0: int, y1: int, x0: int,
-                 x1: int, value: int) -> None:
+def _fill_border(w: CommandWriter, cfg: NpuConfig, in_addr: int, g: ConvGeometry, pix: int, y0: int, y1: int,
+                 x0: int, x1: int, value: int) -> None:
     """FILL the input box's pixels outside rows [y0, y1) x columns [x0, x1) (box coordinates: the
     part the DMA_LOAD writes) with the input zero point: from the box's start to the first real
     pixel (the rows above and the left of row y0), one pattern of runs from the right of each real
     row to the left of the next (they are contiguous in the box), and from the right of the last
-    real row to the box's end; or the whole box when the border needs more than
-    MAX_BORDER_FILLS transfers. The lanes of a pixel past its real channels need no fill: their
+    real row to the box's end; or the whole box when the border needs all three and they save
+    the DMA engine at most BORDER_FILL_SAVING beats. The lanes of a pixel past its real channels need no fill: their
     weights are the weight zero point (docs/isa.md), so they add nothing whatever the SRAM holds;
     a DEPTHWISE row reads only its own channel."""
     row = g.in_w * pix
@@ -770,8 +775,13 @@ def _fill_border(w: CommandWriter, in_addr: int, g: ConvGeometry, pix: int, y0: 
         fills.append((y0 * row + x1 * pix, gap, y1 - y0 - 1))
     if last < g.in_h * row:
         fills.append((last, g.in_h * row - last, 1))
-    if len(fills) > MAX_BORDER_FILLS:
-        fills = [(0, g.in_h * row, 1)]
+    if len(fills) > 2:
+        def beats(addr, length, runs):
+            return dma_beats(cfg, Sram.INPUT, sram_addr=in_addr + addr, len0=length, len1=runs, len2=1,
+                             sram_stride1=row, fill=True)
+        whole = (0, g.in_h * row, 1)
+        if beats(*whole) - sum(beats(*f) for f in fills) <= BORDER_FILL_SAVING:
+            fills = [whole]
     for addr, length, runs in fills:
         w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr + addr, len0=length, len1=runs, sram_s1=row, value=value)
 

@@ -437,3 +437,34 @@ def test_the_first_mac_lets_the_store_before_it_run_on_when_it_writes_elsewhere(
     out = regs[int(Reg.OFM_ADDR)]
     assert out >= store[1] or out + first["th"] * first["tw"] * first["tc"] <= store[0], (out, store)
     assert cmds[mac].value == own + 1, (cmds[mac].value, own)
+
+
+@pytest.mark.parametrize("size,fills", [(32, 3), (8, 1)])
+def test_a_padded_box_fills_its_border_or_the_whole_box(tmp_path, size, fills):
+    """A tile whose input box has padding above, left and right needs three border FILLs (above
+    and left of the first real pixel, the runs between real rows, right of the last real row and
+    below): on large, a 32x32 depthwise 5x5 layer's boxes (20 or so rows of 36 words, about 700
+    FILL beats against about 150 for the border) take the three, an 8x8 one's (12x12 words: 144
+    beats) one FILL of the whole box (conv.BORDER_FILL_SAVING: the DMA queue's slot is worth more
+    there). Bit-exact against Arm's model either way."""
+    from firmware_model.arch.isa import Reg, Sram
+
+    rng = seeds.rng(760 + size)
+    mlir = conv_layer_mlir(rng, "depthwise_conv2d", (size, size, 16), (5, 5), (1, 1), (1, 1), [2, 2, 2, 2])
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, size, size, 16)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    cfg = load_config("large")
+    ctx = compile_file(model, cfg)
+    [layer] = [layer for layer in ctx.program.manifest["layers"] if layer["unit"] == "MAC"]
+    boxes = {(t["th"] + 4) * (t["tw"] + 4) * cfg.word_bytes for t in layer["tiles"]}
+    regs, got = {}, []
+    for c in ctx.program.commands:
+        if c.opcode == Opcode.SET:
+            regs[c.sub] = c.value
+        elif c.opcode == Opcode.FILL and c.sub == Sram.INPUT:
+            got.append(regs[Reg.DMA_LEN0] * regs[Reg.DMA_LEN1] * regs[Reg.DMA_LEN2])
+    assert len(got) == fills * len(layer["tiles"]), got
+    assert all((n in boxes) == (fills == 1) for n in got), (got, boxes)
+    out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
+    assert np.array_equal(out, ref)
