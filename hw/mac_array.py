@@ -44,7 +44,10 @@ in `x2_data`, the next kernel row's word read in the same clock, masked with `wi
 row's adder tree sums two kernel rows' taps a beat (mac_unit.depthwise_lanes). With `triple`
 (MacMode.DEPTHWISE_TRIPLE) the window splits into three groups of cols // 3 lanes (the lanes past
 them hold zero): the first as before, the second shifting in `x2_data` (masked with
-`win_len_hi`), the third `x3_data`, the kernel row after it (masked with `win_len_3`).
+`win_len_hi`), the third `x3_data`, the kernel row after it (masked with `win_len_3`). In the
+DEPTHWISE mode a shift with `win_double` takes two words at once, the `x` word and the next
+pixel's in `x2_data` (newer, at lane 0): the sequencer fills a window, and steps a stride of 2, at
+two words a clock through the second port the other modes use for kernel rows.
 
 The arithmetic is firmware_model.golden.mac_unit's (`mac_block_sums`, `accumulate`); the unit bench
 (tests/test_unit_mac_array.py) checks it against those functions.
@@ -132,6 +135,9 @@ class MacArray(wiring.Component):
             members["triple"] = In(1)
             members["x3_data"] = In(data.ArrayLayout(unsigned(8), cols))
             members["win_len_3"] = In(range(cols // 3 + 1))
+            # DEPTHWISE, a clock with two words: `x2_data` (the next pixel's word, the newer) shifts
+            # in at lane 0 and the `x` word at lane 1, the older words moving up two lanes
+            members["win_double"] = In(1)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -198,6 +204,9 @@ class MacArray(wiring.Component):
                         newer = [Mux(self.triple, x2s[c], newer[c]) for c in range(cols)]
                     if lane == half:
                         newer = [Mux(self.pair, x2s[c], newer[c]) for c in range(cols)]
+                # two words a clock (DEPTHWISE only): the window moves up two lanes
+                doubled = x2s if lane == 0 else xs if lane == 1 else win[lane - 2]
+                newer = [Mux(self.win_double, doubled[c], newer[c]) for c in range(cols)]
                 pair_inside = lane < self.win_len if lane < half else lane - half < self.win_len_hi
                 group = lane // third
                 triple_inside = (lane < self.win_len if group == 0 else

@@ -17,7 +17,9 @@ MacMode DEPTHWISE runs the same loop with the array in window mode (hw/mac_array
 kernel row and a window pass (cycle_model.depthwise_passes) instead of a kernel position and a
 channel block, and its stream reads the input words of each output row one a clock, in order,
 shifting each into the window: the pass's length for the row's first pixel, then STRIDE_W per
-pixel, a beat when a pixel's last word arrives (cycle_model.depthwise_stream_clocks).
+pixel, a beat when a pixel's last word arrives (cycle_model.depthwise_stream_clocks); while two
+or more words are still needed for the next beat, a clock reads two, the second (the next pixel's
+word) through the input SRAM's second port, and the window shifts both in.
 DEPTHWISE_PAIRED takes two kernel rows a step: the same stream also reads, through the input
 SRAM's second port (`ifm_addr2`), the word DILATION_H rows below, which the array's upper window
 half takes (mac_unit.depthwise_lanes); the step count halves (rounded up), nothing else changes.
@@ -200,6 +202,12 @@ class MacSequencer(wiring.Component):
         s1_shift = Signal()
         m.d.sync += s1_shift.eq(0)
         m.d.comb += mac.win_shift.eq(s1_shift)
+        # DEPTHWISE (one kernel row a step: the second port is free): a clock that still needs two
+        # or more words for the next beat reads two, the second through the second port
+        two = Signal()
+        s1_two = Signal()
+        m.d.sync += s1_two.eq(0)
+        m.d.comb += [two.eq(dwm & ~pair & ~triple & (need >= 2)), mac.win_double.eq(s1_two)]
 
         # ---- accumulate pipeline: clock t issues the input read of pixel p; t+1 has the vector
         # and hands it to the MAC array (which reads acc[p] then); the array writes acc[p] at the
@@ -399,7 +407,8 @@ class MacSequencer(wiring.Component):
 
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
-        m.d.comb += [self.ifm_addr.eq(pix_ptr), self.ifm_addr2.eq(pix_ptr + Mux(second, ky_step, 0)),
+        m.d.comb += [self.ifm_addr.eq(pix_ptr),
+                     self.ifm_addr2.eq(pix_ptr + Mux(second, ky_step, Mux(two, pix_words, 0))),
                      self.ifm_addr3.eq(pix_ptr + Mux(third_row, ky_step << 1, 0)), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
@@ -487,11 +496,11 @@ class MacSequencer(wiring.Component):
                 # CONV2D/MATMUL: a pixel's vector every clock. DEPTHWISE: the row's words in order,
                 # each shifted into the window; a beat with a pixel's last word.
                 beat = Signal()
-                m.d.comb += beat.eq(~dwm | (need == 1))
-                m.d.sync += [s1_valid.eq(beat), s1_shift.eq(dwm), s1_p.eq(p + Mux(acc_half, half, 0)),
+                m.d.comb += beat.eq(~dwm | (need == 1) | (two & (need == 2)))
+                m.d.sync += [s1_valid.eq(beat), s1_shift.eq(dwm), s1_two.eq(two), s1_p.eq(p + Mux(acc_half, half, 0)),
                              s1_first.eq(first_step), s1_last.eq(last_stream)]
                 with m.If(~beat):
-                    m.d.sync += [need.eq(need - 1), pix_ptr.eq(pix_ptr + pix_words)]
+                    m.d.sync += [need.eq(need - Mux(two, 2, 1)), pix_ptr.eq(pix_ptr + Mux(two, pix_words << 1, pix_words))]
                 with m.Else():
                     m.d.sync += [p.eq(p + 1), need.eq(op.stride_w)]
                     last_x = ox + 1 == op.ofm_w
@@ -514,7 +523,8 @@ class MacSequencer(wiring.Component):
                                 m.d.sync += drain.eq(0)
                                 m.next = "STREAM_TAIL"
                     with m.Else():
-                        m.d.sync += [ox.eq(ox + 1), pix_ptr.eq(pix_ptr + Mux(dwm, pix_words, pix_step))]
+                        m.d.sync += [ox.eq(ox + 1),
+                                     pix_ptr.eq(pix_ptr + Mux(dwm, Mux(two, pix_words << 1, pix_words), pix_step))]
             with m.State("STREAM_TAIL"):
                 # two clocks: the last pixel's MAC, then its accumulator write
                 m.d.comb += self.busy.eq(1)

@@ -184,8 +184,9 @@ class NpuConv(NpuOperation):
         """Each step's stream clocks for a th x tw tile (cycle_model.mac_block_cycles)."""
         kh, kw = self.kernel
         if self.window_mode(cfg):
-            return depthwise_kernel_steps(kh, self.kernel_rows(cfg)) * [
-                depthwise_stream_clocks(th, tw, self.stride[1], n) for n in depthwise_passes(cfg, kw, self.dilation[1])]
+            rows = self.kernel_rows(cfg)
+            return depthwise_kernel_steps(kh, rows) * [
+                depthwise_stream_clocks(th, tw, self.stride[1], n, rows) for n in depthwise_passes(cfg, kw, self.dilation[1])]
         return self.mac_steps(cfg) * [th * tw]
 
     @property
@@ -848,8 +849,12 @@ def _real_range(start: int, length: int, size: int, step: int) -> tuple[int, int
 # cascades and pipelined POOLs of issue 13): no network slower; blazeface 1.2% / 1.8% / 0.6%
 # fewer cycles on tiny / default / large, resnet_pool tiny 2.0%, cnn32 and shared/cnn32 large
 # 1.7% (their 1x1 layers back to one tile). 0.94-1.0 cost gru on default 1.9% (0.96 and up, mlp
-# on default 0.7% too); 0.92 gained almost nothing.
-PIPELINE_GAIN = 0.93
+# on default 0.7% too); 0.92 gained almost nothing. Measured again once DEPTHWISE windows filled
+# two words a clock (cheaper narrow tiles): 0.94 is nothing slower than 0.93, gru default -2.7%,
+# blazeface default -0.4% (its 32x32 depthwise layer_236 back to 32x8-row tiles: 47.6% -> 50%+ of
+# the MACs); 0.95-0.96 faster still on blazeface default (-0.9%) but its 1x1 layer_238 falls below
+# 80% (80.1% -> 78.5%), and 0.96 costs mlp default 0.7%.
+PIPELINE_GAIN = 0.94
 # The first tile of an operation waits for its whole input box (the operation before's result
 # comes from external memory); its later tiles' loads run under the tile before. When that wait is
 # long, the first tile is split in two by rows (_ramp_first), so that the MACs start after half of

@@ -276,7 +276,8 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     pixels = ofm_h * ofm_w
     if depthwise:
         streams = depthwise_kernel_steps(kernel_h, kernel_rows) * [
-            depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n) for n in depthwise_passes(cfg, kernel_w, dilation_w)]
+            depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n, kernel_rows)
+            for n in depthwise_passes(cfg, kernel_w, dilation_w)]
     else:
         streams = kernel_h * kernel_w * ifm_cblocks * [pixels]
     n_ocb = -(-ofm_c // rows)
@@ -289,8 +290,9 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
         pixel_words = vector_write_words(cfg.word_bytes, pix, ofm_c * element_bytes).reshape(-1)
         if depthwise:
             n = depthwise_passes(cfg, kernel_w, dilation_w)[-1]
-            beats = (np.arange(ofm_h, dtype=np.int64)[:, None] * (n + (ofm_w - 1) * stride_w)
-                     + (n - 1) + np.arange(ofm_w, dtype=np.int64)[None, :] * stride_w).reshape(-1)
+            first, step = depthwise_beat_clocks(n, stride_w, kernel_rows)
+            beats = (np.arange(ofm_h, dtype=np.int64)[:, None] * (first + (ofm_w - 1) * step)
+                     + (first - 1) + np.arange(ofm_w, dtype=np.int64)[None, :] * step).reshape(-1)
         else:
             beats = np.arange(pixels, dtype=np.int64)
         return mac_early_output_cycles(cfg, streams, beats, pixel_words)
@@ -337,10 +339,23 @@ def depthwise_kernel_steps(kernel_h: int, rows: int = 1) -> int:
     return -(-kernel_h // rows)
 
 
-def depthwise_stream_clocks(ofm_h: int, ofm_w: int, stride_w: int, length: int) -> int:
-    """Input words a DEPTHWISE step reads, one a clock: per output row, the pass's `length`
-    words for the first pixel, then STRIDE_W more per pixel (the window shifts them in)."""
-    return ofm_h * (length + (ofm_w - 1) * stride_w)
+def depthwise_stream_clocks(ofm_h: int, ofm_w: int, stride_w: int, length: int, kernel_rows: int = 1) -> int:
+    """Clocks a DEPTHWISE step streams its input words: per output row, the pass's `length`
+    words for the first pixel, then STRIDE_W more per pixel (the window shifts them in), each
+    beat on the clock of a pixel's last word. With one kernel row a step the words come two a
+    clock while a beat still needs two or more (the second through the input SRAM's second port,
+    which DEPTHWISE_PAIRED and _TRIPLE use for their other rows): ceil(length / 2) clocks for the
+    first pixel, ceil(STRIDE_W / 2) for each next one; else one a clock."""
+    first, step = depthwise_beat_clocks(length, stride_w, kernel_rows)
+    return ofm_h * (first + (ofm_w - 1) * step)
+
+
+def depthwise_beat_clocks(length: int, stride_w: int, kernel_rows: int = 1) -> tuple[int, int]:
+    """(clocks to an output row's first beat, clocks between its beats) of a DEPTHWISE step
+    (depthwise_stream_clocks)."""
+    if kernel_rows == 1:
+        return -(-length // 2), -(-stride_w // 2)
+    return length, stride_w
 
 
 def mac_step_clocks(cfg: NpuConfig, stream: int) -> int:

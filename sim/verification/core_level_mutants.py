@@ -184,7 +184,17 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "dw_pixel_step_uses_stride",
        "a DEPTHWISE stream steps to a pixel's next word by the pixel stride step (STRIDE_W words), "
        "not by one word",
-       r"= dw \? pix_words : pix_step;", r"= pix_step;"),
+       r"= dw \? \\\$\d+  : (\{ 1'h0, pix_step \});", r"= \g<1>;"),
+    _m("mac_sequencer", "dw_two_words_advance_one",
+       "a DEPTHWISE clock that reads two words moves the stream on by one word: the next clock reads "
+       "the second word again",
+       r"(assign \\\$\d+  = )two \? \\\$\d+  : (\{ 1'h0, pix_words \});", r"\g<1>\g<2>;", 2),
+    _m("mac_sequencer", "dw_second_word_not_next",
+       "a DEPTHWISE clock that reads two words reads the same word through both ports",
+       r"(assign \\\$\d+  = )two \? pix_words : 32'd0;", r"\g<1>32'd0;"),
+    _m("mac_sequencer", "dw_two_words_counted_as_one",
+       "a DEPTHWISE clock that reads two words counts one toward the next beat: beats come late",
+       r"(assign \\\$\d+  = )two \? 2'h2 : 2'h1;", r"\g<1>2'h1;"),
     _m("mac_sequencer", "dw_beat_every_word",
        "after a DEPTHWISE beat the next pixel's beat comes one word later, whatever STRIDE_W",
        r"(end else begin\n\s+\\\$\d+  = )op_stride_w;", r"\g<1>32'd1;"),
@@ -200,7 +210,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        r"(assign \\\$\d+  = )pair \? 2'h2 : 2'h1;", r"\g<1>2'h1;"),
     _m("mac_sequencer", "pair_second_row_not_offset",
        "DEPTHWISE_PAIRED's second port reads the first kernel row's word, not the row DILATION_H below",
-       r"(assign \\\$\d+  = )second \? ky_step : 32'd0;", r"\g<1>32'd0;"),
+       r"(assign \\\$\d+  = )second \? ky_step : (\\\$\d+ );", r"\g<1>\g<2>;"),
     _m("mac_sequencer", "pair_lone_row_unmasked",
        "the last step of an odd KERNEL_H keeps the upper window half's lanes: the first row's words "
        "read again add to the sum",
@@ -232,6 +242,9 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        "triple, the third window group's first lane (channel 0) shifts in the second kernel row's word "
        "instead of the third's",
        r"= triple \? x3_0 : ", r"= triple ? x2_0 : "),
+    _m("mac_window", "two_words_in_order",
+       "a two-word shift puts the first word (channel 0) at lane 0 instead of the newer second",
+       r"= win_double \? x2_0 : x_0;", r"= x_0;"),
     _m("mac_window", "row1_reads_channel0",
        "in the window mode, row 1 multiplies channel 0 of the newest word instead of its own channel",
        r"(assign xr_1_0 = dw \? )wview_0_1( : x_0;)", r"\g<1>wview_0_0\g<2>"),

@@ -123,7 +123,7 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
     """The window modes (MacMode.DEPTHWISE, and with `pair` / `triple` DEPTHWISE_PAIRED and
     DEPTHWISE_TRIPLE): the window is one group of lanes, or two halves, or three groups of
     cols // 3 lanes (the lanes past them hold zero), each shifting in its own word (`x`, `x2_data`,
-    `x3_data`) one a clock, some clocks idle, each group's pass length changing between runs (lanes
+    `x3_data`) one a clock (DEPTHWISE: some clocks two, `win_double`), some clocks idle, each group's pass length changing between runs (lanes
     past it read zero; a length of 0 masks the group, as for a step past the last kernel row);
     beats on the shifted windows with row r taking channel r mod cols; the accumulators equal the
     windows' definition computed here (rows > cols included: rows past cols repeat the
@@ -150,10 +150,15 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
         for _ in range(int(rng.integers(1, 2 * cols))):
             shift = bool(rng.integers(0, 5))
             words = [rng.integers(-128, 128, cols) for _ in range(3)] if shift else None
+            # one row a step: a third of the shifts take two words (the second, newer, at lane 0)
+            double = bool(shift and k == 1 and rng.integers(0, 3) == 0)
             acc = int(rng.integers(0, depth)) if shift and rng.integers(0, 2) else None
             first = acc is not None and (acc not in written or rng.integers(0, 3) == 0)
-            script.append((words, lengths, acc, first))
-            if shift:
+            script.append((words, lengths, acc, first, double))
+            if double:
+                windows[0] = np.concatenate([(words[1] - zp)[None, :], (words[0] - zp)[None, :], windows[0][:-2]])
+                windows[0][lengths[0]:] = 0
+            elif shift:
                 for g in range(k):
                     windows[g] = np.concatenate([(words[g] - zp)[None, :], windows[g][:-1]])
                     windows[g][lengths[g]:] = 0
@@ -178,7 +183,8 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
         ctx.set(dut.dw, 1)
         ctx.set(dut.pair, k == 2)
         ctx.set(dut.triple, k == 3)
-        for words, lengths, acc, first in script:
+        for words, lengths, acc, first, double in script:
+            ctx.set(dut.win_double, double)
             ctx.set(dut.win_len, lengths[0])
             ctx.set(dut.win_len_hi, lengths[1] if k > 1 else 0)
             ctx.set(dut.win_len_3, lengths[2] if k > 2 else 0)
