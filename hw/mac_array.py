@@ -58,6 +58,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import ACC_BITS
+from firmware_model.arch.isa import depthwise_group_lanes
 
 SUM_BITS = 32        # |sums| < 2^31 for every mode, zero point (signed 9 bits) and cols <= 64
 ZP_BITS = 9
@@ -129,12 +130,12 @@ class MacArray(wiring.Component):
             # kernel row's, read in the same clock) and its own length (0: no second row)
             members["pair"] = In(1)
             members["x2_data"] = In(data.ArrayLayout(unsigned(8), cols))
-            members["win_len_hi"] = In(range(cols // 2 + 1))
+            members["win_len_hi"] = In(range(depthwise_group_lanes(cols, 2) + 1))
             # DEPTHWISE_TRIPLE: three groups of cols // 3 lanes, the second taking `x2_data` with
             # `win_len_hi`, the third its own word (the kernel row after) with `win_len_3`
             members["triple"] = In(1)
             members["x3_data"] = In(data.ArrayLayout(unsigned(8), cols))
-            members["win_len_3"] = In(range(cols // 3 + 1))
+            members["win_len_3"] = In(range(depthwise_group_lanes(cols, 3) + 1))
             # DEPTHWISE, a clock with two words: `x2_data` (the next pixel's word, the newer) shifts
             # in at lane 0 and the `x` word at lane 1, the older words moving up two lanes
             members["win_double"] = In(1)
@@ -183,7 +184,8 @@ class MacArray(wiring.Component):
         if self.window:
             win = [[Signal(signed(10), name=f"win_{l}_{c}") for c in range(cols)] for l in range(cols)]
             view = [[Signal(signed(10), name=f"wview_{l}_{c}") for c in range(cols)] for l in range(cols)]
-            half, third = cols // 2, cols // 3
+            # the groups of DEPTHWISE_PAIRED and _TRIPLE (isa.depthwise_group_lanes)
+            half, third = depthwise_group_lanes(cols, 2), depthwise_group_lanes(cols, 3)
             # the second and third words' factors (int8 only: the window modes take int8 inputs)
             x2s, x3s = [], []
             for c in range(cols):

@@ -40,7 +40,7 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import MacMode, OutMode, Status
+from firmware_model.arch.isa import MacMode, OutMode, Status, depthwise_group_lanes
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.checks import MAC_RTL_GAPS, MAC_RULES
@@ -192,11 +192,11 @@ class MacSequencer(wiring.Component):
         m.d.comb += [mac.dw.eq(dwm), mac.win_len.eq(win_len_d)]
         # paired: the upper half's word is the next kernel row's, at the same column; a step
         # without one (the last of an odd KERNEL_H) reads the first row's word again, masked
-        win_len_hi_d = Signal(range(L // 2 + 1))
+        win_len_hi_d = Signal(range(depthwise_group_lanes(L, 2) + 1))
         m.d.sync += win_len_hi_d.eq(Mux(second, win_len, 0))
         m.d.comb += [mac.pair.eq(pair), mac.win_len_hi.eq(win_len_hi_d), mac.x2_data.eq(self.ifm_data2)]
         # triple: the third group's word is the row after the second's, masked likewise
-        win_len_3_d = Signal(range(L // 3 + 1))
+        win_len_3_d = Signal(range(depthwise_group_lanes(L, 3) + 1))
         m.d.sync += win_len_3_d.eq(Mux(third_row, win_len, 0))
         m.d.comb += [mac.triple.eq(triple), mac.win_len_3.eq(win_len_3_d), mac.x3_data.eq(self.ifm_data3)]
         s1_shift = Signal()

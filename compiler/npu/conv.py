@@ -43,7 +43,7 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
                                home_addresses, round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
 from compiler.npu.prefetch import Prefetched, overlaps
-from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram, depthwise_group_lanes
+from firmware_model.arch.isa import DEPTHWISE_ROWS, MacMode, Opcode, Reg, Sram, depthwise_group_lanes, depthwise_mode
 from firmware_model.golden.mac_unit import depthwise_lanes, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
@@ -165,13 +165,13 @@ class NpuConv(NpuOperation):
         if not self.window_mode(cfg) or kh == 1:
             return 1
         span = (kw - 1) * self.dilation[1] + 1
-        fitting = [k for k in (1, 2, 3) if k == 1 or span <= depthwise_group_lanes(cfg.mac_cols, k)]
+        fitting = [k for k in DEPTHWISE_ROWS.values() if k == 1 or span <= depthwise_group_lanes(cfg.mac_cols, k)]
         return min(fitting, key=lambda k: (depthwise_kernel_steps(kh, k), k))
 
     def mac_mode(self, cfg: NpuConfig) -> MacMode:
         if not self.window_mode(cfg):
             return MacMode.CONV2D
-        return {1: MacMode.DEPTHWISE, 2: MacMode.DEPTHWISE_PAIRED, 3: MacMode.DEPTHWISE_TRIPLE}[self.kernel_rows(cfg)]
+        return depthwise_mode(self.kernel_rows(cfg))
 
     def mac_steps(self, cfg: NpuConfig) -> int:
         """Reduction steps (weight blocks) per block of output channels."""

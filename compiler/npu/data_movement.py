@@ -178,6 +178,20 @@ def _ints(values) -> list[int]:
     return [int(v) for v in np.asarray(values).reshape(-1)]
 
 
+def pad_constants(block: Block, producers: dict, op: Operator) -> tuple[tuple[tuple[int, int], ...], int] | str:
+    """A PAD's constant padding, as (elements before, after) per dim of its input, and pad value;
+    or why the NPU cannot take it (not constants, or an ERROR_IF)."""
+    x = block.tensor(op.inputs[0])
+    padding = const_value(block, producers, op.inputs[1])
+    pad_const = const_value(block, producers, op.inputs[2]) if len(op.inputs) > 2 else None
+    if padding is None or pad_const is None or np.asarray(pad_const).size != 1:
+        return "PAD whose padding or pad value is not a constant"
+    padding = _ints(padding)
+    if len(padding) != 2 * x.rank or min(padding) < 0:
+        return f"PAD with padding {padding} (an ERROR_IF)"
+    return tuple(zip(padding[0::2], padding[1::2])), int(np.asarray(pad_const).reshape(-1)[0])
+
+
 def match(block: Block, op: Operator, producers: dict, consumers: dict):
     """NPU data-movement operations: (NpuAlias | NpuDataMove, [op]), a reason string, or None."""
     if op.op not in ("RESHAPE", "TRANSPOSE", "SLICE", "TILE", "CONCAT", "PAD"):
@@ -247,16 +261,12 @@ def match(block: Block, op: Operator, producers: dict, consumers: dict):
         space = shape
     else:  # PAD
         x = block.tensor(op.inputs[0])
-        padding = const_value(block, producers, op.inputs[1])
-        pad_const = const_value(block, producers, op.inputs[2]) if len(op.inputs) > 2 else None
-        if padding is None or pad_const is None or np.asarray(pad_const).size != 1:
-            return "PAD whose padding or pad value is not a constant"
-        padding = _ints(padding)
-        value = int(np.asarray(pad_const).reshape(-1)[0])
-        if len(padding) != 2 * x.rank or min(padding) < 0:
-            return f"PAD with padding {padding} (an ERROR_IF)"
+        found = pad_constants(block, producers, op)
+        if isinstance(found, str):
+            return found
+        pads, value = found
         blobs["pad"] = as_bytes(np.array([value]), out_t.dtype)
-        lo = tuple(padding[0::2])
+        lo = tuple(before for before, _ in pads)
         pieces = [Piece((0,) * len(shape), shape, None, value)]
         if x.num_elements:
             src = _source(block, producers, op.inputs[0], "in0", blobs, 0, dense_strides(x.shape), inputs)

@@ -77,34 +77,47 @@ def merge_dims(dims: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return list(reversed(out))
 
 
+@dataclass(frozen=True)
+class BoxPattern:
+    """One DMA command's part of a box: offsets from the box's first byte, LEN0..2, strides."""
+    ext_off: int
+    sram_off: int
+    len0: int
+    len1: int
+    len2: int
+    ext_s1: int
+    ext_s2: int
+    sram_s1: int
+    sram_s2: int
+
+
+def box_patterns(dims: list[tuple[int, int, int]], esize: int) -> list[BoxPattern]:
+    """The DMA patterns of a box (dims outer first: size, ext stride, SRAM stride in bytes), one per
+    index of its dims beyond three (module docstring)."""
+    dims = merge_dims(dims)
+    if not dims:
+        return [BoxPattern(0, 0, esize, 1, 1, 0, 0, 0, 0)]
+    size, es, ss = dims[-1]
+    if es == esize and ss == esize:
+        len0, rest = size * esize, dims[:-1]
+    else:
+        len0, rest = esize, dims
+    (n2, e2, s2), (n1, e1, s1) = ([(1, 0, 0)] * 2 + rest[-2:])[-2:]
+    outer = rest[:-2]
+    return [BoxPattern(sum(i * d[1] for i, d in zip(idx, outer)), sum(i * d[2] for i, d in zip(idx, outer)),
+                       len0, n1, n2, e1, e2, s1, s2)
+            for idx in itertools.product(*(range(d[0]) for d in outer))]
+
+
 def copy_box(w: CommandWriter, opcode: Opcode, sram: Sram, *, ext: int, sram_addr: int,
              dims: list[tuple[int, int, int]], esize: int) -> int:
     """DMA_LOAD / DMA_STORE of a box (dims outer first: size, ext stride, SRAM stride in bytes).
     Returns the number of commands emitted."""
-    dims = merge_dims(dims)
-    if not dims:
-        w.dma(opcode, sram, ext=ext, sram_addr=sram_addr, len0=esize)
-        return 1
-    size, es, ss = dims[-1]
-    if es == esize and ss == esize:
-        run = (size * esize, None)
-        rest = dims[:-1]
-    else:
-        run = (esize, None)
-        rest = dims
-    inner = rest[-2:]
-    outer = rest[:-2]
-    while len(inner) < 2:
-        inner = [(1, 0, 0)] + inner
-    (n2, e2, s2), (n1, e1, s1) = inner
-    count = 0
-    for idx in itertools.product(*(range(d[0]) for d in outer)):
-        eo = sum(i * d[1] for i, d in zip(idx, outer))
-        so = sum(i * d[2] for i, d in zip(idx, outer))
-        w.dma(opcode, sram, ext=ext + eo, sram_addr=sram_addr + so, len0=run[0], len1=n1, len2=n2,
-              ext_s1=e1, ext_s2=e2, sram_s1=s1, sram_s2=s2)
-        count += 1
-    return count
+    patterns = box_patterns(dims, esize)
+    for p in patterns:
+        w.dma(opcode, sram, ext=ext + p.ext_off, sram_addr=sram_addr + p.sram_off, len0=p.len0, len1=p.len1,
+              len2=p.len2, ext_s1=p.ext_s1, ext_s2=p.ext_s2, sram_s1=p.sram_s1, sram_s2=p.sram_s2)
+    return len(patterns)
 
 
 def load_source(w: CommandWriter, ectx: EmitContext, src: Source, sram: Sram, sram_addr: int,
@@ -116,26 +129,6 @@ def load_source(w: CommandWriter, ectx: EmitContext, src: Source, sram: Sram, sr
                     dims=dims, esize=src.esize)
 
 
-def _patterns(dims: list[tuple[int, int]], esize: int):
-    """The FILL patterns of a box of SRAM elements (dims outer first: size, SRAM stride in bytes):
-    (sram offset, len0, len1, len2, stride1, stride2) per index of the dims beyond three."""
-    dims = [(n, ss) for n, _, ss in merge_dims([(n, ss, ss) for n, ss in dims])]
-    if not dims:
-        return [(0, esize, 1, 1, 0, 0)]
-    size, ss = dims[-1]
-    if ss == esize:
-        len0, rest = size * esize, dims[:-1]
-    else:
-        len0, rest = esize, dims
-    inner = ([(1, 0)] * 2 + rest[-2:])[-2:]
-    outer = rest[:-2]
-    (n2, s2), (n1, s1) = inner
-    out = []
-    for idx in itertools.product(*(range(d[0]) for d in outer)):
-        out.append((sum(i * d[1] for i, d in zip(idx, outer)), len0, n1, n2, s1, s2))
-    return out
-
-
 def fill_box(w: CommandWriter, ectx: EmitContext, sram: Sram, sram_addr: int, dims: list[tuple[int, int]],
              esize: int, byte: int | None, pad_blob: str | None) -> None:
     """A box of SRAM elements (dims outer first: size, SRAM stride in bytes) set to one value: FILLs
@@ -145,9 +138,9 @@ def fill_box(w: CommandWriter, ectx: EmitContext, sram: Sram, sram_addr: int, di
         copy_box(w, Opcode.DMA_LOAD, sram, ext=ectx.constants[pad_blob], sram_addr=sram_addr,
                  dims=[(n, 0, ss) for n, ss in dims], esize=esize)
         return
-    for off, len0, len1, len2, s1, s2 in _patterns(dims, esize):
-        w.dma(Opcode.FILL, sram, sram_addr=sram_addr + off, len0=len0, len1=len1, len2=len2,
-              sram_s1=s1, sram_s2=s2, value=byte)
+    for p in box_patterns([(n, ss, ss) for n, ss in dims], esize):
+        w.dma(Opcode.FILL, sram, sram_addr=sram_addr + p.sram_off, len0=p.len0, len1=p.len1, len2=p.len2,
+              sram_s1=p.sram_s1, sram_s2=p.sram_s2, value=byte)
 
 
 # An extra DMA command costs its SETs and decode on the command processor, which runs beside the
@@ -185,9 +178,10 @@ def load_padded(w: CommandWriter, ectx: EmitContext, src: Source, sram: Sram, sr
             cfg = ectx.cfg
 
             def beats(addr, dims):
-                return sum(FILL_COMMAND_BEATS + dma_beats(cfg, sram, sram_addr=addr + off, len0=l0, len1=l1, len2=l2,
-                                                          sram_stride1=s1, sram_stride2=s2, fill=True)
-                           for off, l0, l1, l2, s1, s2 in _patterns(dims, esize))
+                return sum(FILL_COMMAND_BEATS + dma_beats(cfg, sram, sram_addr=addr + p.sram_off, len0=p.len0,
+                                                          len1=p.len1, len2=p.len2, sram_stride1=p.sram_s1,
+                                                          sram_stride2=p.sram_s2, fill=True)
+                           for p in box_patterns([(n, ss, ss) for n, ss in dims], esize))
             if beats(sram_addr, whole) <= sum(beats(a, dims) for a, dims in slabs):
                 slabs = [(sram_addr, whole)]
         for addr, dims in slabs:

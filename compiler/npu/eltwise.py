@@ -36,6 +36,7 @@ from compiler.ir import Block, Operator
 from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import Cascade
+from compiler.npu.data_movement import pad_constants
 from compiler.npu.prefetch import Prefetched, overlaps
 from compiler.npu.dma_patterns import (FlatTile, Source, as_bytes, dense_strides, element_bytes_fill, flat_tiles,
                                        load_padded, load_source)
@@ -534,21 +535,18 @@ def _pad_operand(block: Block, producers: dict, consumers: dict, name: str, shap
     the tile buffers (the padded tensor is never stored), when the PAD feeds only this operand, in
     its shape, and its input, padding and pad value allow it; else None."""
     if (p is None or p.op != "PAD" or claimed(p) or only_consumer(block, consumers, name) is None
-            or tuple(block.tensor(name).shape) != tuple(shape) or len(p.inputs) < 3):
+            or tuple(block.tensor(name).shape) != tuple(shape)):
         return None
     src = block.tensor(p.inputs[0])
-    padding = const_value(block, producers, p.inputs[1])
-    pad_const = const_value(block, producers, p.inputs[2])
-    if (padding is None or pad_const is None or np.asarray(pad_const).size != 1 or src.num_elements == 0
-            or const_value(block, producers, p.inputs[0]) is not None or src.dtype != dtype):
+    found = pad_constants(block, producers, p)
+    if (isinstance(found, str) or src.num_elements == 0 or src.dtype != dtype
+            or const_value(block, producers, p.inputs[0]) is not None):
         return None
-    padding = [int(v) for v in np.asarray(padding).reshape(-1)]
-    if (len(padding) != 2 * src.rank or src.rank != len(shape) or min(padding) < 0
-            or [d + a + b for d, a, b in zip(src.shape, padding[0::2], padding[1::2])] != list(shape)):
+    pad, value = found
+    if [d + a + b for d, (a, b) in zip(src.shape, pad)] != list(shape):
         return None
-    pad = tuple(zip(padding[0::2], padding[1::2]))
     return Operand(p.inputs[0], None, tuple(shape), dtype, strides=dense_strides(src.shape), pad=pad,
-                   pad_value=int(np.asarray(pad_const).reshape(-1)[0]), **kw)
+                   pad_value=value, **kw)
 
 
 def operand_chain(block: Block, producers: dict, consumers: dict, binop: Operator, k: int) -> tuple[Operand, list[Operator]]:

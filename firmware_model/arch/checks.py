@@ -23,7 +23,7 @@ from typing import Callable
 
 from firmware_model.arch.config import SRAM_MAX_BYTES, NpuConfig
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECORD_BYTES, EltMode, EltOp, LutMode,
-                                     MacMode, OutMode, PoolMode, Sram, Status)
+                                     MacMode, OutMode, PoolMode, Sram, Status, depthwise_group_lanes, depthwise_rows)
 from firmware_model.tosa_ops.dtypes import DType
 
 
@@ -197,6 +197,17 @@ def _mac_raw48(x, r):
     return x.all(r.ofm_dtype == DType.INT48, x.not_(x.flag(r.out_mode, _RESCALE)))
 
 
+def _group_span_rule(name: str, mode: MacMode, lanes: str, where: str) -> Rule:
+    """A window mode of several kernel rows a step: the kernel row spans at most one group's lanes
+    (isa.depthwise_group_lanes)."""
+    return Rule(name, Status.BAD_MODE,
+                f"a {mode.name} command's kernel row spans at most {lanes} input pixels "
+                f"((KERNEL_W - 1) x DILATION_W + 1): one window pass in {where} of the lanes",
+                ("sub", "KERNEL_W", "DILATION_W"),
+                lambda x, r, sub, cfg: x.all(sub == mode, _mul(x, r.kernel_w - 1, r.dilation_w) + 1
+                                             > depthwise_group_lanes(cfg.mac_cols, depthwise_rows(mode))))
+
+
 # ---- MAC (docs/isa.md, "The MAC command"), in the order the checks apply ----
 MAC_RULES: tuple[Rule, ...] = (
     Rule("mode", Status.BAD_MODE,
@@ -210,18 +221,8 @@ MAC_RULES: tuple[Rule, ...] = (
          ("sub", "IFM_DTYPE", "IFM_CBLOCKS", "OFM_C"),
          lambda x, r, sub, cfg: x.all(x.one_of(sub, *DEPTHWISE_MODES), x.any(
              r.ifm_dtype != DType.INT8, r.ifm_cblocks != 1, r.ofm_c > min(cfg.mac_rows, cfg.mac_cols)))),
-    Rule("paired span", Status.BAD_MODE,
-         "a DEPTHWISE_PAIRED command's kernel row spans at most mac.cols / 2 input pixels "
-         "((KERNEL_W - 1) x DILATION_W + 1): one window pass in each half of the lanes",
-         ("sub", "KERNEL_W", "DILATION_W"),
-         lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE_PAIRED,
-                                      _mul(x, r.kernel_w - 1, r.dilation_w) + 1 > cfg.mac_cols // 2)),
-    Rule("triple span", Status.BAD_MODE,
-         "a DEPTHWISE_TRIPLE command's kernel row spans at most mac.cols // 3 input pixels "
-         "((KERNEL_W - 1) x DILATION_W + 1): one window pass in each third of the lanes",
-         ("sub", "KERNEL_W", "DILATION_W"),
-         lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE_TRIPLE,
-                                      _mul(x, r.kernel_w - 1, r.dilation_w) + 1 > cfg.mac_cols // 3)),
+    _group_span_rule("paired span", MacMode.DEPTHWISE_PAIRED, "mac.cols / 2", "each half"),
+    _group_span_rule("triple span", MacMode.DEPTHWISE_TRIPLE, "mac.cols // 3", "each third"),
     Rule("input SRAM", Status.BAD_MODE,
          "IFM_SRAM is INPUT, or OUTPUT for a CONV2D or MATMUL command (an earlier command's result read "
          "where it was written)", ("sub", "IFM_SRAM"),

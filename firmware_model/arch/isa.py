@@ -125,6 +125,11 @@ def depthwise_rows(mode: int) -> int:
     return DEPTHWISE_ROWS.get(mode, 1)
 
 
+def depthwise_mode(rows: int) -> MacMode:
+    """The window mode that takes `rows` kernel rows a step (DEPTHWISE_ROWS read backwards)."""
+    return next(mode for mode, k in DEPTHWISE_ROWS.items() if k == rows)
+
+
 def depthwise_group_lanes(cols: int, rows: int) -> int:
     """Lanes of each kernel row's window in a mode of `rows` kernel rows a step: the whole array
     for one row, else mac.cols // rows (the group g takes lanes g*n .. g*n + n - 1; the lanes past
