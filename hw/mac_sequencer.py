@@ -36,7 +36,7 @@ checks are firmware_model/arch/checks.py's MAC rules, elaborated in CHECK.
 
 from types import SimpleNamespace
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -57,7 +57,7 @@ from hw.vector_writer import LATENCY as VECTOR_WRITER_LATENCY
 from hw.vector_writer import write_words
 
 # Register-file fields the sequencer uses after SETUP (latched there).
-LATCHED = ('dilation_h', 'dilation_w', 'ifm_cblocks', 'ifm_zp', 'kernel_h', 'kernel_w', 'ofm_addr', 'ofm_c', 'ofm_h', 'ofm_pix_stride', 'ofm_row_stride', 'ofm_w', 'param_addr', 'stride_h', 'stride_w', 'wgt_addr', 'wgt_zp')
+LATCHED = ('dilation_h', 'dilation_w', 'ifm_cblocks', 'ifm_in_h', 'ifm_in_w', 'ifm_pad_left', 'ifm_pad_top', 'ifm_zp', 'kernel_h', 'kernel_w', 'ofm_addr', 'ofm_c', 'ofm_h', 'ofm_pix_stride', 'ofm_row_stride', 'ofm_w', 'param_addr', 'stride_h', 'stride_w', 'wgt_addr', 'wgt_zp')
 
 INT48_MIN, INT48_MAX = DType.INT48.min, DType.INT48.max
 
@@ -144,6 +144,12 @@ class MacSequencer(wiring.Component):
         rem = Signal(32)            # DEPTHWISE: span left from this pass on
         win_len = Signal(range(L + 1))
         need = Signal(32)           # DEPTHWISE: words still to read for the stream's next beat
+        # window modes: the input box's row and column of the words read (IFM_PAD_*, IFM_IN_*:
+        # a position outside the image reads as IFM_ZP)
+        ky_row = Signal(32)         # the step's first kernel row (box row at output row 0)
+        kx_col = Signal(32)         # the pass's first column
+        row_y = Signal(32)          # the box row the stream reads (its first kernel row)
+        col_x = Signal(32)          # the box column of the port-1 word
 
         # ---- loop state ----
         ocb = Signal(32)
@@ -175,11 +181,19 @@ class MacSequencer(wiring.Component):
         last_stream = Signal()      # the step streaming is its block's last
         acc_half = Signal()         # the half the array accumulates into (0 unless overlapping)
 
+        # A window-mode read outside the image's pixels takes IFM_ZP in every lane instead of the
+        # word, a clock later with the data (box_holds_pixel in firmware_model/golden/mac_unit.py).
+        def holds_pixel(y, x):
+            return ((op.ifm_in_h == 0) | (((y - op.ifm_pad_top)[:32] < op.ifm_in_h)
+                                          & ((x - op.ifm_pad_left)[:32] < op.ifm_in_w)))
+        zp_word = Cat(*[op.ifm_zp[:8]] * L)
+        s1_pad = [Signal(name=f"s1_pad{i}") for i in (1, 2, 3)]
+        m.d.sync += [pad.eq(0) for pad in s1_pad]
         m.d.comb += [
             mac.w.payload.data.eq(self.wgt_data),
             mac.w.payload.zp.eq(op.wgt_zp[:9].as_signed()),
             mac.w.payload.int16.eq(int16),
-            mac.x.payload.data.eq(self.ifm_data),
+            mac.x.payload.data.eq(Mux(s1_pad[0], zp_word, self.ifm_data)),
             mac.x.payload.zp.eq(op.ifm_zp[:9].as_signed()),
             mac.x.payload.int16.eq(int16),
         ]
@@ -194,11 +208,13 @@ class MacSequencer(wiring.Component):
         # without one (the last of an odd KERNEL_H) reads the first row's word again, masked
         win_len_hi_d = Signal(range(depthwise_group_lanes(L, 2) + 1))
         m.d.sync += win_len_hi_d.eq(Mux(second, win_len, 0))
-        m.d.comb += [mac.pair.eq(pair), mac.win_len_hi.eq(win_len_hi_d), mac.x2_data.eq(self.ifm_data2)]
+        m.d.comb += [mac.pair.eq(pair), mac.win_len_hi.eq(win_len_hi_d),
+                     mac.x2_data.eq(Mux(s1_pad[1], zp_word, self.ifm_data2))]
         # triple: the third group's word is the row after the second's, masked likewise
         win_len_3_d = Signal(range(depthwise_group_lanes(L, 3) + 1))
         m.d.sync += win_len_3_d.eq(Mux(third_row, win_len, 0))
-        m.d.comb += [mac.triple.eq(triple), mac.win_len_3.eq(win_len_3_d), mac.x3_data.eq(self.ifm_data3)]
+        m.d.comb += [mac.triple.eq(triple), mac.win_len_3.eq(win_len_3_d),
+                     mac.x3_data.eq(Mux(s1_pad[2], zp_word, self.ifm_data3))]
         s1_shift = Signal()
         m.d.sync += s1_shift.eq(0)
         m.d.comb += mac.win_shift.eq(s1_shift)
@@ -376,15 +392,17 @@ class MacSequencer(wiring.Component):
         # and for the stream that runs straight on into it (STREAM's step change).
         nx_icb, nx_kx, nx_ky = Signal(32), Signal(32), Signal(32)
         nx_kx_base, nx_ky_base, nx_rem = Signal(32), Signal(32), Signal(32)
+        nx_ky_row, nx_kx_col = Signal(32), Signal(32)
         with m.If(icb + 1 < op.ifm_cblocks):
             m.d.comb += [nx_icb.eq(icb + 1), nx_kx.eq(kx), nx_ky.eq(ky), nx_kx_base.eq(kx_base),
-                         nx_ky_base.eq(ky_base), nx_rem.eq(rem)]
+                         nx_ky_base.eq(ky_base), nx_rem.eq(rem), nx_ky_row.eq(ky_row), nx_kx_col.eq(kx_col)]
         with m.Elif(kx + 1 < n_kx):
             m.d.comb += [nx_icb.eq(0), nx_kx.eq(kx + 1), nx_ky.eq(ky), nx_kx_base.eq(kx_base + kx_step),
-                         nx_ky_base.eq(ky_base), nx_rem.eq(rem - L)]
+                         nx_ky_base.eq(ky_base), nx_rem.eq(rem - L), nx_ky_row.eq(ky_row), nx_kx_col.eq(kx_col + L)]
         with m.Else():
             m.d.comb += [nx_icb.eq(0), nx_kx.eq(0), nx_ky.eq(ky + ky_inc), nx_kx_base.eq(ky_base + ky_adv),
-                         nx_ky_base.eq(ky_base + ky_adv), nx_rem.eq(span)]
+                         nx_ky_base.eq(ky_base + ky_adv), nx_rem.eq(span),
+                         nx_ky_row.eq(ky_row + ky_inc * op.dilation_h), nx_kx_col.eq(0)]
         nx_has_next = Signal()     # ... and it is not the block's last either
         m.d.comb += nx_has_next.eq(~((nx_icb + 1 >= op.ifm_cblocks) & (nx_kx + 1 >= n_kx)
                                      & (nx_ky + ky_inc >= op.kernel_h)))
@@ -458,7 +476,7 @@ class MacSequencer(wiring.Component):
                     n_kx.eq(Mux(dwm, (span + (L - 1)) >> lg_l, op.kernel_w)),
                     rem.eq(span),
                     ocb.eq(0), ky.eq(0), kx.eq(0), icb.eq(0), k.eq(0),
-                    ky_base.eq(ifm_word0), kx_base.eq(ifm_word0),
+                    ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), ky_row.eq(0), kx_col.eq(0),
                     wblk.eq(op.wgt_addr >> lg_l),
                     first_step.eq(1),
                     overlap.eq(vec_out & (op.ofm_h * op.ofm_w <= half)),
@@ -479,7 +497,7 @@ class MacSequencer(wiring.Component):
                 with m.If(k == R):
                     m.d.sync += [k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
                                  row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len),
-                                 last_stream.eq(~has_next)]
+                                 last_stream.eq(~has_next), row_y.eq(ky_row), col_x.eq(kx_col)]
                     m.d.comb += [start_loader.eq(1), oe_start.eq(early & ~has_next)]
                     m.next = "STREAM"
             with m.State("SWAP"):
@@ -489,7 +507,7 @@ class MacSequencer(wiring.Component):
                     m.d.comb += [mac.swap.eq(1), start_loader.eq(1), oe_start.eq(early & ~has_next)]
                     m.d.sync += [loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
                                  row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len),
-                                 last_stream.eq(~has_next)]
+                                 last_stream.eq(~has_next), row_y.eq(ky_row), col_x.eq(kx_col)]
                     m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += self.busy.eq(1)
@@ -499,14 +517,22 @@ class MacSequencer(wiring.Component):
                 m.d.comb += beat.eq(~dwm | (need == 1) | (two & (need == 2)))
                 m.d.sync += [s1_valid.eq(beat), s1_shift.eq(dwm), s1_two.eq(two), s1_p.eq(p + Mux(acc_half, half, 0)),
                              s1_first.eq(first_step), s1_last.eq(last_stream)]
+                # the ports' words: port 1 at (row_y, col_x); port 2 the next column (two words)
+                # or the next kernel row; port 3 the row after that
+                m.d.sync += [s1_pad[0].eq(dwm & ~holds_pixel(row_y, col_x)),
+                             s1_pad[1].eq(dwm & ~Mux(second, holds_pixel(row_y + op.dilation_h, col_x),
+                                                     holds_pixel(row_y, col_x + 1))),
+                             s1_pad[2].eq(dwm & ~holds_pixel(row_y + (op.dilation_h << 1), col_x))]
                 with m.If(~beat):
-                    m.d.sync += [need.eq(need - Mux(two, 2, 1)), pix_ptr.eq(pix_ptr + Mux(two, pix_words << 1, pix_words))]
+                    m.d.sync += [need.eq(need - Mux(two, 2, 1)), pix_ptr.eq(pix_ptr + Mux(two, pix_words << 1, pix_words)),
+                                 col_x.eq(col_x + two + 1)]
                 with m.Else():
                     m.d.sync += [p.eq(p + 1), need.eq(op.stride_w)]
                     last_x = ox + 1 == op.ofm_w
                     with m.If(last_x):
                         m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
-                                     pix_ptr.eq(row_ptr + row_step), need.eq(win_len)]
+                                     pix_ptr.eq(row_ptr + row_step), need.eq(win_len),
+                                     row_y.eq(row_y + op.stride_h), col_x.eq(kx_col)]
                         with m.If(oy + 1 == op.ofm_h):
                             with m.If(has_next & loaded):
                                 # the step's last read: the next step streams from the next clock
@@ -518,13 +544,16 @@ class MacSequencer(wiring.Component):
                                              ky.eq(nx_ky), kx_base.eq(nx_kx_base), ky_base.eq(nx_ky_base),
                                              rem.eq(nx_rem), loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
                                              row_ptr.eq(nx_kx_base + nx_icb), pix_ptr.eq(nx_kx_base + nx_icb),
-                                             need.eq(nx_win_len), last_stream.eq(~nx_has_next)]
+                                             need.eq(nx_win_len), last_stream.eq(~nx_has_next),
+                                             ky_row.eq(nx_ky_row), kx_col.eq(nx_kx_col),
+                                             row_y.eq(nx_ky_row), col_x.eq(nx_kx_col)]
                             with m.Else():
                                 m.d.sync += drain.eq(0)
                                 m.next = "STREAM_TAIL"
                     with m.Else():
                         m.d.sync += [ox.eq(ox + 1),
-                                     pix_ptr.eq(pix_ptr + Mux(dwm, Mux(two, pix_words << 1, pix_words), pix_step))]
+                                     pix_ptr.eq(pix_ptr + Mux(dwm, Mux(two, pix_words << 1, pix_words), pix_step)),
+                                     col_x.eq(col_x + two + 1)]
             with m.State("STREAM_TAIL"):
                 # two clocks: the last pixel's MAC, then its accumulator write
                 m.d.comb += self.busy.eq(1)
@@ -536,7 +565,7 @@ class MacSequencer(wiring.Component):
                 m.d.sync += [first_step.eq(0), wblk.eq(wblk + R)]
                 with m.If(has_next):
                     m.d.sync += [icb.eq(nx_icb), kx.eq(nx_kx), ky.eq(nx_ky), kx_base.eq(nx_kx_base),
-                                 ky_base.eq(nx_ky_base), rem.eq(nx_rem)]
+                                 ky_base.eq(nx_ky_base), rem.eq(nx_rem), ky_row.eq(nx_ky_row), kx_col.eq(nx_kx_col)]
                     m.next = "SWAP"
                 with m.Else():
                     remaining = op.ofm_c - (ocb << lg_r)
@@ -561,7 +590,7 @@ class MacSequencer(wiring.Component):
                     with m.If(more_ocb):
                         m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0), rem.eq(span),
                                      ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1),
-                                     acc_half.eq(acc_half ^ overlap)]
+                                     ky_row.eq(0), kx_col.eq(0), acc_half.eq(acc_half ^ overlap)]
                         with m.If(overlap):
                             m.next = "W_LOAD"
                         with m.Else():
@@ -629,7 +658,8 @@ class MacSequencer(wiring.Component):
                 with m.If(drain == OUTPUT_DRAIN - 1):
                     with m.If(more_ocb):
                         m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0), rem.eq(span),
-                                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1)]
+                                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1),
+                                     ky_row.eq(0), kx_col.eq(0)]
                         m.next = "W_LOAD"
                     with m.Else():
                         m.next = "DONE"

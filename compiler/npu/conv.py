@@ -319,6 +319,23 @@ class NpuConv(NpuOperation):
             return spatial_outer, "spatial-outer"
         return channels_outer, "channels-outer"
 
+    def _box_registers(self, cfg: NpuConfig, t, g: ConvGeometry) -> dict[Reg, int]:
+        """A window-mode tile's IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W (docs/isa.md): the
+        MAC reads the box's positions outside the image as IFM_ZP, so its padding needs no FILL.
+        IFM_IN_H 0 (the whole box is real, or the box has no pixel at all, which a FILL covers;
+        the unfolded and upsampled forms FILL too)."""
+        if not self.window_mode(cfg) or self.unfold is not None or self.upsample != (1, 1) or self.cascade_in is not None:
+            return {Reg.IFM_PAD_TOP: 0, Reg.IFM_PAD_LEFT: 0, Reg.IFM_IN_H: 0, Reg.IFM_IN_W: 0}
+        (sh, sw), (pt, _, pl, _) = self.stride, self.pad
+        H, W = self.in_shape[1], self.in_shape[2]
+        iy0, ix0 = t.y0 * sh - pt, t.x0 * sw - pl
+        ry0, ry1 = _real_range(iy0, g.in_h, H, 1)
+        rx0, rx1 = _real_range(ix0, g.in_w, W, 1)
+        if ry1 <= ry0 or rx1 <= rx0 or (ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w):
+            return {Reg.IFM_PAD_TOP: 0, Reg.IFM_PAD_LEFT: 0, Reg.IFM_IN_H: 0, Reg.IFM_IN_W: 0}
+        return {Reg.IFM_PAD_TOP: ry0 - iy0, Reg.IFM_PAD_LEFT: rx0 - ix0, Reg.IFM_IN_H: ry1 - ry0,
+                Reg.IFM_IN_W: rx1 - rx0}
+
     def tile_costs(self, cfg: NpuConfig, th: int, tw: int, tc: int) -> tuple[int, int, int, int]:
         """Clocks of one tile of this shape, for estimates: (its MAC command as the cycle model
         counts it, the output at its buffer's start, plus TILE_COMMAND_CLOCKS; its input box's
@@ -341,7 +358,8 @@ class NpuConv(NpuOperation):
         # (_fill_border) and never the lanes past the channels: counting the border alone made the
         # planner pick shapes that ran slower (demo_conv on large 15,434 -> 17,770 cycles,
         # resnet_pool 6,993 -> 7,889); the whole box keeps the comparison between shapes as before.
-        load_in += dma_busy_cycles(cfg, Sram.INPUT, fill=True, sram_addr=0, len0=g.in_bytes, len1=1, len2=1)
+        if not (self.window_mode(cfg) and self.unfold is None and self.upsample == (1, 1)):
+            load_in += dma_busy_cycles(cfg, Sram.INPUT, fill=True, sram_addr=0, len0=g.in_bytes, len1=1, len2=1)
         if self.cascade_in is not None:         # the input is on chip already (cascading.py)
             load_in = 0
         load_w = (dma_busy_cycles(cfg, Sram.WEIGHT, sram_addr=0, len0=g.weight_bytes, len1=1, len2=1)
@@ -640,7 +658,9 @@ class NpuConv(NpuOperation):
                     run, first = (t.tc * isize, t.c0 * isize) if self.depthwise else (row_bytes, 0)
                     whole = (uy == ux == 1 and run == pix and ry0 * uy == iy0 and rx0 * ux == ix0
                              and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
-                    if uy != 1 or ux != 1 or ry1 <= ry0 or rx1 <= rx0:
+                    if self._box_registers(cfg, t, g)[Reg.IFM_IN_H]:
+                        pass                    # the MAC reads the padding as IFM_ZP: no FILL
+                    elif uy != 1 or ux != 1 or ry1 <= ry0 or rx1 <= rx0:
                         w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes,
                               value=self.input_zp & 0xFF)
                     elif not whole:
@@ -704,6 +724,8 @@ class NpuConv(NpuOperation):
             if (cout := self.cascade_out) is not None:
                 out_addr = cout.addr + t.y0 * cout.row + t.x0 * cout.pix + t.c0 * esize
                 out_row, out_pix = cout.row, cout.pix
+            if self.window_mode(cfg) and self.unfold is None:
+                in_regs.update(self._box_registers(cfg, t, g))
             regs = {
                 **in_regs,
                 Reg.IFM_CBLOCKS: 1 if self.depthwise else cb, Reg.IFM_ZP: self.input_zp,

@@ -215,6 +215,14 @@ class Reg(enum.IntEnum):
     VAR_BYTES = 0x49
     VAR_SLOT = 0x4A
     VAR_EXT_ADDR = 0x4B     # external-memory side of the transfer
+    # A window-mode MAC command's input box (DEPTHWISE, _PAIRED, _TRIPLE): only IFM_IN_H x IFM_IN_W
+    # positions from row IFM_PAD_TOP, column IFM_PAD_LEFT of the box hold pixels; every other
+    # position reads as IFM_ZP in each channel (TOSA's padding), whatever its SRAM word holds.
+    # IFM_IN_H = 0 (from reset): every position holds a pixel.
+    IFM_PAD_TOP = 0x4C
+    IFM_PAD_LEFT = 0x4D
+    IFM_IN_H = 0x4E
+    IFM_IN_W = 0x4F
 
 
 # Registers whose 32-bit value is read as two's complement.
@@ -222,7 +230,8 @@ SIGNED_REGS = frozenset({Reg.IFM_ZP, Reg.WGT_ZP, Reg.OFM_ZP, Reg.CLAMP_MIN, Reg.
                          Reg.ELT_A_ZP, Reg.ELT_B_ZP})
 
 # The registers a MAC operation reads: the bench re-sends exactly these to an RTL tile.
-MAC_REGS = tuple(r for r in Reg if r < Reg.DMA_EXT_ADDR)
+MAC_REGS = tuple(r for r in Reg if r < Reg.DMA_EXT_ADDR) + (Reg.IFM_PAD_TOP, Reg.IFM_PAD_LEFT, Reg.IFM_IN_H,
+                                                            Reg.IFM_IN_W)
 # Output-stage registers shared by MAC, ELTWISE and POOL commands.
 OUTPUT_STAGE_REGS = (Reg.OFM_DTYPE, Reg.OFM_ZP, Reg.PARAM_ADDR, Reg.OUT_MODE, Reg.CLAMP_MIN, Reg.CLAMP_MAX,
                      Reg.LUT_MODE, Reg.LUT_ADDR, Reg.RESCALE_DTYPE)

@@ -48,7 +48,7 @@ import numpy as np
 from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, Sram
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, depthwise_lanes, exact_dot,
+from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, box_holds_pixel, depthwise_lanes, exact_dot,
                                            finish_accumulator, lanes_per_word, record_operands)
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
@@ -118,6 +118,10 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
              + (ar(ow) * (r.stride_w * pix_b))[None, None, :, None]
              + (krow[q_step, q_lane].astype(np.intp) * (r.dilation_h * row_b)
                 + offset[q_step, q_lane].astype(np.intp) * pix_b)[None, None, None, :]).reshape(oc, P, K)
+    # box_holds_pixel over the same (p, k) pairs: a position without a pixel contributes 0
+    real = box_holds_pixel(r, (ar(oh) * r.stride_h)[:, None, None] + (krow[q_step, q_lane] * r.dilation_h)[None, None],
+                           (ar(ow) * r.stride_w)[None, :, None] + offset[q_step, q_lane][None, None])
+    real = None if real is None else real.reshape(1, P, K).astype(np.float64)
     ifm_zp, wgt_zp = r.ifm_zp, r.wgt_zp
     wa, wb = plan.region.weight
     pa, pb = plan.region.param
@@ -145,6 +149,8 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     def run(mem: Memories, probe=None) -> None:
         x = mem.sram[Sram.INPUT].view(np.int8)[index].astype(np.float64)      # (oc, P, K)
         x -= ifm_zp
+        if real is not None:
+            x *= real
         sums = np.matmul(x, weights(mem.sram[Sram.WEIGHT][wa:wb]))           # (oc, P, 1), exact
         acc = sums.reshape(oc, P).T.astype(np.int64)
         if acc_wraps:

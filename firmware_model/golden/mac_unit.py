@@ -303,13 +303,24 @@ def depthwise_lanes(cfg: NpuConfig, mode: int, kernel_h: int, kernel_w: int,
     return np.where(inside, row, 0), np.where(inside, offset, 0), inside
 
 
+def box_holds_pixel(r: Registers, by: np.ndarray, bx: np.ndarray) -> np.ndarray | None:
+    """Whether input-box row `by`, column `bx` (broadcast together) hold a pixel of a window-mode
+    command (IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W: docs/isa.md); every other position
+    reads as IFM_ZP. None when IFM_IN_H is 0: the whole box holds pixels."""
+    if r.ifm_in_h == 0:
+        return None
+    by, bx = np.asarray(by, dtype=np.int64), np.asarray(bx, dtype=np.int64)
+    return ((by >= r.ifm_pad_top) & (by < r.ifm_pad_top + r.ifm_in_h)
+            & (bx >= r.ifm_pad_left) & (bx < r.ifm_pad_left + r.ifm_in_w))
+
+
 def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan", mode: int) -> np.ndarray:
     """A window-mode (DEPTHWISE, _PAIRED, _TRIPLE) command's accumulators (P, OFM_C), docs/isa.md: for each
     step i (weight block), row r of the block takes channel r mod mac.cols of the input words at
     the lanes' kernel rows and offsets (depthwise_lanes),
         acc[p, r] += sum over lanes l inside step i of
                      (x[oy*SH + row_i(l)*DH, ox*SW + offset_i(l), r mod cols] - IFM_ZP) * (w[i][r, l] - WGT_ZP)
-    wrapped to int48."""
+    wrapped to int48, where x at a box position without a pixel (box_holds_pixel) is IFM_ZP."""
     R, L = cfg.mac_rows, cfg.mac_cols
     oh, ow, oc = plan.out_shape
     kh = r.kernel_h
@@ -325,6 +336,11 @@ def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan",
     # x[p, i, l, row]: lanes outside a pass read row 0, offset 0 and are multiplied by zero below.
     x = words[:, :, krow, offset][..., chan].astype(np.float64).reshape(oh * ow, steps * L, R)
     x -= r.ifm_zp
+    # a box position without a pixel reads as IFM_ZP: its operand is 0
+    real = box_holds_pixel(r, (np.arange(oh) * r.stride_h)[:, None, None, None] + (krow * r.dilation_h)[None, None],
+                           (np.arange(ow) * r.stride_w)[None, :, None, None] + offset[None, None])
+    if real is not None:
+        x *= real.reshape(oh * ow, steps * L, 1)
     wa, wb = plan.region.weight
     w = mem.sram[Sram.WEIGHT][wa:wb].view(np.int8).reshape(steps, R, L).astype(np.float64)
     w -= r.wgt_zp

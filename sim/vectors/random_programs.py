@@ -221,6 +221,23 @@ def triple_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
                          "in the DEPTHWISE_TRIPLE mode with a kernel height of 4 or more, not a multiple of 3")
 
 
+def padded_window_tile(cfg: NpuConfig, rng, tile_id: int, mode) -> TileSpec:
+    """A random tile in window mode `mode` (DEPTHWISE, _PAIRED, _TRIPLE) whose image region
+    (IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W) leaves padding on all four sides of its input
+    box, with two or more kernel rows and output pixels a row, storing its raw accumulators (a
+    padded word read as the SRAM's shows in the sums)."""
+    def accept(t) -> bool:
+        regs = t["regs"]
+        if t["mode"] != mode or not regs.get(int(Reg.IFM_IN_H)) or regs[int(Reg.OUT_MODE)] & OutMode.RESCALE:
+            return False
+        ih = (regs[int(Reg.OFM_H)] - 1) * regs[int(Reg.STRIDE_H)] + (regs[int(Reg.KERNEL_H)] - 1) * regs[int(Reg.DILATION_H)] + 1
+        iw = regs[int(Reg.IFM_ROW_STRIDE)] // regs[int(Reg.IFM_PIX_STRIDE)]
+        top, left = regs[int(Reg.IFM_PAD_TOP)], regs[int(Reg.IFM_PAD_LEFT)]
+        return (top > 0 and left > 0 and top + regs[int(Reg.IFM_IN_H)] < ih and left + regs[int(Reg.IFM_IN_W)] < iw
+                and regs[int(Reg.KERNEL_H)] >= 2 and regs[int(Reg.OFM_W)] >= 2)
+    return directed_tile(cfg, rng, tile_id, accept, f"in mode {int(mode)} with padding on four sides")
+
+
 def one_step_full_block_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random CONV2D tile of one reduction step (a 1x1 kernel over one channel block) and exactly
     mac.rows output channels on the vector output path: its output engine starts early, at the end

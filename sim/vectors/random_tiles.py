@@ -32,7 +32,8 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     quarter of the CONV2D tiles read their input from the output SRAM (IFM_SRAM OUTPUT); half
     of the DEPTHWISE tiles take several kernel rows a step, as many DEPTHWISE_PAIRED as
     DEPTHWISE_TRIPLE (kernel rows spanning up to a group's lanes, cols/2 or cols//3 pixels; 1 to 5
-    or 1 to 7 of them, so that a last step with fewer rows leaves groups idle)."""
+    or 1 to 7 of them, so that a last step with fewer rows leaves groups idle). Two thirds of the
+    tiles mark part of their input box as padding (IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W)."""
     R, L = cfg.mac_rows, cfg.mac_cols
     int16 = ifm_dtype == DType.INT16
     mem = Memories(cfg)
@@ -149,6 +150,15 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         Reg.CLAMP_MAX: cmax & 0xFFFFFFFF, Reg.LUT_MODE: int(lut_mode), Reg.LUT_ADDR: lut_addr,
         Reg.RESCALE_DTYPE: int(rdtype),
     }
+    # The input box's image region (IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W), from a stream of
+    # its own so that the tiles drawn after are as before: for two thirds of the tiles a region of
+    # the box (possibly running past it, possibly empty of the box's positions), else 0 (the whole
+    # box). A CONV2D tile ignores it.
+    side = np.random.default_rng((tile_id, in_addr, w_addr, out_addr, p_addr))
+    if side.random() < 2 / 3:
+        top, left = int(side.integers(0, ih + 1)), int(side.integers(0, iw + 1))
+        regs.update({Reg.IFM_PAD_TOP: top, Reg.IFM_PAD_LEFT: left,
+                     Reg.IFM_IN_H: int(side.integers(1, ih - top + 2)), Reg.IFM_IN_W: int(side.integers(1, iw - left + 2))})
     regs = {int(k): int(v) for k, v in regs.items()}
     before = mem.sram[Sram.OUTPUT].copy()
     result = execute_mac(cfg, mem, regs, mode)

@@ -312,6 +312,7 @@ def core_run(name: str) -> CoreRun:
     """Program `name`, prepared (golden's expectations) once per process."""
     from compiler.pipeline import compile_graph
     from firmware_model.arch.config import load_config
+    from firmware_model.arch.isa import MacMode
     from firmware_model.tosa_ops.dtypes import DType
     from sim.cosim.program_run import prepare
     from sim.vectors import random_programs as rp
@@ -341,6 +342,9 @@ def core_run(name: str) -> CoreRun:
             tiles.append(rp.triple_depthwise_tile(cfg, rng, len(tiles)))
             # and a CONV2D tile reading its input from the output SRAM
             tiles.append(rp.output_sram_input_tile(cfg, rng, len(tiles)))
+            # and a tile of each window mode with padding on four sides of its input box
+            for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE):
+                tiles.append(rp.padded_window_tile(cfg, rng, len(tiles), mode))
         program = rp.tile_program(cfg, tiles)
     elif name in ("eltwise", "eltwise_corners"):
         cfg, tiles = rp.eltwise_tiles(rng, 10, corners=name == "eltwise_corners")

@@ -439,32 +439,50 @@ def test_the_first_mac_lets_the_store_before_it_run_on_when_it_writes_elsewhere(
     assert cmds[mac].value == own + 1, (cmds[mac].value, own)
 
 
-@pytest.mark.parametrize("size,fills", [(32, 3), (8, 1)])
-def test_a_padded_box_fills_its_border_or_the_whole_box(tmp_path, size, fills):
-    """A tile whose input box has padding above, left and right needs three border FILLs (above
-    and left of the first real pixel, the runs between real rows, right of the last real row and
-    below): on large, a 32x32 depthwise 5x5 layer's boxes (20 or so rows of 36 words, about 700
-    FILL beats against about 150 for the border) take the three, an 8x8 one's (12x12 words: 144
-    beats) one FILL of the whole box (conv.BORDER_FILL_SAVING: the DMA queue's slot is worth more
-    there). Bit-exact against Arm's model either way."""
+def _input_fills(ctx, cfg):
+    """(FILL bytes into the input SRAM per FILL, the registers at each MAC command) of a program."""
     from firmware_model.arch.isa import Reg, Sram
+
+    regs, fills, macs = {}, [], []
+    for c in ctx.program.commands:
+        if c.opcode == Opcode.SET:
+            regs[c.sub] = c.value
+        elif c.opcode == Opcode.FILL and c.sub == Sram.INPUT:
+            fills.append(regs[Reg.DMA_LEN0] * regs[Reg.DMA_LEN1] * regs[Reg.DMA_LEN2])
+        elif c.opcode == Opcode.MAC:
+            macs.append(dict(regs))
+    return fills, macs
+
+
+@pytest.mark.parametrize("config,size", [("large", 32), ("large", 8), ("default", 16)])
+def test_depthwise_padding_is_read_as_the_zero_point_not_filled(tmp_path, config, size):
+    """A window-mode depthwise tile whose input box leaves the image gets no FILL: its
+    IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H and IFM_IN_W say where the image's pixels are in the box,
+    and the MAC reads the rest as the input zero point. Every tile's registers match its box;
+    bit-exact against Arm's model (with an input zero point, so that reading a stale word as a
+    pixel would show)."""
+    from firmware_model.arch.isa import Reg
 
     rng = seeds.rng(760 + size)
     mlir = conv_layer_mlir(rng, "depthwise_conv2d", (size, size, 16), (5, 5), (1, 1), (1, 1), [2, 2, 2, 2])
     model = serialize(mlir, tmp_path)
     x = rng.integers(-128, 128, (1, size, size, 16)).astype(np.int8)
     ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
-    cfg = load_config("large")
+    cfg = load_config(config)
     ctx = compile_file(model, cfg)
     [layer] = [layer for layer in ctx.program.manifest["layers"] if layer["unit"] == "MAC"]
-    boxes = {(t["th"] + 4) * (t["tw"] + 4) * cfg.word_bytes for t in layer["tiles"]}
-    regs, got = {}, []
-    for c in ctx.program.commands:
-        if c.opcode == Opcode.SET:
-            regs[c.sub] = c.value
-        elif c.opcode == Opcode.FILL and c.sub == Sram.INPUT:
-            got.append(regs[Reg.DMA_LEN0] * regs[Reg.DMA_LEN1] * regs[Reg.DMA_LEN2])
-    assert len(got) == fills * len(layer["tiles"]), got
-    assert all((n in boxes) == (fills == 1) for n in got), (got, boxes)
+    fills, macs = _input_fills(ctx, cfg)
+    assert fills == []
+    assert len(macs) == len(layer["tiles"])
+    for t, regs in zip(layer["tiles"], macs):
+        y0, x0 = t["y0"] - 2, t["x0"] - 2                    # the box's first row and column
+        h, w = t["th"] + 4, t["tw"] + 4
+        top, left = max(0, -y0), max(0, -x0)
+        real = (min(size, y0 + h) - max(0, y0), min(size, x0 + w) - max(0, x0))
+        if real == (h, w):
+            assert regs.get(Reg.IFM_IN_H, 0) == 0
+        else:
+            assert (regs[Reg.IFM_PAD_TOP], regs[Reg.IFM_PAD_LEFT], regs[Reg.IFM_IN_H], regs[Reg.IFM_IN_W]) \
+                == (top, left, *real), t
     out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
     assert np.array_equal(out, ref)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from firmware_model.arch.config import load_config
-from firmware_model.arch.isa import Reg, Sram, Status
+from firmware_model.arch.isa import MacMode, Reg, Sram, Status
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.mac_unit import execute_mac
 from firmware_model.golden.memories import Memories
@@ -62,6 +62,9 @@ def test_random_mac_programs(config, simulator, n):
     tiles += [rp.one_step_full_block_tile(cfg, rng, n), rp.strided_depthwise_tile(cfg, rng, n + 1),
               rp.paired_depthwise_tile(cfg, rng, n + 2), rp.output_sram_input_tile(cfg, rng, n + 3),
               rp.triple_depthwise_tile(cfg, rng, n + 4)]
+    # and a tile of each window mode with padding on four sides of its input box
+    tiles += [rp.padded_window_tile(cfg, rng, n + 5 + i, mode) for i, mode in
+              enumerate((MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE))]
     assert_matches_golden(*run(cfg, simulator, tiles))
 
 
