@@ -94,9 +94,9 @@ class MacSequencer(wiring.Component):
             "ifm_data": In(8 * L),
             # DEPTHWISE_PAIRED and _TRIPLE: the next kernel row's word, read in the same clock (a
             # second port); _TRIPLE also the row after it (a third port)
-            "ifm_addr2": Out(_bits(cfg.input_words)),
+            "ifm_addr2": Out(_bits(max(cfg.input_words, cfg.output_words))),
             "ifm_data2": In(8 * L),
-            "ifm_addr3": Out(_bits(cfg.input_words)),
+            "ifm_addr3": Out(_bits(max(cfg.input_words, cfg.output_words))),
             "ifm_data3": In(8 * L),
             "wgt_addr": Out(_bits(cfg.weight_words)),
             "wgt_data": In(8 * L),

@@ -174,9 +174,8 @@ class NpuCore(wiring.Component):
         # the MAC's second and third input ports: DEPTHWISE_PAIRED reads two kernel rows' words a
         # clock, DEPTHWISE_TRIPLE three
         in_rd2 = input_sram.read_port()
-        m.d.comb += [in_rd2.addr.eq(mac.ifm_addr2), mac.ifm_data2.eq(in_rd2.data)]
         in_rd3 = input_sram.read_port()
-        m.d.comb += [in_rd3.addr.eq(mac.ifm_addr3), mac.ifm_data3.eq(in_rd3.data)]
+        m.d.comb += [in_rd2.addr.eq(mac.ifm_addr2), in_rd3.addr.eq(mac.ifm_addr3)]
         w_rd = weight_sram.read_port()
         p_rd = param_sram.read_port()
         o_wr = output_sram.write_port(granularity=8)
@@ -189,8 +188,14 @@ class NpuCore(wiring.Component):
         ifm_from_output = Signal()
         m.d.comb += [a_from_output.eq((regs.elt_mode & EltMode.A_FROM_OUTPUT) != 0),
                      ifm_from_output.eq(regs.ifm_sram == Sram.OUTPUT)]
+        # ... and, in the window modes, the words of the MAC's second and third ports likewise
+        a_rd2 = output_sram.read_port()
+        a_rd3 = output_sram.read_port()
+        m.d.comb += [a_rd2.addr.eq(mac.ifm_addr2), a_rd3.addr.eq(mac.ifm_addr3)]
         m.d.comb += [
             mac.ifm_data.eq(Mux(ifm_from_output, a_rd.data, in_rd.data)),
+            mac.ifm_data2.eq(Mux(ifm_from_output, a_rd2.data, in_rd2.data)),
+            mac.ifm_data3.eq(Mux(ifm_from_output, a_rd3.data, in_rd3.data)),
             elt.a_data.eq(Mux(a_from_output, a_rd.data, in_rd.data)),
             pool.i_data.eq(in_rd.data),
             mac.wgt_data.eq(w_rd.data), elt.b_data.eq(w_rd.data),

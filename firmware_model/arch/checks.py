@@ -224,11 +224,8 @@ MAC_RULES: tuple[Rule, ...] = (
     _group_span_rule("paired span", MacMode.DEPTHWISE_PAIRED, "mac.cols / 2", "each half"),
     _group_span_rule("triple span", MacMode.DEPTHWISE_TRIPLE, "mac.cols // 3", "each third"),
     Rule("input SRAM", Status.BAD_MODE,
-         "IFM_SRAM is INPUT, or OUTPUT for a CONV2D or MATMUL command (an earlier command's result read "
-         "where it was written)", ("sub", "IFM_SRAM"),
-         lambda x, r, sub, cfg: x.any(x.not_(x.one_of(r.ifm_sram, Sram.INPUT, Sram.OUTPUT)),
-                                      x.all(r.ifm_sram == Sram.OUTPUT,
-                                            x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.MATMUL))))),
+         "IFM_SRAM is INPUT or OUTPUT (an earlier command's result read where it was written)", ("IFM_SRAM",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_sram, Sram.INPUT, Sram.OUTPUT))),
     Rule("input type", Status.BAD_MODE, "IFM_DTYPE is INT8 or INT16", ("IFM_DTYPE",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_dtype, DType.INT8, DType.INT16))),
     Rule("int16 zero point", Status.BAD_MODE, "int16 inputs take no input zero point (IFM_ZP = 0)",

@@ -123,6 +123,7 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
                            (ar(ow) * r.stride_w)[None, :, None] + offset[q_step, q_lane][None, None])
     real = None if real is None else real.reshape(1, P, K).astype(np.float64)
     ifm_zp, wgt_zp = r.ifm_zp, r.wgt_zp
+    in_sram = plan.region.input_sram          # IFM_SRAM: the input SRAM, or the output SRAM
     wa, wb = plan.region.weight
     pa, pb = plan.region.param
     bound = accumulator_bound(K, DType.INT8, ifm_zp, wgt_zp)
@@ -147,7 +148,7 @@ def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     records = _last_bytes(lambda raw: _spread_records(raw, DType.INT8, stage_plan_, P, oc, bound, acc32_wraps))
 
     def run(mem: Memories, probe=None) -> None:
-        x = mem.sram[Sram.INPUT].view(np.int8)[index].astype(np.float64)      # (oc, P, K)
+        x = mem.sram[in_sram].view(np.int8)[index].astype(np.float64)         # (oc, P, K)
         x -= ifm_zp
         if real is not None:
             x *= real

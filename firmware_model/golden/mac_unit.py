@@ -329,7 +329,7 @@ def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan",
     span = (r.kernel_w - 1) * r.dilation_w + 1
     row_b, pix_b = (r.ifm_row_stride // L) * L, (r.ifm_pix_stride // L) * L
     # The words each output pixel's window passes read, (oh, ow, kh, span, L) int8 bytes.
-    words = np.ndarray((oh, ow, kh, span, L), dtype=np.int8, buffer=mem.sram[Sram.INPUT],
+    words = np.ndarray((oh, ow, kh, span, L), dtype=np.int8, buffer=mem.sram[plan.region.input_sram],
                        offset=(r.ifm_addr // L) * L,
                        strides=(r.stride_h * row_b, r.stride_w * pix_b, r.dilation_h * row_b, pix_b, 1))
     chan = np.arange(R) % L

@@ -178,6 +178,18 @@ def strided_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
                          "in the DEPTHWISE mode with a strided row and a short last pass")
 
 
+def output_sram_window_tile(cfg: NpuConfig, rng, tile_id: int, mode) -> TileSpec:
+    """A random tile in window mode `mode` that reads its input words from the output SRAM
+    (IFM_SRAM OUTPUT: all of its ports), two or more kernel rows and output pixels a row, with a
+    padded box region, storing its raw accumulators."""
+    def accept(t) -> bool:
+        regs = t["regs"]
+        return (t["mode"] == mode and regs[int(Reg.IFM_SRAM)] == Sram.OUTPUT and regs.get(int(Reg.IFM_IN_H), 0) > 0
+                and regs[int(Reg.KERNEL_H)] >= 2 and regs[int(Reg.OFM_W)] >= 2
+                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
+    return directed_tile(cfg, rng, tile_id, accept, f"in mode {int(mode)} reading the output SRAM")
+
+
 def output_sram_input_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random CONV2D tile that reads its input from the output SRAM (IFM_SRAM OUTPUT) over two
     or more input words a pixel."""

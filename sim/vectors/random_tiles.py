@@ -29,7 +29,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     biases over the int48 range so that the saturating bias add is exercised). A third of the int8
     tiles are DEPTHWISE (the array's window mode): kernel rows up to 2*cols+1 taps wide, so that a
     row takes one to three window passes, strides up to 3 (past a short last pass's length); a
-    quarter of the CONV2D tiles read their input from the output SRAM (IFM_SRAM OUTPUT); half
+    quarter of the tiles read their input from the output SRAM (IFM_SRAM OUTPUT); half
     of the DEPTHWISE tiles take several kernel rows a step, as many DEPTHWISE_PAIRED as
     DEPTHWISE_TRIPLE (kernel rows spanning up to a group's lanes, cols/2 or cols//3 pixels; 1 to 5
     or 1 to 7 of them, so that a last step with fewer rows leaves groups idle). Two thirds of the
@@ -89,18 +89,22 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     out_addr = int(rng.integers(0, (cfg.output_sram - out_bytes) // align + 1)) * align
     # A quarter of the CONV2D tiles read their input from the output SRAM (IFM_SRAM OUTPUT, an
     # earlier command's result), in a part apart from the output box, on either side of it.
+    # A window-mode tile does likewise, drawn from a stream of its own (the tiles drawn after are
+    # as before this was added).
     ifm_sram = Sram.INPUT
     in_words = -(-in_bytes // L) * L
-    if mode == MacMode.CONV2D and rng.random() < 0.25 and in_words + out_bytes + L + align <= cfg.output_sram:
+    fits = in_words + out_bytes + L + align <= cfg.output_sram
+    src = rng if mode == MacMode.CONV2D else np.random.default_rng((tile_id, in_addr, w_addr, out_addr, 1))
+    if src.random() < 0.25 and fits:
         ifm_sram = Sram.OUTPUT
-        if rng.random() < 0.5:        # the input below the output box
-            in_addr = int(rng.integers(0, (cfg.output_sram - out_bytes - in_words) // L + 1)) * L
+        if src.random() < 0.5:        # the input below the output box
+            in_addr = int(src.integers(0, (cfg.output_sram - out_bytes - in_words) // L + 1)) * L
             lo = -(-(in_addr + in_words) // align) * align
-            out_addr = int(rng.integers(lo // align, (cfg.output_sram - out_bytes) // align + 1)) * align
+            out_addr = int(src.integers(lo // align, (cfg.output_sram - out_bytes) // align + 1)) * align
         else:                         # above it
-            out_addr = int(rng.integers(0, (cfg.output_sram - out_bytes - in_words - L) // align + 1)) * align
+            out_addr = int(src.integers(0, (cfg.output_sram - out_bytes - in_words - L) // align + 1)) * align
             lo = -(-(out_addr + out_bytes) // L) * L
-            in_addr = int(rng.integers(lo // L, (cfg.output_sram - in_words) // L + 1)) * L
+            in_addr = int(src.integers(lo // L, (cfg.output_sram - in_words) // L + 1)) * L
     p_addr = int(rng.integers(0, cfg.param_records - oc + 1))
 
     rescale = not raw48 and (out_dtype != DType.INT32 or bool(rng.integers(0, 2)) or int16)

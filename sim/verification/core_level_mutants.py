@@ -355,6 +355,13 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("sram_ports", "ifm_from_output_ignored",
        "a MAC with IFM_SRAM OUTPUT takes its input words from the input SRAM's port",
        r"assign ifm_data = ifm_from_output \? a_rd__data : in_rd__data;", r"assign ifm_data = in_rd__data;"),
+    _m("sram_ports", "second_port_from_input_sram",
+       "a window-mode MAC with IFM_SRAM OUTPUT takes its second port's words (the next column, the "
+       "next kernel row) from the input SRAM",
+       r"assign ifm_data2 = ifm_from_output \? a_rd2__data : in_rd2__data;", r"assign ifm_data2 = in_rd2__data;"),
+    _m("sram_ports", "third_port_from_input_sram",
+       "DEPTHWISE_TRIPLE with IFM_SRAM OUTPUT takes its third kernel row's words from the input SRAM",
+       r"assign ifm_data3 = ifm_from_output \? a_rd3__data : in_rd3__data;", r"assign ifm_data3 = in_rd3__data;"),
     _m("sram_ports", "mac_output_read_at_eltwise_address",
        "the output SRAM's second read port follows ELTWISE's A address while a MAC runs",
        r"a_rd__addr = ifm_addr;", r"a_rd__addr = a_addr;"),

@@ -345,6 +345,9 @@ def core_run(name: str) -> CoreRun:
             # and a tile of each window mode with padding on four sides of its input box
             for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE):
                 tiles.append(rp.padded_window_tile(cfg, rng, len(tiles), mode))
+            # and a DEPTHWISE (two words a clock) and a DEPTHWISE_TRIPLE tile reading the output SRAM
+            for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_TRIPLE):
+                tiles.append(rp.output_sram_window_tile(cfg, rng, len(tiles), mode))
         program = rp.tile_program(cfg, tiles)
     elif name in ("eltwise", "eltwise_corners"):
         cfg, tiles = rp.eltwise_tiles(rng, 10, corners=name == "eltwise_corners")
