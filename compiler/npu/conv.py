@@ -87,13 +87,17 @@ class ConvGeometry:
 
 @dataclass(frozen=True)
 class Cascade:
-    """A convolution's result kept in the output SRAM for the 1x1 convolution after it
+    """A result kept in the output SRAM for the 1x1 or depthwise convolutions after it
     (compiler/passes/cascading.py): the whole result at `addr`, pixel (y, x) at addr + y*row + x*pix,
-    channel c at byte c (pix a whole number of words: the MAC's input layout)."""
+    channel c at byte c (pix a whole number of words: the MAC's input layout). A depthwise
+    consumer's boxes reach `before` bytes below it and `after` above its end (their padding, read
+    as the input zero point: the region keeps those bytes apart from every other buffer)."""
     addr: int
     pix: int
     row: int
     store: bool                  # the producer also stores its result (something else reads it)
+    before: int = 0
+    after: int = 0
 
 
 @dataclass
@@ -305,7 +309,7 @@ class NpuConv(NpuOperation):
             in_per_tile = 0
         if self.depthwise:
             # each channel slice loads its own channels' box: the whole input once per spatial tile
-            in_per_tile = g.in_h * g.in_w * tc * self.ifm_dtype.size_bytes
+            in_per_tile = 0 if self.cascade_in is not None else g.in_h * g.in_w * tc * self.ifm_dtype.size_bytes
             w_total = g.weight_bytes * slices + slices * tc * PARAM_RECORD_BYTES
             out_total = n * oh * ow * oc * self.out_dtype.size_bytes
             return spatial * slices * in_per_tile + w_total + out_total, "channels-outer"
@@ -324,7 +328,7 @@ class NpuConv(NpuOperation):
         MAC reads the box's positions outside the image as IFM_ZP, so its padding needs no FILL.
         IFM_IN_H 0 (the whole box is real, or the box has no pixel at all, which a FILL covers;
         the unfolded and upsampled forms FILL too)."""
-        if not self.window_mode(cfg) or self.unfold is not None or self.upsample != (1, 1) or self.cascade_in is not None:
+        if not self.window_mode(cfg) or self.unfold is not None or self.upsample != (1, 1):
             return {Reg.IFM_PAD_TOP: 0, Reg.IFM_PAD_LEFT: 0, Reg.IFM_IN_H: 0, Reg.IFM_IN_W: 0}
         (sh, sw), (pt, _, pl, _) = self.stride, self.pad
         H, W = self.in_shape[1], self.in_shape[2]
@@ -696,8 +700,9 @@ class NpuConv(NpuOperation):
         # The operation before's last store (or a data movement's, passed over) may run on under
         # the first MAC, as for ELTWISE, when it reads other output bytes than that tile writes and
         # nothing of the tile's own was pushed after it (all its loads came early or are
-        # resident): the first tile then takes an output buffer apart from the store's bytes.
-        span = prefetched.store_span if prefetched is not None and pipelined and self.cascade_out is None else None
+        # resident): the first tile then takes an output buffer apart from the store's bytes (a
+        # tile writing into its cascade region: when its part is apart from them).
+        span = prefetched.store_span if prefetched is not None and pipelined else None
         out_first = 0
         for k, t in enumerate(tiles):
             tile_id = ectx.first_tile_id + k
@@ -708,15 +713,26 @@ class NpuConv(NpuOperation):
                 slots[k] = load(t)
             in_slot, w_slot, pushed = slots[k]
             if k == 0 and span is not None and pushed == 0:
-                size = t.th * t.tw * g.out_pix_bytes
-                apart = [b for b, a in enumerate(bufs[Sram.OUTPUT]) if not overlaps(span, (a, a + size))]
-                if apart:
-                    out_first, stored = apart[0], 1
+                if (cout := self.cascade_out) is not None:
+                    # it writes its part of the region (a depthwise consumer of a cascade)
+                    first = cout.addr + t.y0 * cout.row + t.x0 * cout.pix + t.c0 * esize
+                    if not overlaps(span, (first, first + (t.th - 1) * cout.row + (t.tw - 1) * cout.pix
+                                           + t.tc * esize)):
+                        stored = 1
+                else:
+                    size = t.th * t.tw * g.out_pix_bytes
+                    apart = [b for b, a in enumerate(bufs[Sram.OUTPUT]) if not overlaps(span, (a, a + size))]
+                    if apart:
+                        out_first, stored = apart[0], 1
             in_addr = bufs[Sram.INPUT][in_slot]
             in_regs = {Reg.IFM_SRAM: int(Sram.INPUT), Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: g.in_w * pix,
                        Reg.IFM_PIX_STRIDE: pix}
             if (cin := self.cascade_in) is not None:
-                in_regs = {Reg.IFM_SRAM: int(Sram.OUTPUT), Reg.IFM_ADDR: cin.addr + t.y0 * cin.row + t.x0 * cin.pix,
+                # the box's first pixel in the region (a depthwise box's padding lies outside it,
+                # read as IFM_ZP), and a depthwise tile's channels
+                box = (t.y0 * sh - pt) * cin.row + (t.x0 * sw - pl) * cin.pix
+                in_regs = {Reg.IFM_SRAM: int(Sram.OUTPUT),
+                           Reg.IFM_ADDR: cin.addr + box + (t.c0 * isize if self.depthwise else 0),
                            Reg.IFM_ROW_STRIDE: cin.row, Reg.IFM_PIX_STRIDE: cin.pix}
             out_addr = bufs[Sram.OUTPUT][(k + out_first) % plan.buffers]
             w_addr, p_index = self.weight_home(ectx, w_slot, t)

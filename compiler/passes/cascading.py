@@ -1,8 +1,8 @@
 """Pass — cascading (after tiling): a result kept in the output SRAM for the operations after it.
 
 Reads: the NPU operations in ctx.block with their plans (op.annotations["plan"]), ctx.cfg.
-Writes: `cascade_out` on a producer and `cascade_in` (a 1x1 convolution) or `a_cascade` (an
-elementwise operation) on each of its consumers (the same `Cascade`), each consumer's plan and
+Writes: `cascade_out` on a producer and `cascade_in` (a 1x1 or depthwise convolution) or
+`a_cascade` (an elementwise operation) on each of its consumers (the same `Cascade`), each consumer's plan and
 those of the data movements and pooling operations between made again with the output SRAM below
 the region (TilePlan.output_limit), and a line per cascade in ctx.report.
 
@@ -16,8 +16,16 @@ exactly its output box, a sub-box of the result. The producer's tiles write the 
 a region at the top of the output SRAM, laid out as the MAC reads an input (pixel stride a whole
 number of words, channel c at byte c); each consumer reads it there (IFM_SRAM OUTPUT, docs/isa.md)
 instead of loading it back from external memory, and is planned again knowing that its input is on
-chip and that its own buffers stay below the region. A convolution consumer is not also such a
-producer (these cascades do not chain).
+chip and that its own buffers stay below the region.
+
+Into depthwise convolutions too, in a window mode (DEPTHWISE, _PAIRED, _TRIPLE), any stride and
+padding, over a result of C a whole number of words: a tile reads the word of its channels in each
+pixel of its box straight from the region, the box's padding read as IFM_ZP (IFM_PAD_TOP ..
+IFM_IN_W), so the box may start above and left of the region and end below and right of it: the
+region keeps `before` and `after` bytes (the padding rows and columns) free of every other buffer.
+A depthwise consumer may be a producer in turn (its region goes below the one it reads, less
+`before`); a 1x1 convolution consumer is not (these do not chain). blazeface's residual ADDs feed
+the next block's depthwise layer this way, which then feeds its pointwise layer.
 
 Into an elementwise operation: a convolution (a 1x1 consumer or not) whose result the next
 ELTWISE reads whole as its A (or as a commutative operation's B, the two then trading places),
@@ -60,8 +68,10 @@ def _producer(npu, cfg) -> bool:
         shape = tuple(npu.out_shape)
         return (len(shape) == 4 and shape[0] == 1 and npu.out_dtype == DType.INT8
                 and shape[3] % cfg.word_bytes == 0 and npu.cascade_out is None)
+    # a depthwise consumer of a cascade may be a producer too (its region goes below the one it
+    # reads); a 1x1 consumer is not
     return (isinstance(npu, NpuConv) and npu.out_shape[0] == 1 and npu.out_dtype == DType.INT8
-            and npu.unfolded(cfg) is None and npu.cascade_in is None)
+            and npu.unfolded(cfg) is None and (npu.cascade_in is None or npu.depthwise))
 
 
 def _result(npu) -> tuple[str, tuple]:
@@ -70,10 +80,25 @@ def _result(npu) -> tuple[str, tuple]:
     return npu.ofm, tuple(npu.out_shape)
 
 
-def _consumer(npu, result: str, shape: tuple) -> bool:
-    return (isinstance(npu, NpuConv) and not npu.depthwise and npu.kernel == (1, 1) and npu.stride == (1, 1)
-            and not any(npu.pad) and npu.upsample == (1, 1) and npu.ifm_dtype == DType.INT8
-            and npu.ifm == result and tuple(npu.in_shape) == shape)
+def _consumer(npu, result: str, shape: tuple, cfg) -> bool:
+    """A 1x1 CONV2D (stride 1, no padding) or a depthwise convolution in a window mode (its
+    padding read as IFM_ZP, its tiles' channels a word of each pixel: C a whole number of words)
+    over the int8 result as it is."""
+    if not (isinstance(npu, NpuConv) and npu.upsample == (1, 1) and npu.ifm_dtype == DType.INT8
+            and npu.ifm == result and tuple(npu.in_shape) == shape):
+        return False
+    if npu.depthwise:
+        return npu.window_mode(cfg) and shape[3] % cfg.word_bytes == 0
+    return npu.kernel == (1, 1) and npu.stride == (1, 1) and not any(npu.pad)
+
+
+def _margins(npu, row: int, pix: int) -> tuple[int, int]:
+    """Bytes a consumer's input boxes reach below the region and past its end: a depthwise
+    convolution's padding above / left and below / right (read as IFM_ZP, never written)."""
+    if not npu.depthwise:
+        return 0, 0
+    pt, pb, pl, pr = npu.pad
+    return pt * row + pl * pix, pb * row + pr * pix
 
 
 def _alias_of(op, names: set) -> bool:
@@ -211,24 +236,33 @@ def run(ctx) -> None:
             if isinstance(npu, NpuDataMove):
                 moves.append((len(c_ops), op))
                 continue
-            if not any(_consumer(npu, name, shape) for name in readable):
+            if not any(_consumer(npu, name, shape, cfg) for name in readable):
                 break
             c_ops.append(op)
         if not c_ops:
             continue
         _, H, W, C = shape
-        pix = -(-C // cfg.word_bytes) * cfg.word_bytes       # the MAC's input layout (NpuConv.geometry)
+        word = cfg.word_bytes
+        pix = -(-C // word) * word       # the MAC's input layout (NpuConv.geometry)
         size = H * W * pix
+        before = after = 0
+        for c_op in c_ops:
+            b, a = _margins(c_op.attrs["npu"], W * pix, pix)
+            before, after = max(before, -(-b // word) * word), max(after, a)
         top = cfg.output_sram
         if isinstance(producer, NpuEltwise) and producer.a_cascade is not None:
             # its A is read from a region while it writes this one: this one goes below it
             a = producer.a_cascade
-            if top - size < a.addr + a.row * H:
+            if top - size - after < a.addr + a.row * H:
                 top = a.addr
-        limit = (top - size) // cfg.word_bytes * cfg.word_bytes
-        if cfg.output_sram - limit > region_limit(cfg):
+        if isinstance(producer, NpuConv) and producer.cascade_in is not None:
+            # a depthwise producer reads its input from a region (and the bytes below it)
+            top = producer.cascade_in.addr - producer.cascade_in.before
+        limit = (top - size - after) // word * word
+        below = limit - before           # the consumers' own buffers stay under this
+        if below < 0 or cfg.output_sram - below > region_limit(cfg):
             continue
-        cascade = Cascade(addr=limit, pix=pix, row=W * pix, store=True)
+        cascade = Cascade(addr=limit, pix=pix, row=W * pix, store=True, before=before, after=after)
         plans = []
         for c_op in c_ops:
             consumer = c_op.attrs["npu"]
@@ -236,10 +270,14 @@ def run(ctx) -> None:
             # planned again knowing its input is on chip: no input loads to weigh against the MACs
             consumer.cascade_in = cascade
             try:
-                plans.append(consumer.plan(replace(cfg, output_sram=limit), where))
+                plan = consumer.plan(replace(cfg, output_sram=below), where)
             except TileFitError:
                 consumer.cascade_in = None
                 break
+            if consumer.depthwise and any(t.c0 * consumer.ifm_dtype.size_bytes % word for t in plan.tiles):
+                consumer.cascade_in = None          # a tile's channels would start inside a word
+                break
+            plans.append(plan)
         c_ops = c_ops[:len(plans)]
         if not c_ops:
             continue
@@ -250,10 +288,10 @@ def run(ctx) -> None:
         producer.cascade_out = cascade
         for c_op, plan in zip(c_ops, plans):
             c_op.attrs["npu"].cascade_in = cascade
-            plan.output_limit = limit
+            plan.output_limit = below
             c_op.annotations["plan"] = plan
         # the data movements that run while the region is still to be read
-        _below(ctx, [m_op for before, m_op in moves if before < len(c_ops)], limit)
+        _below(ctx, [m_op for n, m_op in moves if n < len(c_ops)], below)
         names = ", ".join(c.attrs["npu"].ofm for c in c_ops)
         ctx.report.append(f"  cascade: {result} ({H}x{W}x{C}) stays in the output SRAM at {limit} for "
                           f"{names}" + ("" if cascade.store else "; not stored"))
