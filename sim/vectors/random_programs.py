@@ -202,7 +202,8 @@ def paired_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random DEPTHWISE_PAIRED tile with an odd KERNEL_H of 3 or more (a step with two kernel
     rows, then the last row alone: the upper window half masked), a kernel row of two or more
     pixels and two or more output pixels a row, storing its raw accumulators (no RESCALE: a wrong
-    lane shows in the result instead of being rounded or clamped away)."""
+    lane shows in the result instead of being rounded or clamped away), its whole box real (a lane
+    reading past the kernel rows would read padding as IFM_ZP, and add nothing)."""
     from firmware_model.arch.isa import MacMode
 
     def accept(t) -> bool:
@@ -210,7 +211,7 @@ def paired_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
         span = (regs[int(Reg.KERNEL_W)] - 1) * regs[int(Reg.DILATION_W)] + 1
         return (t["mode"] == MacMode.DEPTHWISE_PAIRED and regs[int(Reg.KERNEL_H)] % 2 == 1
                 and regs[int(Reg.KERNEL_H)] >= 3 and span >= 2 and regs[int(Reg.OFM_W)] >= 2
-                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
+                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE and not regs.get(int(Reg.IFM_IN_H)))
     return directed_tile(cfg, rng, tile_id, accept,
                          "in the DEPTHWISE_PAIRED mode with an odd kernel height of 3 or more")
 
@@ -219,7 +220,8 @@ def triple_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     """A random DEPTHWISE_TRIPLE tile whose KERNEL_H is 4 or more and not a multiple of 3 (a step
     with three kernel rows, then one with the rows left: the third group, or the second and third,
     masked), a kernel row of two or more pixels where a third of the lanes holds them, two or
-    more output pixels a row, and its raw accumulators stored (no RESCALE, as paired_depthwise_tile)."""
+    more output pixels a row, and its raw accumulators stored (no RESCALE) with its whole box real,
+    as paired_depthwise_tile."""
     from firmware_model.arch.isa import MacMode
 
     def accept(t) -> bool:
@@ -228,7 +230,7 @@ def triple_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
         kh = regs[int(Reg.KERNEL_H)]
         return (t["mode"] == MacMode.DEPTHWISE_TRIPLE and kh % 3 != 0 and kh >= 4
                 and span >= min(2, cfg.mac_cols // 3) and regs[int(Reg.OFM_W)] >= 2
-                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
+                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE and not regs.get(int(Reg.IFM_IN_H)))
     return directed_tile(cfg, rng, tile_id, accept,
                          "in the DEPTHWISE_TRIPLE mode with a kernel height of 4 or more, not a multiple of 3")
 

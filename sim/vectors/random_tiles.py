@@ -159,6 +159,8 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     # the box (possibly running past it, possibly empty of the box's positions), else 0 (the whole
     # box). A CONV2D tile ignores it.
     side = np.random.default_rng((tile_id, in_addr, w_addr, out_addr, p_addr))
+    # (set on every tile: a program's registers persist from the tile before)
+    regs.update({Reg.IFM_PAD_TOP: 0, Reg.IFM_PAD_LEFT: 0, Reg.IFM_IN_H: 0, Reg.IFM_IN_W: 0})
     if side.random() < 2 / 3:
         top, left = int(side.integers(0, ih + 1)), int(side.integers(0, iw + 1))
         regs.update({Reg.IFM_PAD_TOP: top, Reg.IFM_PAD_LEFT: left,
