@@ -141,10 +141,12 @@ def test_dma_fault_is_caught_and_localised(simulator):
     cfg = load_config("tiny")
     tiles = rp.mac_tiles(cfg, seeds.rng(7, "dma fault programs"), 6)
     program, job, golden, r = run(cfg, simulator, tiles, fault="dma_address")
-    # (a tile may not see the fault: one reading its input from the output SRAM, or whose outputs
-    # the shifted words happen to leave alone; this draw's first is a clamped DEPTHWISE tile)
+    # (a tile reading its input from the output SRAM cannot see the fault; one reading the input
+    # SRAM may not either, when the shifted words happen to leave its outputs alone: this draw's
+    # first is a clamped DEPTHWISE tile)
     bad = [k for k, t in enumerate(r.tiles) if not t.ok]
-    assert bad and len(bad) >= len(tiles) // 2, f"tiles {bad} of {len(tiles)} differ"
+    reach = [k for k, t in enumerate(tiles) if t.regs[int(Reg.IFM_SRAM)] == Sram.INPUT]
+    assert bad and set(bad) <= set(reach) and len(bad) >= len(reach) // 2, f"tiles {bad} of {reach} differ"
     first = bad[0]
     assert r.tiles[first].mismatch_offsets
     report = tile_reports(0, r.tiles, program.manifest)[first]
