@@ -99,6 +99,11 @@ class Cascade:
     before: int = 0
     after: int = 0
 
+    @property
+    def floor(self) -> int:
+        """The lowest byte its consumers read: a region written below stays under it."""
+        return self.addr - self.before
+
 
 @dataclass
 class NpuConv(NpuOperation):
@@ -304,12 +309,12 @@ class NpuConv(NpuOperation):
         g = self.geometry(cfg, th, tw, tc)
         spatial = n * ceil_div(oh, th) * ceil_div(ow, tw)
         slices = ceil_div(oc, tc)
-        in_per_tile = g.in_h * g.in_w * ic * self.ifm_dtype.size_bytes
-        if self.cascade_in is not None:         # the input is on chip already (cascading.py)
+        # a depthwise channel slice loads its own channels' box: the whole input once per spatial
+        # tile; nothing when the input is on chip already (cascading.py)
+        in_per_tile = g.in_h * g.in_w * (tc if self.depthwise else ic) * self.ifm_dtype.size_bytes
+        if self.cascade_in is not None:
             in_per_tile = 0
         if self.depthwise:
-            # each channel slice loads its own channels' box: the whole input once per spatial tile
-            in_per_tile = 0 if self.cascade_in is not None else g.in_h * g.in_w * tc * self.ifm_dtype.size_bytes
             w_total = g.weight_bytes * slices + slices * tc * PARAM_RECORD_BYTES
             out_total = n * oh * ow * oc * self.out_dtype.size_bytes
             return spatial * slices * in_per_tile + w_total + out_total, "channels-outer"
@@ -323,20 +328,25 @@ class NpuConv(NpuOperation):
             return spatial_outer, "spatial-outer"
         return channels_outer, "channels-outer"
 
+    def reads_padding(self, cfg: NpuConfig) -> bool:
+        """Whether the MAC reads the padding of this layer's input boxes as IFM_ZP (the window
+        modes: IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W, docs/isa.md) instead of the tiles
+        FILLing it."""
+        return self.window_mode(cfg) and self.upsample == (1, 1)
+
+    def _box_origin(self, t) -> tuple[int, int]:
+        """The image row and column of tile t's input box's first position (negative in the padding)."""
+        return t.y0 * self.stride[0] - self.pad[0], t.x0 * self.stride[1] - self.pad[2]
+
     def _box_registers(self, cfg: NpuConfig, t, g: ConvGeometry) -> dict[Reg, int]:
-        """A window-mode tile's IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W (docs/isa.md): the
-        MAC reads the box's positions outside the image as IFM_ZP, so its padding needs no FILL.
-        IFM_IN_H 0 (the whole box is real, or the box has no pixel at all, which a FILL covers;
-        the unfolded and upsampled forms FILL too)."""
-        if not self.window_mode(cfg) or self.unfold is not None or self.upsample != (1, 1):
-            return {Reg.IFM_PAD_TOP: 0, Reg.IFM_PAD_LEFT: 0, Reg.IFM_IN_H: 0, Reg.IFM_IN_W: 0}
-        (sh, sw), (pt, _, pl, _) = self.stride, self.pad
-        H, W = self.in_shape[1], self.in_shape[2]
-        iy0, ix0 = t.y0 * sh - pt, t.x0 * sw - pl
-        ry0, ry1 = _real_range(iy0, g.in_h, H, 1)
-        rx0, rx1 = _real_range(ix0, g.in_w, W, 1)
+        """A tile's IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W when the MAC reads its padding
+        (reads_padding): where the image's pixels lie in its box. IFM_IN_H 0 when the whole box is
+        real, or when it holds no pixel at all (a FILL covers that box)."""
+        iy0, ix0 = self._box_origin(t)
+        ry0, ry1 = _real_range(iy0, g.in_h, self.in_shape[1], 1)
+        rx0, rx1 = _real_range(ix0, g.in_w, self.in_shape[2], 1)
         if ry1 <= ry0 or rx1 <= rx0 or (ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w):
-            return {Reg.IFM_PAD_TOP: 0, Reg.IFM_PAD_LEFT: 0, Reg.IFM_IN_H: 0, Reg.IFM_IN_W: 0}
+            return NO_PADDING
         return {Reg.IFM_PAD_TOP: ry0 - iy0, Reg.IFM_PAD_LEFT: rx0 - ix0, Reg.IFM_IN_H: ry1 - ry0,
                 Reg.IFM_IN_W: rx1 - rx0}
 
@@ -362,7 +372,7 @@ class NpuConv(NpuOperation):
         # (_fill_border) and never the lanes past the channels: counting the border alone made the
         # planner pick shapes that ran slower (demo_conv on large 15,434 -> 17,770 cycles,
         # resnet_pool 6,993 -> 7,889); the whole box keeps the comparison between shapes as before.
-        if not (self.window_mode(cfg) and self.unfold is None and self.upsample == (1, 1)):
+        if not self.reads_padding(cfg):
             load_in += dma_busy_cycles(cfg, Sram.INPUT, fill=True, sram_addr=0, len0=g.in_bytes, len1=1, len2=1)
         if self.cascade_in is not None:         # the input is on chip already (cascading.py)
             load_in = 0
@@ -641,7 +651,7 @@ class NpuConv(NpuOperation):
             n0 = w.dma_count
             nonlocal n_in, n_w
             g = self.geometry(cfg, t.th, t.tw, t.tc)
-            iy0, ix0 = t.y0 * sh - pt, t.x0 * sw - pl
+            iy0, ix0 = self._box_origin(t)
             key = (t.n, iy0, ix0, g.in_h, g.in_w, t.c0 if self.depthwise else 0)
             in_slot = next((s for s, v in resident_in.items() if v == key), None)
             if self.cascade_in is not None:
@@ -662,7 +672,7 @@ class NpuConv(NpuOperation):
                     run, first = (t.tc * isize, t.c0 * isize) if self.depthwise else (row_bytes, 0)
                     whole = (uy == ux == 1 and run == pix and ry0 * uy == iy0 and rx0 * ux == ix0
                              and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
-                    if self._box_registers(cfg, t, g)[Reg.IFM_IN_H]:
+                    if self.reads_padding(cfg) and self._box_registers(cfg, t, g)[Reg.IFM_IN_H]:
                         pass                    # the MAC reads the padding as IFM_ZP: no FILL
                     elif uy != 1 or ux != 1 or ry1 <= ry0 or rx1 <= rx0:
                         w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes,
@@ -712,11 +722,12 @@ class NpuConv(NpuOperation):
             if slots[k] is None:
                 slots[k] = load(t)
             in_slot, w_slot, pushed = slots[k]
+            cout = self.cascade_out
+            # a tile of a cascade producer writes its part of the region
+            region_out = None if cout is None else cout.addr + t.y0 * cout.row + t.x0 * cout.pix + t.c0 * esize
             if k == 0 and span is not None and pushed == 0:
-                if (cout := self.cascade_out) is not None:
-                    # it writes its part of the region (a depthwise consumer of a cascade)
-                    first = cout.addr + t.y0 * cout.row + t.x0 * cout.pix + t.c0 * esize
-                    if not overlaps(span, (first, first + (t.th - 1) * cout.row + (t.tw - 1) * cout.pix
+                if cout is not None:            # (a depthwise consumer of a cascade, chaining on)
+                    if not overlaps(span, (region_out, region_out + (t.th - 1) * cout.row + (t.tw - 1) * cout.pix
                                            + t.tc * esize)):
                         stored = 1
                 else:
@@ -730,17 +741,16 @@ class NpuConv(NpuOperation):
             if (cin := self.cascade_in) is not None:
                 # the box's first pixel in the region (a depthwise box's padding lies outside it,
                 # read as IFM_ZP), and a depthwise tile's channels
-                box = (t.y0 * sh - pt) * cin.row + (t.x0 * sw - pl) * cin.pix
+                iy0, ix0 = self._box_origin(t)
                 in_regs = {Reg.IFM_SRAM: int(Sram.OUTPUT),
-                           Reg.IFM_ADDR: cin.addr + box + (t.c0 * isize if self.depthwise else 0),
+                           Reg.IFM_ADDR: cin.addr + iy0 * cin.row + ix0 * cin.pix + (t.c0 * isize if self.depthwise else 0),
                            Reg.IFM_ROW_STRIDE: cin.row, Reg.IFM_PIX_STRIDE: cin.pix}
             out_addr = bufs[Sram.OUTPUT][(k + out_first) % plan.buffers]
             w_addr, p_index = self.weight_home(ectx, w_slot, t)
             out_row, out_pix = t.tw * g.out_pix_bytes, g.out_pix_bytes
-            if (cout := self.cascade_out) is not None:
-                out_addr = cout.addr + t.y0 * cout.row + t.x0 * cout.pix + t.c0 * esize
-                out_row, out_pix = cout.row, cout.pix
-            if self.window_mode(cfg) and self.unfold is None:
+            if cout is not None:
+                out_addr, out_row, out_pix = region_out, cout.row, cout.pix
+            if self.reads_padding(cfg):
                 in_regs.update(self._box_registers(cfg, t, g))
             regs = {
                 **in_regs,
@@ -794,6 +804,9 @@ class NpuConv(NpuOperation):
 # 32x32 depthwise boxes, 4,491 FILL beats each for a border of about 400) and nothing else moves
 # by more than 23 cycles; 1024 -3.4%.
 BORDER_FILL_SAVING = 512
+
+# The box registers of a tile whose box is all image, or which the MAC does not pad itself.
+NO_PADDING = {Reg.IFM_PAD_TOP: 0, Reg.IFM_PAD_LEFT: 0, Reg.IFM_IN_H: 0, Reg.IFM_IN_W: 0}
 
 
 def _fill_border(w: CommandWriter, cfg: NpuConfig, in_addr: int, g: ConvGeometry, pix: int, y0: int, y1: int,

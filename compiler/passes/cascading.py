@@ -23,8 +23,9 @@ padding, over a result of C a whole number of words: a tile reads the word of it
 pixel of its box straight from the region, the box's padding read as IFM_ZP (IFM_PAD_TOP ..
 IFM_IN_W), so the box may start above and left of the region and end below and right of it: the
 region keeps `before` and `after` bytes (the padding rows and columns) free of every other buffer.
-A depthwise consumer may be a producer in turn (its region goes below the one it reads, less
-`before`); a 1x1 convolution consumer is not (these do not chain). blazeface's residual ADDs feed
+A depthwise consumer may be a producer in turn; a 1x1 convolution consumer is not (these do not
+chain). A producer that reads a region itself (a depthwise one's input, an elementwise one's A)
+puts its own above that region's end when it fits there, else below its floor (Cascade.floor). blazeface's residual ADDs feed
 the next block's depthwise layer this way, which then feeds its pointwise layer.
 
 Into an elementwise operation: a convolution (a 1x1 consumer or not) whose result the next
@@ -68,7 +69,7 @@ def _producer(npu, cfg) -> bool:
         shape = tuple(npu.out_shape)
         return (len(shape) == 4 and shape[0] == 1 and npu.out_dtype == DType.INT8
                 and shape[3] % cfg.word_bytes == 0 and npu.cascade_out is None)
-    # a depthwise consumer of a cascade may be a producer too (its region goes below the one it
+    # a depthwise consumer of a cascade may be a producer too (its region apart from the one it
     # reads); a 1x1 consumer is not
     return (isinstance(npu, NpuConv) and npu.out_shape[0] == 1 and npu.out_dtype == DType.INT8
             and npu.unfolded(cfg) is None and (npu.cascade_in is None or npu.depthwise))
@@ -185,7 +186,7 @@ def _to_eltwise(ctx, ops: list, i: int, kept: set, consumers: dict) -> bool:
     size = H * W * C
     top, used = cfg.output_sram, 0
     if producer.cascade_in is not None:          # the region it reads stays above
-        top, used = producer.cascade_in.addr, cfg.output_sram - producer.cascade_in.addr
+        top, used = producer.cascade_in.floor, cfg.output_sram - producer.cascade_in.floor
     limit = (top - size) // cfg.word_bytes * cfg.word_bytes
     if used + (top - limit) > region_limit(cfg):
         return False
@@ -250,14 +251,12 @@ def run(ctx) -> None:
             b, a = _margins(c_op.attrs["npu"], W * pix, pix)
             before, after = max(before, -(-b // word) * word), max(after, a)
         top = cfg.output_sram
-        if isinstance(producer, NpuEltwise) and producer.a_cascade is not None:
-            # its A is read from a region while it writes this one: this one goes below it
-            a = producer.a_cascade
-            if top - size - after < a.addr + a.row * H:
-                top = a.addr
-        if isinstance(producer, NpuConv) and producer.cascade_in is not None:
-            # a depthwise producer reads its input from a region (and the bytes below it)
-            top = producer.cascade_in.addr - producer.cascade_in.before
+        # A producer reading a region itself (an elementwise one's A, a depthwise one's input)
+        # while it writes this one: this one goes below it, unless it fits above.
+        read, rows = ((producer.a_cascade, H) if isinstance(producer, NpuEltwise)
+                      else (producer.cascade_in, producer.in_shape[1]))
+        if read is not None and top - size - after < read.addr + read.row * rows + read.after:
+            top = read.floor
         limit = (top - size - after) // word * word
         below = limit - before           # the consumers' own buffers stay under this
         if below < 0 or cfg.output_sram - below > region_limit(cfg):

@@ -153,3 +153,30 @@ def test_depthwise_layers_read_the_residual_adds_result_on_chip(config, monkeypa
     assert not any(c.sub in DEPTHWISE_MODES and regs.get(int(Reg.IFM_SRAM), 0) == Sram.OUTPUT
                    for c, regs in plain.program.registers_at(Opcode.MAC))
     _check_against_plain("blazeface", config, ctx, plain)
+
+
+@pytest.mark.parametrize("config", ["default", "large"])
+def test_a_producer_reading_a_region_writes_its_own_apart_from_it(config):
+    """Every operation that both reads a cascade region (a depthwise layer's input, an ADD's A)
+    and writes one puts the two apart, counting the bytes a depthwise consumer's padded boxes
+    reach outside a region (Cascade.before / after): the bytes it reads, [floor, end), and the
+    bytes its own consumers read. blazeface chains such cascades on both configurations."""
+    from compiler.npu.base import NPU_OP
+    from compiler.npu.eltwise import NpuEltwise
+
+    ctx = _compile("blazeface", config)
+    chained = 0
+    for op in ctx.block.operators:
+        if op.op != NPU_OP:
+            continue
+        npu = op.attrs["npu"]
+        out = getattr(npu, "cascade_out", None)
+        read = npu.a_cascade if isinstance(npu, NpuEltwise) else getattr(npu, "cascade_in", None)
+        if out is None or read is None:
+            continue
+        chained += 1
+        read_rows = npu.out_shape[1] if isinstance(npu, NpuEltwise) else npu.in_shape[1]
+        read_span = (read.floor, read.addr + read.row * read_rows + read.after)
+        out_span = (out.floor, out.addr + out.row * npu.out_shape[1] + out.after)
+        assert read_span[1] <= out_span[0] or out_span[1] <= read_span[0], (npu.sources, read_span, out_span)
+    assert chained >= 3
