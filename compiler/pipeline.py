@@ -28,7 +28,7 @@ from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Program
 
 PASSES = ("shape_resolution", "validation", "state_legalization", "constant_folding", "lowering", "tile_planner",
-          "cascading", "scheduler", "emitter", "requires")
+          "cascading", "scheduler", "emitter", "lookahead", "requires")
 
 
 @dataclass

@@ -13,6 +13,15 @@ firmware_model.arch.cycle_model.Timeline is the same schedule):
              transfer runs on the DMA engine (WAIT_VAR), HOST hands over to the host (WAIT_HOST
              until `host_ack`; these clocks are not counted), END finishes.
 
+While a compute command runs, the command processor goes on: from the clock after its start it
+decodes SET, NOP and MARK commands one a clock (lookahead), and pushes the DMA commands flagged
+DMA_AHEAD (the compiler's promise that they touch none of the running command's bytes); it holds
+any other command in DECODE until the unit's done clock has passed (in that clock nothing
+decodes). A SET during the run
+writes the architectural registers, which the DMA descriptors and VAR read; the units read
+`regs`, a second copy that SETs write only while no unit runs and that takes the architectural
+values in the done clock, so a running command sees its registers as they were at its start.
+
 `cycles` counts the clocks of the invocation (host hand-overs excluded); `unit_event` pulses in the
 clock a compute unit reports done (the bench's scoreboard samples the tile there). Errors end the
 invocation with their status (BAD_OPCODE, BAD_REGISTER, BAD_MODE, ADDRESS_RANGE,
@@ -66,6 +75,7 @@ class CommandProcessor(wiring.Component):
             "unit_start": Out(1),          # one clock: start the compute unit of `unit_op`
             "unit_op": Out(8),
             "unit_sub": Out(8),
+            "unit_pc": Out(32),            # index of the running (or last) compute command
             "unit_done": In(1),
             "unit_status": In(8),
             "unit_event": Out(1),          # a compute command finished this clock
@@ -80,17 +90,22 @@ class CommandProcessor(wiring.Component):
         m = Module()
         cfg = self.cfg
         pc = self.pc
+        regs = Signal(REGISTER_FILE)   # the architectural registers (SETs write them at once)
         word = self.cmd_data
         opcode, sub, value = word.opcode, word.sub, word.value
-        regs = self.regs
         counting = Signal()
+        # a compute command runs: from its start clock to its done clock (lookahead meanwhile)
+        running = Signal()
+        done_now = Signal()            # the running command's done clock: nothing decodes
+        m.d.comb += done_now.eq(running & self.unit_done)
+        unit_sub = Signal(8)
 
         # A command that completes in its DECODE clock (SET, NOP, MARK, a DMA push, BARRIER, a
         # VAR without transfer) fetches the next one in that clock (`chain`): the next DECODE
         # follows at once, one clock per command. After the others, FETCH runs first.
         chain = Signal()
         m.d.comb += [self.cmd_addr.eq((self.prog_addr >> 3) + pc + chain), self.unit_op.eq(opcode),
-                     self.unit_sub.eq(sub), self.host_op.eq(value)]
+                     self.unit_sub.eq(Mux(self.unit_start, sub, unit_sub)), self.host_op.eq(value)]
         with m.If(counting):
             m.d.sync += self.cycles.eq(self.cycles + 1)
 
@@ -143,6 +158,10 @@ class CommandProcessor(wiring.Component):
         m.d.comb += out_of_range.eq(~empty & (((opcode != Opcode.FILL) & (ext_end > cfg.ext_size))
                                               | (sram_end > sram_size)))
 
+        ahead_dma = Signal()               # a DMA command flagged DMA_AHEAD that passes its checks
+        m.d.comb += ahead_dma.eq(opcode.matches(Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL)
+                                 & word.imm[0] & ~bad_sram & ~out_of_range)
+
         # ---- VAR: the checks (var_unit.execute_var) and the transfer's descriptor ----
         vaddr, vbytes, vslot, vext = regs.var_addr, regs.var_bytes, regs.var_slot, regs.var_ext_addr
         lg_w = cfg.word_bytes.bit_length() - 1
@@ -171,18 +190,37 @@ class CommandProcessor(wiring.Component):
         # write into one wide struct), seen by the units as the REGISTER_FILE struct. Its clock
         # ticks only for a SET (hw/clock_gate.py), so what is computed from the registers alone
         # (the units' configurations, the rules' products) is evaluated once per SET in simulation.
+        #
+        # The units' copy (`self.regs`, domain "view") follows every SET while no unit runs, and
+        # takes all the architectural values at a done: its clock ticks for those only.
         write_register = Signal()
         known_register = Signal()
         m.d.comb += known_register.eq(sub.matches(*(int(r) for r in Reg)))
         add_gated_domain(m, "regs", write_register)
+        add_gated_domain(m, "view", (write_register & ~running) | done_now)
         for reg in Reg:
-            storage = Signal(32, name=f"reg_{reg.name.lower()}")
+            name = reg.name.lower()
+            storage = Signal(32, name=f"reg_{name}")
+            view = Signal(32, name=f"view_{name}")
             with m.If(write_register & (sub == reg)):
                 m.d.regs += storage.eq(value)
-            m.d.comb += getattr(regs, reg.name.lower()).eq(storage)
+            with m.If(done_now):
+                m.d.view += view.eq(storage)
+            with m.Elif(sub == reg):
+                m.d.view += view.eq(value)
+            m.d.comb += [getattr(regs, name).eq(storage), getattr(self.regs, name).eq(view)]
 
         m.d.comb += [self.dma.valid.eq(0), self.unit_start.eq(0), self.unit_event.eq(0), counting.eq(self.busy),
                      self.var_mark.eq(0)]
+        def unit_finishes():
+            """The running compute command's done clock, in FETCH or DECODE (the states the
+            command processor can be in while a unit runs): the tile event, and its status."""
+            with m.If(done_now):
+                m.d.comb += self.unit_event.eq(1)
+                m.d.sync += running.eq(0)
+                with m.If(self.unit_status != Status.OK):
+                    finish(self.unit_status)
+
         with m.FSM(name="cp"):
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -191,9 +229,11 @@ class CommandProcessor(wiring.Component):
                     m.next = "FETCH"
             with m.State("FETCH"):
                 with m.If(pc == self.prog_words):
-                    finish(Status.COMMAND_OVERRUN)
+                    with m.If(~running):
+                        finish(Status.COMMAND_OVERRUN)
                 with m.Else():
                     m.next = "DECODE"
+                unit_finishes()
             with m.State("DECODE"):
                 advance = Signal()
                 m.d.comb += advance.eq(0)
@@ -204,67 +244,68 @@ class CommandProcessor(wiring.Component):
                         m.next = "FETCH"
                     with m.Else():
                         m.d.comb += chain.eq(1)
-                with m.Switch(opcode):
-                    with m.Case(Opcode.NOP):
-                        m.d.comb += advance.eq(1)
-                    with m.Case(Opcode.SET):
-                        with m.If(known_register):
-                            m.d.comb += [write_register.eq(1), advance.eq(1)]
-                        with m.Else():
+                lookahead = Signal()       # SET, NOP, MARK may decode (not in a done clock)
+                with m.If(lookahead & (opcode == Opcode.SET) & known_register):
+                    m.d.comb += [write_register.eq(1), advance.eq(1)]
+                with m.Elif(lookahead & (opcode == Opcode.NOP)):
+                    m.d.comb += advance.eq(1)
+                with m.Elif(lookahead & (opcode == Opcode.MARK)):
+                    m.d.sync += self.mark.eq(value)
+                    m.d.comb += advance.eq(1)
+                with m.Elif(lookahead & running & ahead_dma):
+                    # a transfer flagged DMA_AHEAD pushes while the unit runs (one that fails its
+                    # checks waits, and is refused after the done as any other)
+                    m.d.comb += [self.dma.valid.eq(1), advance.eq(self.dma.ready)]
+                with m.Elif(running):
+                    pass                   # every other command waits for the unit's done
+                with m.Else():
+                    with m.Switch(opcode):
+                        with m.Case(Opcode.SET):
                             finish(Status.BAD_REGISTER)
-                    with m.Case(Opcode.MARK):
-                        m.d.sync += self.mark.eq(value)
-                        m.d.comb += advance.eq(1)
-                    with m.Case(Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
-                        with m.If(bad_sram):
-                            finish(Status.BAD_MODE)
-                        with m.Elif(out_of_range):
-                            finish(Status.ADDRESS_RANGE)
-                        with m.Else():
-                            m.d.comb += [self.dma.valid.eq(1), advance.eq(self.dma.ready)]
-                    with m.Case(*COMPUTE_OPCODES):
-                        # value32 is the command's DMA slack: the latest transfers it may leave running
-                        with m.If(self.dma_outstanding <= value):
-                            m.d.comb += self.unit_start.eq(1)
-                            m.next = "WAIT_UNIT"
-                    with m.Case(Opcode.BARRIER):
-                        m.d.comb += advance.eq(self.dma_idle)
-                    with m.Case(Opcode.END):
-                        with m.If(self.dma_idle & (self.fault != "stall_at_end")):
-                            finish(Status.OK)
-                    with m.Case(Opcode.HOST):
-                        with m.If(self.dma_idle):
-                            m.d.sync += self.host_req.eq(1)
-                            m.next = "WAIT_HOST"
-                    with m.Case(Opcode.VAR):
-                        with m.If(self.dma_idle):
-                            with m.If(var_bad_mode):
+                        with m.Case(Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
+                            with m.If(bad_sram):
                                 finish(Status.BAD_MODE)
-                            with m.Elif(var_bad_range):
+                            with m.Elif(out_of_range):
                                 finish(Status.ADDRESS_RANGE)
-                            with m.Elif(((sub == VarOp.READ) | (sub == VarOp.CHECK)) & ~slot_written):
-                                finish(Status.VAR_READ_BEFORE_WRITE)
-                            with m.Elif(sub == VarOp.CHECK):
-                                m.d.comb += advance.eq(1)
-                            with m.Elif(sub == VarOp.MARK):
-                                # one store with no byte enabled sets the flag (the variable SRAM
-                                # takes a request every clock the DMA engine leaves it, as now)
-                                m.d.comb += [self.var_mark.eq(1), advance.eq(1)]
-                            with m.Elif((sub == VarOp.INIT) & slot_written):
-                                m.d.comb += advance.eq(1)         # written before: nothing moves
                             with m.Else():
-                                m.d.comb += push_var.eq(1)
-                                m.next = "WAIT_VAR"
-                    with m.Default():
-                        finish(Status.BAD_OPCODE)
-            with m.State("WAIT_UNIT"):
-                with m.If(self.unit_done):
-                    m.d.comb += self.unit_event.eq(1)
-                    with m.If(self.unit_status != Status.OK):
-                        finish(self.unit_status)
-                    with m.Else():
-                        m.d.sync += pc.eq(pc + 1)
-                        m.next = "FETCH"
+                                m.d.comb += [self.dma.valid.eq(1), advance.eq(self.dma.ready)]
+                        with m.Case(*COMPUTE_OPCODES):
+                            # value32 is the command's DMA slack: the latest transfers it may leave running
+                            with m.If(self.dma_outstanding <= value):
+                                m.d.comb += [self.unit_start.eq(1), advance.eq(1)]
+                                m.d.sync += [running.eq(1), unit_sub.eq(sub), self.unit_pc.eq(pc)]
+                        with m.Case(Opcode.BARRIER):
+                            m.d.comb += advance.eq(self.dma_idle)
+                        with m.Case(Opcode.END):
+                            with m.If(self.dma_idle & (self.fault != "stall_at_end")):
+                                finish(Status.OK)
+                        with m.Case(Opcode.HOST):
+                            with m.If(self.dma_idle):
+                                m.d.sync += self.host_req.eq(1)
+                                m.next = "WAIT_HOST"
+                        with m.Case(Opcode.VAR):
+                            with m.If(self.dma_idle):
+                                with m.If(var_bad_mode):
+                                    finish(Status.BAD_MODE)
+                                with m.Elif(var_bad_range):
+                                    finish(Status.ADDRESS_RANGE)
+                                with m.Elif(((sub == VarOp.READ) | (sub == VarOp.CHECK)) & ~slot_written):
+                                    finish(Status.VAR_READ_BEFORE_WRITE)
+                                with m.Elif(sub == VarOp.CHECK):
+                                    m.d.comb += advance.eq(1)
+                                with m.Elif(sub == VarOp.MARK):
+                                    # one store with no byte enabled sets the flag (the variable SRAM
+                                    # takes a request every clock the DMA engine leaves it, as now)
+                                    m.d.comb += [self.var_mark.eq(1), advance.eq(1)]
+                                with m.Elif((sub == VarOp.INIT) & slot_written):
+                                    m.d.comb += advance.eq(1)         # written before: nothing moves
+                                with m.Else():
+                                    m.d.comb += push_var.eq(1)
+                                    m.next = "WAIT_VAR"
+                        with m.Default():
+                            finish(Status.BAD_OPCODE)
+                m.d.comb += lookahead.eq(~done_now)
+                unit_finishes()
             with m.State("WAIT_VAR"):
                 with m.If(self.dma_idle):
                     m.d.sync += pc.eq(pc + 1)

@@ -235,7 +235,6 @@ class DmaEngine(wiring.Component):
 
         with m.FSM(name="dma") as fsm:
             with m.State("IDLE"):
-                m.d.comb += self.idle.eq(count == 0)
                 with m.If(count != 0):
                     with m.If(empty_xfer):
                         m.d.comb += pop.eq(1)
@@ -308,4 +307,8 @@ class DmaEngine(wiring.Component):
                     m.d.comb += store_word.eq(getattr(self, s.name.lower()).rdata)
         m.d.comb += self.ext.wdata.eq((store_word >> (s2_offset * 8))[:8 * B])
         m.d.comb += self.outstanding.eq(count + ~fsm.ongoing("IDLE"))
+        # outside the FSM's process: a continuous assignment, which Icarus evaluates at time 0 (an
+        # engine that stays idle never changes its state, so a process computing this might never
+        # run, and the command processor would wait on an unknown value)
+        m.d.comb += self.idle.eq(fsm.ongoing("IDLE") & (count == 0))
         return m

@@ -68,6 +68,7 @@ class NpuCore(wiring.Component):
             "cycles": Out(32),
             "mark": Out(32),
             "pc": Out(32),
+            "unit_pc": Out(32),            # the running (or last) compute command's index
             "unit_event": Out(1),
             "host_req": Out(1),
             "host_op": Out(32),
@@ -111,7 +112,8 @@ class NpuCore(wiring.Component):
             self.cmd.addr.eq(cp.cmd_addr), cp.cmd_data.eq(self.cmd.data),
             cp.start.eq(self.start & self.ready), cp.prog_addr.eq(self.prog_addr), cp.prog_words.eq(self.prog_words),
             self.busy.eq(cp.busy), self.done.eq(cp.done), self.status.eq(cp.status),
-            self.cycles.eq(cp.cycles), self.mark.eq(cp.mark), self.pc.eq(cp.pc), self.unit_event.eq(cp.unit_event),
+            self.cycles.eq(cp.cycles), self.mark.eq(cp.mark), self.pc.eq(cp.pc), self.unit_pc.eq(cp.unit_pc),
+            self.unit_event.eq(cp.unit_event),
             self.host_req.eq(cp.host_req), self.host_op.eq(cp.host_op), cp.host_ack.eq(self.host_ack),
             self.ready.eq(~var.clearing),
         ]
@@ -166,7 +168,10 @@ class NpuCore(wiring.Component):
             add_gated_domain(m, op.name.lower(), unit.start | running)
             unit_enables.append(unit.start | running)
         m.d.comb += [mac.mode.eq(cp.unit_sub), elt.sub.eq(cp.unit_sub), pool.sub.eq(cp.unit_sub)]
-        m.d.comb += [cp.unit_done.eq(mac.done | elt.done | pool.done),
+        # the running unit's done only: the command processor decodes on while a unit runs, and
+        # in Icarus an idle unit's combinational outputs may still be unknown (never evaluated)
+        m.d.comb += [cp.unit_done.eq(((active == Opcode.MAC) & mac.done) | ((active == Opcode.ELTWISE) & elt.done)
+                                     | ((active == Opcode.POOL) & pool.done)),
                      cp.unit_status.eq(Mux(mac.done, mac.status, Mux(elt.done, elt.status, pool.status)))]
 
         # the SRAMs' compute ports, to the running unit

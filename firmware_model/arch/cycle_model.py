@@ -91,17 +91,22 @@ class Timeline:
     completes in its decode clock fetches the next one in that clock (it *chains*: the next
     decode follows at once); after the others a FETCH clock comes first. `fetch` is the clock of
     the next fetch:
-    - SET, NOP, MARK: chained, one clock each;
-    - DMA_LOAD / DMA_STORE / FILL: pushed into the DMA queue at the decode clock, or at the first
+    - SET, NOP, MARK: chained, one clock each, also while a compute command runs (lookahead:
+      from the clock after its start; in its done clock nothing decodes, so a SET due then
+      decodes the clock after);
+    - DMA_LOAD / DMA_STORE / FILL (flagged DMA_AHEAD: also while a compute command runs, as a
+      SET): pushed into the DMA queue at the decode clock, or at the first
       clock a slot is free (the queue holds DMA_QUEUE_DEPTH descriptors: a slot frees the clock
       after a pop); chained at the push. The engine pops a descriptor the clock after
       its push, when it is idle, and is idle again `busy` clocks later (dma_busy_cycles); or,
       while a transfer is in flight, in that one's last (DRAIN) clock. A queued transfer's
       latency runs from the clock after its push, beside the transfers before it (`dma`);
+    - every other command decodes once the compute command before it (if any) is done: at the
+      clock after its done at the earliest;
     - MAC, ELTWISE, POOL: at the decode clock, or when at most `slack` transfers (the command's
       value32: the latest ones pushed) are still outstanding if that is later — slack 0: the DMA
-      engine idle with an empty queue — the unit starts; it reports done `unit` clocks later (its
-      own formula below), and the next fetch follows;
+      engine idle with an empty queue — the unit starts (and chains: the next command decodes the
+      clock after); it reports done `unit` clocks later (its own formula below);
     - BARRIER, HOST, END: wait for the DMA engine likewise; BARRIER then chains; END's clock + 1
       is the invocation's cycle count; HOST hands over to the host at that clock (host time is
       not NPU time), and the next fetch follows its return;
@@ -119,9 +124,19 @@ class Timeline:
         # completion clocks of the latest transfers (at most queue_depth + 1 are ever outstanding)
         self.done_at: deque = deque(maxlen=queue_depth + 3)
         self.stall = 0                 # clocks the command processor waited (queue full, DMA busy)
+        self.unit_done = -1            # done clock of the compute command running (or the last one)
+        # decode clocks the command processor spent while a compute unit ran: the unit's clocks
+        # already count them (command_plan.count_hidden takes them off the command clocks)
+        self.hidden = 0
+
+    @property
+    def reached(self) -> int:
+        """The clock by which the command processor has finished every command so far: the next
+        fetch, or the clock after the running compute command's done if that is later."""
+        return max(self.fetch, self.unit_done + 1)
 
     def _decode(self) -> int:
-        return self.fetch + 1
+        return max(self.fetch + 1, self.unit_done + 1)
 
     def _wait_dma(self, decode: int) -> int:
         start = max(decode, self.dma_idle)
@@ -130,15 +145,24 @@ class Timeline:
 
     def simple(self) -> int:
         """SET, NOP, MARK: the decode clock (chained)."""
-        d = self._decode()
+        d = self.fetch + 1
+        if d == self.unit_done:
+            d += 1
+        elif d < self.unit_done:
+            self.hidden += 1
         self.fetch = d
         return d
 
     def simple_run(self, n: int) -> None:
         """`n` SET, NOP or MARK commands in a row: what n calls of simple() do."""
-        self.fetch += n * DECODE_CLOCKS
+        end = self.fetch + n * DECODE_CLOCKS
+        if self.fetch < self.unit_done:
+            self.hidden += min(n, self.unit_done - 1 - self.fetch)
+            if self.unit_done <= end:
+                end += 1
+        self.fetch = end
 
-    def dma(self, busy: int, fill: bool = False) -> tuple[int, int]:
+    def dma(self, busy: int, fill: bool = False, ahead: bool = False) -> tuple[int, int]:
         """A DMA command whose transfer alone keeps the engine `busy` clocks (dma_busy_cycles):
         (pop clock, idle clock).
 
@@ -146,12 +170,19 @@ class Timeline:
         runs from the clock after its push, while the ones before it are in flight. The engine
         pops it in the DRAIN clock of the one before (or from IDLE), and its beats start the
         clock after, or when its latency is over if that is later. An empty transfer waits for
-        the engine to be idle."""
-        d = self._decode()
+        the engine to be idle. An `ahead` one (DMA_AHEAD) decodes while a compute command runs,
+        as a SET does: pushed in its decode clock or when a queue slot frees, but not in the unit's
+        done clock; its clocks under the unit are the unit's (`hidden`, not `stall`)."""
+        d = self.fetch + 1 if ahead else self._decode()
         push = d
         if len(self.pops) == self.queue_depth:
             push = max(d, self.pops[0] + 1)
-        self.stall += push - d
+        if push == self.unit_done:
+            push += 1
+        under = max(0, min(push - 1, self.unit_done) - d + 1)     # waiting clocks under the unit
+        self.stall += push - d - under
+        if push < self.unit_done:
+            self.hidden += 1
         prev_idle = self.dma_idle
         if busy == EMPTY_TRANSFER_CYCLES:               # empty: the pop clock, from IDLE
             pop = max(push + 1, prev_idle)
@@ -178,7 +209,8 @@ class Timeline:
             start = max(d, ready)
             self.stall += start - d
         done = start + cycles
-        self.fetch = done + 1
+        self.unit_done = done
+        self.fetch = start
         return start, done
 
     def barrier(self) -> int:

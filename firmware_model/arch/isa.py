@@ -30,10 +30,12 @@ from firmware_model.arch.fields import FieldTable
 from firmware_model.errors import IsaError
 from firmware_model.tosa_ops.dtypes import DType
 
-ISA_VERSION = 4          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
+ISA_VERSION = 5          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
                          # 3: VAR CHECK and MARK, for variables kept in external memory;
                          # 4: ELTWISE A_FROM_OUTPUT; a queued transfer's latency runs from its push;
                          #    commands that complete at decode chain (one clock each)
+                         # 5: the command processor looks ahead while a compute command runs
+                         #    (SET, NOP, MARK, DMA_AHEAD transfers); every cycle count moves
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command
@@ -351,7 +353,8 @@ class Command:
             return f"SET {reg.name}, {v}"
         if self.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
             text = f"{self.opcode.name} {Sram(self.sub).name}"
-            return text + (f", {self.value}" if self.opcode == Opcode.FILL else "")
+            text += f", {self.value}" if self.opcode == Opcode.FILL else ""
+            return text + (" AHEAD" if self.imm & DMA_AHEAD else "")
         if self.opcode == Opcode.MAC:
             return f"MAC {MacMode(self.sub).name}"
         if self.opcode in (Opcode.ELTWISE, Opcode.POOL):
@@ -365,6 +368,12 @@ class Command:
         if self.opcode in (Opcode.HOST, Opcode.MARK, Opcode.END):
             return f"{self.opcode.name} {self.value}"
         return self.opcode.name
+
+
+# DMA_LOAD, DMA_STORE, FILL: imm16 bit 0 — the command may decode while a compute command runs
+# (docs/isa.md, "Timing"): the compiler's promise that the transfer touches none of that command's
+# bytes (command_plan.DmaWindow; the golden model refuses a program that breaks it: DMA_HAZARD).
+DMA_AHEAD = 1
 
 
 def set_reg(reg: Reg, value: int) -> Command:

@@ -79,6 +79,23 @@ def unit_ranges(op: Opcode, plan) -> tuple[dict, dict]:
     return plan.reads, {"output": plan.regions["output"]}
 
 
+def transfer_touches_unit(op: Opcode, plan, sram: Sram, writes_sram: bool, span: tuple[int, int]):
+    """The bytes of a compute command (`op`, its plan) that a transfer's SRAM `span` touches
+    against the rule (a DMA_LOAD or FILL writes what it reads or writes, a DMA_STORE reads what it
+    writes): (what it does with them, its range), or None."""
+    if span[1] <= span[0]:
+        return None
+    reads, writes = unit_ranges(op, plan)
+    mem = _MEMORY_NAMES[sram]
+    for what, ranges in (("writes", writes), ("reads", reads)):
+        if not writes_sram and what == "reads":
+            continue                     # two readers of the same bytes do not conflict
+        r = ranges.get(mem)
+        if r is not None and r[0] < span[1] and span[0] < r[1]:
+            return what, r
+    return None
+
+
 class DmaWindow:
     """The transfers a compute command may leave running: the latest DMA_LOAD, DMA_STORE and FILL
     descriptors pushed (at most DMA_QUEUE_DEPTH + 1 are ever outstanding: the queue's and the
@@ -88,53 +105,79 @@ class DmaWindow:
     "DMA slack"); the RTL does not check this, the golden model refuses such a program
     (DMA_HAZARD). Which transfers are still running depends on timing; the rule does not: it
     looks at the latest s pushed, since the last point where every transfer had finished
-    (BARRIER, VAR, HOST, END, a compute command with slack 0)."""
+    (BARRIER, VAR, HOST, END, a compute command with slack 0).
 
-    __slots__ = ("recent",)
+    The same rule holds the other way for a transfer flagged DMA_AHEAD, which the command
+    processor may push while the compute command before it runs: `running` is that command while
+    only SET, NOP, MARK and AHEAD transfers have followed it (any other command waits for its
+    done)."""
+
+    __slots__ = ("recent", "running")
 
     def __init__(self):
         self.recent: deque = deque(maxlen=DMA_QUEUE_DEPTH + 2)
+        self.running = None                     # (opcode, plan) of the compute command that may run
 
-    def push(self, sram: Sram, writes_sram: bool, span: tuple[int, int]) -> None:
+    def copy(self) -> "DmaWindow":
+        w = DmaWindow()
+        w.recent.extend(self.recent)
+        w.running = self.running
+        return w
+
+    def push(self, sram: Sram, writes_sram: bool, span: tuple[int, int], ahead: bool = False) -> None:
+        """A transfer; `ahead`: flagged DMA_AHEAD (refused with DMA_HAZARD if it touches the bytes
+        of the compute command that may be running)."""
+        if ahead and self.running is not None:
+            op, plan = self.running
+            hit = transfer_touches_unit(op, plan, sram, writes_sram, span)
+            if hit is not None:
+                kind = "a FILL or DMA_LOAD into" if writes_sram else "a DMA_STORE from"
+                mem = _MEMORY_NAMES[sram]
+                raise GoldenModelError(
+                    f"{kind} {mem} bytes [{span[0]}, {span[1]}) flagged AHEAD may run while the "
+                    f"{UNIT_NAMES[op].upper()} before it {hit[0]} the {mem} bytes [{hit[1][0]}, {hit[1][1]})",
+                    Status.DMA_HAZARD)
+        elif not ahead:
+            self.running = None                 # the command processor waited for the unit's done
         if span[1] > span[0]:
-            self.recent.append((_MEMORY_NAMES[sram], writes_sram, span))
+            self.recent.append((sram, writes_sram, span))
         else:
             self.recent.append(None)            # an empty transfer touches nothing but counts
 
     def settle(self) -> None:
         self.recent.clear()
+        self.running = None
 
     def check(self, op: Opcode, plan, slack: int) -> None:
         """Before a compute command with `slack`: its refusal (GoldenModelError DMA_HAZARD) if one
-        of the transfers it may leave running touches its bytes."""
+        of the transfers it may leave running touches its bytes. The command may then run
+        (`running`) under the AHEAD transfers after it."""
+        self.running = (op, plan)
         if slack == 0:
             self.recent.clear()
             return
         if not self.recent:
             return
-        reads, writes = unit_ranges(op, plan)
         for entry in list(self.recent)[-slack:]:
             if entry is None:
                 continue
-            mem, writes_sram, (a, b) = entry
-            for what, ranges in (("writes", writes), ("reads", reads)):
-                if not writes_sram and what == "reads":
-                    continue                     # two readers of the same bytes do not conflict
-                r = ranges.get(mem)
-                if r is not None and r[0] < b and a < r[1]:
-                    kind = "a FILL or DMA_LOAD into" if writes_sram else "a DMA_STORE from"
-                    raise GoldenModelError(
-                        f"{UNIT_NAMES[op].upper()} with DMA slack {slack} starts while {kind} {mem} bytes "
-                        f"[{a}, {b}) may still run, over the {mem} bytes [{r[0]}, {r[1]}) it {what}",
-                        Status.DMA_HAZARD)
+            sram, writes_sram, span = entry
+            hit = transfer_touches_unit(op, plan, sram, writes_sram, span)
+            if hit is not None:
+                kind = "a FILL or DMA_LOAD into" if writes_sram else "a DMA_STORE from"
+                mem, (what, r) = _MEMORY_NAMES[sram], hit
+                raise GoldenModelError(
+                    f"{UNIT_NAMES[op].upper()} with DMA slack {slack} starts while {kind} {mem} bytes "
+                    f"[{span[0]}, {span[1]}) may still run, over the {mem} bytes [{r[0]}, {r[1]}) it {what}",
+                    Status.DMA_HAZARD)
 
 
 # --- the counters --------------------------------------------------------------------------------
 def count_command(counters, op: Opcode, n: int = 1) -> None:
     """Every command fetched (`n` of them with opcode `op`): one more of its opcode, and its decode
-    clock. The FETCH clocks that do not overlap a decode (after a compute command, HOST, a VAR
-    transfer, and clock 0's) are counted with the command they follow (count_compute,
-    count_host, count_var, count_end)."""
+    clock (count_hidden takes back those under a running unit). The FETCH clocks that do not
+    overlap a decode (after HOST, a VAR transfer, and clock 0's) are counted with the command
+    they follow (count_host, count_var, count_end)."""
     counters.opcodes[op] += n
     counters.unit_cycles["command"] += n * DECODE_CLOCKS
 
@@ -159,7 +202,6 @@ def count_compute(counters, op: Opcode, plan) -> None:
     LUT bytes), the bytes written (the MAC: its elements; ELTWISE, POOL: the output range), and
     the MAC's lane slots."""
     counters.unit_cycles[UNIT_NAMES[op]] += plan.cycles
-    counters.unit_cycles["command"] += 1            # the FETCH after it
     counters.tiles += 1
     if op == Opcode.MAC:
         counters.macs += plan.macs
@@ -199,6 +241,14 @@ def count_end(counters, cycles: int) -> None:
     counters.unit_cycles["command"] += 1
     counters.cycles += cycles
     counters.invocation_cycles.append(cycles)
+
+
+def count_hidden(counters, tl: Timeline) -> None:
+    """After a command the command processor may decode while a unit runs (SET, NOP, MARK, an
+    AHEAD transfer): its decode clock under the unit is the unit's, not the command processor's."""
+    if tl.hidden:
+        counters.unit_cycles["command"] -= tl.hidden
+        tl.hidden = 0
 
 
 def count_stall(counters, tl: Timeline) -> None:

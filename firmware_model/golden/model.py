@@ -35,9 +35,9 @@ import numpy as np
 
 from firmware_model.golden.dma import DMA_REGS, dma_plan, dma_transfer, fill, fill_plan
 from firmware_model.errors import GoldenModelError, NpuBenchError, TosaUnpredictable
-from firmware_model.arch.isa import Command, Opcode, Sram
+from firmware_model.arch.isa import DMA_AHEAD, Command, Opcode, Sram
 from firmware_model.golden.command_plan import (DmaWindow, check_set, command_fault, count_command, count_compute, count_dma,
-                                                count_end, count_fill, count_host, count_stall, count_var, dma_sram,
+                                                count_end, count_fill, count_hidden, count_host, count_stall, count_var, dma_sram,
                                                 no_host, not_implemented, overrun, time_var)
 from firmware_model.golden.eltwise_unit import EltResult, execute_eltwise
 from firmware_model.golden.mac_unit import MacResult, execute_mac
@@ -449,14 +449,17 @@ class GoldenModel:
             check_set(cmd)
             self.regs[cmd.sub] = cmd.value
             tl.simple()
+            count_hidden(counters, tl)
         elif op == Opcode.NOP:
             tl.simple()
+            count_hidden(counters, tl)
         elif op == Opcode.BARRIER:
             tl.barrier()
             self._dma_window.settle()
         elif op == Opcode.MARK:
             self.mark = cmd.value
             tl.simple()
+            count_hidden(counters, tl)
         elif op == Opcode.END:
             count_end(counters, tl.end())
             self._dma_window.settle()
@@ -470,8 +473,10 @@ class GoldenModel:
             if plan is None:
                 plan = self._dma_memo[key] = dma_plan(self.cfg, regs, sram, to_sram)
             r = dma_transfer(self.cfg, self.mem, regs, sram, to_sram, plan)
-            self._dma_window.push(sram, to_sram, plan.sram_range)
-            tl.dma(r.cycles)
+            ahead = bool(cmd.imm & DMA_AHEAD)
+            self._dma_window.push(sram, to_sram, plan.sram_range, ahead)
+            tl.dma(r.cycles, ahead=ahead)
+            count_hidden(counters, tl)
             count_dma(counters, op, sram, r.cycles, r.bytes)
         elif op == Opcode.FILL:
             sram = dma_sram(cmd)
@@ -481,8 +486,10 @@ class GoldenModel:
             if plan is None:
                 plan = self._dma_memo[key] = fill_plan(self.cfg, regs, sram)
             r = fill(self.cfg, self.mem, regs, sram, cmd.value, plan)
-            self._dma_window.push(sram, True, plan.sram_range)
-            tl.dma(r.cycles, fill=True)
+            ahead = bool(cmd.imm & DMA_AHEAD)
+            self._dma_window.push(sram, True, plan.sram_range, ahead)
+            tl.dma(r.cycles, fill=True, ahead=ahead)
+            count_hidden(counters, tl)
             count_fill(counters, r.sram, r.cycles, r.bytes)
         elif op in (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL):
             self._compute_command(pc, op, cmd.sub, cmd.value)

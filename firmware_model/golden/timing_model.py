@@ -49,12 +49,12 @@ import numpy as np
 
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import Timeline
-from firmware_model.arch.isa import ELT_REGS, MAC_REGS, POOL_REGS, VAR_SLOTS, Opcode
+from firmware_model.arch.isa import DMA_AHEAD, ELT_REGS, MAC_REGS, POOL_REGS, VAR_SLOTS, Opcode
 from firmware_model.arch.program import Program
 from firmware_model.arch.registers import RegisterFile
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.command_plan import (DmaWindow, check_set, command_fault, count_command, count_compute, count_dma,
-                                                count_end, count_fill, count_host, count_stall, count_var, dma_sram,
+                                                count_end, count_fill, count_hidden, count_host, count_stall, count_var, dma_sram,
                                                 no_host, not_implemented, overrun, time_var)
 from firmware_model.golden.dma import dma_plan, fill_plan
 from firmware_model.golden.eltwise_unit import eltwise_plan
@@ -132,7 +132,7 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
     resume, tail = plans.shared_tail(start, base)
     for pc, cmd in enumerate(cmds):
         if pc == resume:
-            if not window.recent:
+            if not window.recent and window.running is None:
                 events.extend(tail)
                 return _Decoded(events, start, base.end)
             # transfers pushed before the registers agreed may still be in the slack window: the
@@ -155,13 +155,15 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
             if op == _DMA_LOAD or op == _DMA_STORE:
                 sram = dma_sram(cmd)
                 p = dma_plan(cfg, regs, sram, op == _DMA_LOAD)
-                window.push(sram, op == _DMA_LOAD, p.sram_range)
-                ev = (DMA, pc, op, sram, p.cycles, p.bytes)
+                ahead = bool(cmd.imm & DMA_AHEAD)
+                window.push(sram, op == _DMA_LOAD, p.sram_range, ahead)
+                ev = (DMA, pc, op, sram, p.cycles, p.bytes, ahead)
             elif op == _FILL:
                 sram = dma_sram(cmd)
                 p = fill_plan(cfg, regs, sram)
-                window.push(sram, True, p.sram_range)
-                ev = (FILL, pc, op, sram, p.cycles, p.bytes)
+                ahead = bool(cmd.imm & DMA_AHEAD)
+                window.push(sram, True, p.sram_range, ahead)
+                ev = (FILL, pc, op, sram, p.cycles, p.bytes, ahead)
             elif op in UNIT_PLANS:
                 fn, reads = UNIT_PLANS[op]
                 key = (op, cmd.sub, *[raw.get(r, 0) for r in reads])
@@ -402,11 +404,13 @@ def run_events(cmds: list, dec: _Decoded, counters: Counters, tl: Timeline, slot
                     if cmd.opcode == Opcode.SET:
                         regs[cmd.sub] = cmd.value
                     tl.simple()
+                    count_hidden(counters, tl)
                     yield pc
             else:
                 for op, k in ops.items():
                     count_command(counters, op, k)
                 tl.simple_run(n)
+                count_hidden(counters, tl)
             continue
         pc, op = ev[1], ev[2]
         if not stepwise:
@@ -415,16 +419,18 @@ def run_events(cmds: list, dec: _Decoded, counters: Counters, tl: Timeline, slot
             raise _fresh(ev[3])
         count_command(counters, op)
         if kind == DMA:
-            _, _, _, sram, cycles, nbytes = ev
-            tl.dma(cycles)
+            _, _, _, sram, cycles, nbytes, ahead = ev
+            tl.dma(cycles, ahead=ahead)
+            count_hidden(counters, tl)
             count_dma(counters, op, sram, cycles, nbytes)
         elif kind == UNIT:
             plan = ev[3]
             tl.unit(plan.cycles, ev[4])
             count_compute(counters, op, plan)
         elif kind == FILL:
-            _, _, _, sram, cycles, nbytes = ev
-            tl.dma(cycles, fill=True)
+            _, _, _, sram, cycles, nbytes, ahead = ev
+            tl.dma(cycles, fill=True, ahead=ahead)
+            count_hidden(counters, tl)
             count_fill(counters, sram, cycles, nbytes)
         elif kind == BARRIER:
             tl.barrier()

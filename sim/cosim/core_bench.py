@@ -192,7 +192,7 @@ class CoreBench:
         """At the tile's end (ReadOnly of the unit_event clock): its clock and command, then its
         bytes from the dump the sim top writes in the next clock."""
         d = self.dut
-        end_clock, found, t_end = int(d.cycles.value), int(d.pc.value) == exp.command_index, get_sim_time("ns")
+        end_clock, found, t_end = int(d.cycles.value), int(d.unit_pc.value) == exp.command_index, get_sim_time("ns")
         path = self.dir / TILE_FILE
         await RisingEdge(d.clk)
         await ReadOnly()

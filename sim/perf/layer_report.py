@@ -287,9 +287,9 @@ def perf_report(model: str | Path, cfg: NpuConfig, *, engine: str = "timing", bi
                     continue
                 row = rows[owner[pc]]
                 tl = sim.timeline
-                row.cycles += tl.fetch - prev_fetch
+                row.cycles += tl.reached - prev_fetch
                 row.unit_cycles["stall"] = row.unit_cycles.get("stall", 0) + tl.stall - prev_stall
-                prev_fetch, prev_stall = tl.fetch, tl.stall
+                prev_fetch, prev_stall = tl.reached, tl.stall
                 now = _snapshot(counters)
                 _charge(row, now, last)
                 last = now

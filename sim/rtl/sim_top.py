@@ -136,6 +136,7 @@ module {TOP};
     wire [31:0] cycles /*verilator public_flat_rd*/;
     wire [31:0] mark /*verilator public_flat_rd*/;
     wire [31:0] pc /*verilator public_flat_rd*/;
+    wire [31:0] unit_pc /*verilator public_flat_rd*/;
     wire [31:0] host_op /*verilator public_flat_rd*/;
     wire [{slots - 1}:0] var_written /*verilator public_flat_rd*/ = core.variable_sram.written;
     wire [31:0] cmd_addr;
@@ -154,7 +155,7 @@ module {TOP};
     {CORE} core (
         .clk(clk), .rst(rst),
         .start(start), .prog_addr(prog_addr), .prog_words(prog_words),
-        .ready(ready), .busy(busy), .done(done), .status(status), .cycles(cycles), .mark(mark), .pc(pc),
+        .ready(ready), .busy(busy), .done(done), .status(status), .cycles(cycles), .mark(mark), .pc(pc), .unit_pc(unit_pc),
         .unit_event(unit_event), .host_req(host_req), .host_op(host_op), .host_ack(host_ack),
         .cmd__addr(cmd_addr), .cmd__data(cmd_data),
         .ext__addr(ext_addr), .ext__ren(ext_ren), .ext__rdata(ext_rdata), .ext__wdata(ext_wdata), .ext__wen(ext_wen)

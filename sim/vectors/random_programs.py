@@ -5,7 +5,10 @@ of sim/vectors/eltwise.py and pool.py) comes with the SRAM contents it reads. `t
 turns a list of them into a compiled-program look-alike the core runs by itself: per tile, MARK,
 DMA_LOADs of its SRAM regions from the constants image (external memory; only the bytes that
 differ from what earlier tiles loaded there), a FILL of its output
-range, its registers and command, and a DMA_STORE of the output range to external memory; END.
+range, its command (its registers were set while the tile before ran; the first tile's before
+it), then the next tile's registers and those of its loads that touch none of this tile's bytes
+(flagged DMA_AHEAD: pushed while the tile runs), and a DMA_STORE of the output range to
+external memory; END.
 So every random tile also exercises the DMA engine, FILL, the command processor and the shared
 output stage. The golden model runs the same program (sim/cosim/program_run.py) for the
 expectations; nothing here computes an expected value.
@@ -19,9 +22,10 @@ import numpy as np
 
 from compiler.npu.base import CommandWriter
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import EltMode, EltOp, Opcode, OutMode, PoolMode, Reg, Sram
+from firmware_model.arch.isa import DMA_AHEAD, Command, EltMode, EltOp, Opcode, OutMode, PoolMode, Reg, Sram, set_reg
 from firmware_model.arch.program import Placement, Program
 from firmware_model.arch.registers import Registers
+from firmware_model.golden.command_plan import transfer_touches_unit
 from firmware_model.tosa_ops.dtypes import DType
 
 ALIGN = 64
@@ -79,18 +83,40 @@ def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random t
             loads[k].append((sram, span, place(bytes(image[span[0]:span[1]]))))
     out_base = -(-len(consts) // ALIGN) * ALIGN
     cursor = out_base
+    early: set = set()              # (tile, load index) pushed AHEAD under the tile before
     for k, t in enumerate(tiles):
         start = len(w.commands)
         w.emit(Opcode.MARK, 0, k)
-        for sram, (a, b), ext in loads[k]:
-            w.dma(Opcode.DMA_LOAD, sram, ext=ext, sram_addr=a, len0=b - a)
+        for i, (sram, (a, b), ext) in enumerate(loads[k]):
+            if (k, i) not in early:
+                w.dma(Opcode.DMA_LOAD, sram, ext=ext, sram_addr=a, len0=b - a)
         a, b = t.output
         if b > a:
             w.dma(Opcode.FILL, Sram.OUTPUT, sram_addr=a, len0=b - a, value=t.fill)
-        view = Registers(t.regs)
-        for reg in sorted(t.regs):
-            w.set(Reg(reg), view[reg])
+        if k == 0:
+            view = Registers(t.regs)
+            for reg in sorted(t.regs):
+                w.set(Reg(reg), view[reg])
         unit_command = w.emit(t.opcode, t.sub)
+        if k + 1 < len(tiles):
+            # The next tile's registers, every one SET again, decode while this tile runs (the
+            # command processor's lookahead, docs/isa.md "Timing"): the running command must not
+            # see them, and after a short command the run reaches past its done clock.
+            nxt = tiles[k + 1].regs
+            view = Registers(nxt)
+            for reg in sorted(nxt):
+                w.commands.append(set_reg(Reg(reg), view[reg]))
+                w.regs[Reg(reg)] = view[reg]
+            # and its loads that touch none of this tile's bytes, flagged DMA_AHEAD, before this
+            # tile's store (none writes the output SRAM, which the store reads)
+            plan = _unit_plan(cfg, t)
+            for i, (sram, (a2, b2), ext) in enumerate(loads[k + 1]):
+                if sram != Sram.OUTPUT and plan is not None and \
+                        transfer_touches_unit(t.opcode, plan, sram, True, (a2, b2)) is None:
+                    w.dma(Opcode.DMA_LOAD, sram, ext=ext, sram_addr=a2, len0=b2 - a2)
+                    c = w.commands[-1]
+                    w.commands[-1] = Command(c.opcode, c.sub, DMA_AHEAD, c.value)
+                    early.add((k + 1, i))
         if b > a:
             w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=cursor, sram_addr=a, len0=b - a)
             out_places.append(Placement(f"tile{k}_output", cursor, [b - a], DType.INT8))
@@ -110,6 +136,17 @@ def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random t
     if cursor > cfg.ext_size:
         raise ValueError(f"{len(tiles)} random tiles need {cursor} bytes of external memory")
     return Program(w.commands, bytes(consts), manifest)
+
+
+def _unit_plan(cfg: NpuConfig, t: TileSpec):
+    """The golden model's plan of a tile's command (its byte ranges), or None if it faults."""
+    from firmware_model.errors import GoldenModelError
+    from firmware_model.golden.timing_model import UNIT_PLANS
+
+    try:
+        return UNIT_PLANS[t.opcode][0](cfg, Registers(t.regs), t.sub)
+    except GoldenModelError:
+        return None
 
 
 def mac_tiles(cfg: NpuConfig, rng, n: int, ifm_dtype: DType = DType.INT8) -> list[TileSpec]:

@@ -14,7 +14,7 @@ import pytest
 from compiler.pipeline import compile_file
 from firmware_model.arch.config import load_config
 from firmware_model.arch.cycle_model import Timeline
-from firmware_model.arch.isa import Opcode, Status
+from firmware_model.arch.isa import DMA_AHEAD, Opcode, Status
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.model import GoldenModel
 from firmware_model.golden.timing_model import TimingModel
@@ -160,3 +160,81 @@ def test_a_prefetch_passes_over_a_data_movement(name, monkeypatch):
     monkeypatch.setattr(emitter, "PASSED_OVER", ("alias",))
     stopped, _ = _program(name, "large")
     _assert_same_outputs_in_fewer_cycles(program, stopped, cfg, name)
+
+
+def test_timeline_decodes_sets_while_a_unit_runs():
+    """Lookahead: SET, NOP and MARK decode one a clock from the clock after a compute command's
+    start, skipping its done clock; any other command waits for the clock after the done."""
+    tl = Timeline()
+    assert tl.unit(10) == (1, 11)             # decoded and started at 1, done at 11
+    assert [tl.simple() for _ in range(11)] == [2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13]
+    tl2 = Timeline()
+    tl2.unit(10)
+    tl2.simple_run(11)                        # the same run at once
+    assert tl2.fetch == tl.fetch == 13
+    tl3 = Timeline()
+    tl3.unit(10)
+    tl3.simple()                              # at 2
+    assert tl3.dma(5)[0] == 13                # pushed at 12, the clock after the done; popped at 13
+    assert tl3.unit(4, slack=1) == (13, 17)   # a compute command after it: decoded at 13
+    assert tl3.reached == 18 and tl3.end() == 18 + 1
+
+
+def test_timeline_pushes_an_ahead_transfer_under_the_unit():
+    """A DMA_AHEAD transfer decodes during the run (its decode clock is the unit's: `hidden`); one
+    without the flag waits for the clock after the done."""
+    tl = Timeline()
+    tl.unit(10)                               # start 1, done 11
+    assert tl.dma(5, ahead=True) == (3, 8)    # pushed at 2, popped at 3, idle at 8
+    assert tl.hidden == 1 and tl.stall == 0
+    assert tl.dma(5) == (13, 18)              # pushed at 12, the clock after the done
+    assert tl.hidden == 1
+
+
+def _ahead_over_own_result(name: str = "mlp", config: str = "default"):
+    """A compiled program with one compute command's own store (the DMA_STORE that reads what it
+    wrote, right after it) flagged DMA_AHEAD: a transfer that breaks the rule."""
+    program, cfg = _program(name, config)
+    cmds = list(program.commands)
+    for i, c in enumerate(cmds):
+        if c.opcode in COMPUTE:
+            nxt = next(j for j in range(i + 1, len(cmds)) if cmds[j].opcode != Opcode.SET)
+            if cmds[nxt].opcode == Opcode.DMA_STORE and not cmds[nxt].imm & DMA_AHEAD:
+                cmds[nxt] = dataclasses.replace(cmds[nxt], imm=DMA_AHEAD)
+                return dataclasses.replace(program, commands=cmds), cfg, nxt
+    raise AssertionError("no compute command followed by its store")
+
+
+@pytest.mark.parametrize("engine", ["golden", "golden-stepwise", "timing"])
+def test_an_ahead_transfer_over_the_running_commands_bytes_is_refused(engine):
+    program, cfg, pc = _ahead_over_own_result()
+    if engine == "timing":
+        run = TimingModel(program, cfg).invoke
+    else:
+        model = GoldenModel(program, cfg)
+        model.fast = engine == "golden"
+        inputs = _inputs("mlp")
+
+        def run():
+            model.invoke(inputs)
+    with pytest.raises(GoldenModelError) as e:
+        run()
+    assert e.value.status == Status.DMA_HAZARD
+    msg = str(e.value)
+    assert f"command {pc} " in msg and "AHEAD" in msg and "output" in msg
+
+
+def test_an_ahead_transfer_after_a_waiting_command_is_not_checked_against_the_unit():
+    """Once a command that waits for the unit's done has come (here a DMA without the flag), the
+    unit is no longer running: a later AHEAD transfer over its bytes is legal."""
+    program, cfg = _program("mlp", "default")
+    cmds = list(program.commands)
+    i = next(i for i, c in enumerate(cmds) if c.opcode in COMPUTE
+             and next(x for x in cmds[i + 1:] if x.opcode != Opcode.SET).opcode == Opcode.DMA_STORE)
+    store = next(j for j in range(i + 1, len(cmds)) if cmds[j].opcode == Opcode.DMA_STORE)
+    # the same store again, flagged, right after the unflagged one
+    cmds.insert(store + 1, dataclasses.replace(cmds[store], imm=DMA_AHEAD))
+    program = dataclasses.replace(program, commands=cmds)
+    program.manifest = {**program.manifest, "layers": []}        # tile ranges moved: not checked here
+    model = GoldenModel(program, cfg)
+    model.invoke(_inputs("mlp"))

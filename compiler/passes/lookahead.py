@@ -1,0 +1,280 @@
+"""Pass 10 — the command processor's lookahead.
+
+Reads: ctx.program (the emitter's command stream and manifest), ctx.cfg.
+Writes: ctx.program: the same commands, reordered and flagged so that the command processor runs
+ahead of the compute units (docs/isa.md, "Timing" and "DMA slack"), and a report line.
+
+While a compute command runs, the command processor decodes SET, NOP, MARK and the DMA commands
+flagged AHEAD; anything else waits for the unit's done. The emitter writes each tile as its
+loads, registers, compute command and the DMA_STORE of its result, so the store, which reads what
+the command writes, would stop the command processor at every tile until the unit is done. Here:
+
+1. A compute command's DMA_STOREs of its own results move after the next compute command, when
+   that one writes none of the bytes they read (a double-buffered output) and no transfer between
+   writes the SRAM bytes they read or touches the external bytes they write (loads of the next
+   operation's input from external memory keep its stores before them). So the next tile's
+   registers and loads are decoded while this tile computes, and the store runs under the next.
+2. Every DMA command the command processor meets while a compute command runs (only SET, NOP,
+   MARK and AHEAD transfers between them) is flagged AHEAD when it touches none of that command's
+   bytes: DmaWindow.check_ahead, the rule the golden model refuses a program by (DMA_HAZARD).
+3. Each compute command's DMA slack is the most of the latest transfers it may leave running
+   (DmaWindow.check, the same rule as the emitter's slack; the moved stores change which
+   transfers are latest), at most the DMA_QUEUE_DEPTH + 1 that can be outstanding at all.
+4. The SETs are written again: before each command, the registers it reads (UNIT_PLANS' for a
+   compute command, the DMA registers its lengths use for a transfer, every one for VAR) that do
+   not hold its value yet. Every command finds the values it found in the emitter's stream.
+5. The manifest's tile command ranges and unit commands follow their commands.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+from firmware_model.arch.cycle_model import DMA_QUEUE_DEPTH
+from firmware_model.arch.isa import DMA_AHEAD, Command, Opcode, Reg, Sram, set_reg
+from firmware_model.errors import GoldenModelError
+from firmware_model.golden.command_plan import DmaWindow, dma_sram, transfer_touches_unit
+from firmware_model.golden.dma import dma_plan, fill_plan
+from firmware_model.golden.timing_model import UNIT_PLANS
+
+DMA_OPS = (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL)
+COMPUTE_OPS = tuple(UNIT_PLANS)
+# commands after which every transfer has finished (DmaWindow.settle)
+SETTLING = (Opcode.BARRIER, Opcode.VAR, Opcode.HOST, Opcode.END)
+# the most transfers outstanding at once: the queue's and the one in flight
+MAX_SLACK = DMA_QUEUE_DEPTH + 1
+# step 1's policies (_move_transfers), in the order a tie is decided in (the emitter's own stream
+# first). Moving nothing but flagging AHEAD ("none") was never the fastest of these on models/.
+POLICIES = ("stores", "all")
+
+
+@dataclass
+class _Op:
+    """A command of the emitter's stream other than SET, with what it reads of the registers."""
+    index: int                              # its place in the emitter's stream
+    cmd: Command
+    needs: dict[int, int] = field(default_factory=dict)
+    # a transfer: (SRAM, writes the SRAM, SRAM byte span, external byte span or None)
+    transfer: tuple | None = None
+    plan: object = None                     # a compute command's unit plan
+
+
+def _dma_needs(regs: dict[int, int], op: Opcode) -> dict[int, int]:
+    """The DMA registers a transfer reads: a stride only when its length is above 1 (run i of a
+    length of 1 never moves by it); FILL reads no external address."""
+    names = [Reg.DMA_SRAM_ADDR, Reg.DMA_LEN0, Reg.DMA_LEN1, Reg.DMA_LEN2]
+    if op != Opcode.FILL:
+        names.append(Reg.DMA_EXT_ADDR)
+    if regs.get(Reg.DMA_LEN1, 0) > 1:
+        names += [Reg.DMA_SRAM_STRIDE1] + ([Reg.DMA_EXT_STRIDE1] if op != Opcode.FILL else [])
+    if regs.get(Reg.DMA_LEN2, 0) > 1:
+        names += [Reg.DMA_SRAM_STRIDE2] + ([Reg.DMA_EXT_STRIDE2] if op != Opcode.FILL else [])
+    return {int(r): regs[int(r)] for r in names if int(r) in regs}
+
+
+def _ops(cfg, commands: list[Command]) -> list[_Op]:
+    regs: dict[int, int] = {}
+    ops = []
+    plans: dict = {}
+    for i, cmd in enumerate(commands):
+        op = cmd.opcode
+        if op == Opcode.SET:
+            regs[cmd.sub] = cmd.value
+            continue
+        o = _Op(i, cmd)
+        if op in DMA_OPS:
+            o.needs = _dma_needs(regs, op)
+            sram = dma_sram(cmd)
+            key = (op, sram, *sorted(o.needs.items()))
+            p = plans.get(key)
+            if p is None:
+                p = plans[key] = (fill_plan(cfg, regs, sram) if op == Opcode.FILL
+                                  else dma_plan(cfg, regs, sram, op == Opcode.DMA_LOAD))
+            ext = p.ext_range if op != Opcode.FILL and p.ext is not None and p.bytes else None
+            o.transfer = (sram, op != Opcode.DMA_STORE, p.sram_range, ext)
+        elif op in COMPUTE_OPS:
+            fn, reads = UNIT_PLANS[op]
+            o.needs = {r: regs[r] for r in reads if r in regs}
+            key = (op, cmd.sub, *sorted(o.needs.items()))
+            p = plans.get(key)
+            if p is None:
+                p = plans[key] = fn(cfg, regs, cmd.sub)
+            o.plan = p
+        elif op == Opcode.VAR:
+            o.needs = dict(regs)
+        ops.append(o)
+    return ops
+
+
+def _move_transfers(ops: list[_Op], policy: str) -> int:
+    """Step 1, in place: where a compute command is followed, before the next one, by a transfer
+    that touches its bytes (its own store), transfers move after the next compute command, if
+    none of the moved ones touches that command's bytes. `policy`: "stores" moves the stores that
+    touch the first command's bytes (when no transfer they pass writes the SRAM bytes they read or
+    touches the external bytes they write), "all" every transfer between the two, in their order.
+    Returns how many moved."""
+    moved = 0
+    i = 0
+    while i < len(ops):
+        c = ops[i]
+        if c.plan is None:
+            i += 1
+            continue
+        # the next compute command, with only transfers, MARK and NOP between
+        j = i + 1
+        while j < len(ops) and ops[j].plan is None and ops[j].cmd.opcode not in SETTLING:
+            j += 1
+        if j == len(ops) or ops[j].plan is None:
+            i = j
+            continue
+        nxt = ops[j]
+        between = [x for x in range(i + 1, j) if ops[x].transfer is not None]
+        own = [x for x in between if transfer_touches_unit(c.cmd.opcode, c.plan, *ops[x].transfer[:3])]
+        if policy == "all":
+            take = between if own else []
+        else:
+            take = [x for x in own if ops[x].cmd.opcode == Opcode.DMA_STORE]
+            if len(take) != len(own) or not all(_passes(ops[s], ops[x]) for s in take for x in between
+                                                if x > s and x not in take):
+                take = []
+        if take and not any(transfer_touches_unit(nxt.cmd.opcode, nxt.plan, *ops[x].transfer[:3]) for x in take):
+            taken = [ops[x] for x in take]
+            ops[i + 1:j + 1] = [ops[x] for x in range(i + 1, j + 1) if x not in take] + taken
+            moved += len(taken)
+            j -= len(taken)                  # the next compute command's new place
+        i = j
+    return moved
+
+
+def _passes(store: _Op, other: _Op) -> bool:
+    """Whether DMA_STORE `store` may move after transfer `other` (the engine runs transfers in
+    program order): `other` writes none of the SRAM bytes it reads, touches none of the external
+    bytes it writes."""
+    sram, _, span, ext = store.transfer
+    o_sram, o_writes, o_span, o_ext = other.transfer
+
+    def apart(a, b):
+        return a is None or b is None or a[1] <= b[0] or b[1] <= a[0]
+    return not (o_writes and o_sram == sram and not apart(o_span, span)) and apart(o_ext, ext)
+
+
+def _flags(cfg, ops: list[_Op]) -> tuple[dict[int, int], int]:
+    """Steps 2 and 3: {op index: the command's new imm or value}; the count of AHEAD transfers."""
+    window = DmaWindow()
+    running = None                           # (opcode, plan) of the compute command that may run
+    out: dict[int, int] = {}
+    ahead = 0
+    for o in ops:
+        op = o.cmd.opcode
+        if o.transfer is not None:
+            sram, writes, span, _ = o.transfer
+            if running is not None and not transfer_touches_unit(running[0], running[1], sram, writes, span):
+                out[o.index] = DMA_AHEAD
+                ahead += 1
+            else:
+                out[o.index] = 0
+                running = None
+            window.push(sram, writes, span)
+        elif o.plan is not None:
+            slack = min(MAX_SLACK, len(window.recent))
+            while slack > 0:
+                try:
+                    window.copy().check(op, o.plan, slack)
+                    break
+                except GoldenModelError:
+                    slack -= 1
+            window.check(op, o.plan, slack)
+            out[o.index] = slack
+            running = (op, o.plan)
+        elif op in SETTLING:
+            window.settle()
+            running = None
+    return out, ahead
+
+
+def _emit(ops: list[_Op], flags: dict[int, int]) -> tuple[list[Command], dict[int, int], dict[int, int]]:
+    """Step 4: the stream; {old index: new index} of each command and {old index: the new index
+    of the first SET written for it (or of the command)}."""
+    cur: dict[int, int] = {}
+    out: list[Command] = []
+    at, first = {}, {}
+    for o in ops:
+        first[o.index] = len(out)
+        for reg in sorted(o.needs):
+            value = o.needs[reg]
+            if cur.get(reg) != value:
+                out.append(Command(Opcode.SET, reg, 0, value))
+                cur[reg] = value
+        cmd = o.cmd
+        if o.transfer is not None:
+            cmd = Command(cmd.opcode, cmd.sub, (cmd.imm & ~DMA_AHEAD) | flags[o.index], cmd.value)
+        elif o.plan is not None:
+            cmd = Command(cmd.opcode, cmd.sub, cmd.imm, flags[o.index])
+        at[o.index] = len(out)
+        out.append(cmd)
+    return out, at, first
+
+
+def _variant(cfg, ops: list[_Op], policy: str):
+    """The stream under one policy of step 1, with steps 2-4: (commands, {old: new index}, {old:
+    first SET's index}, moved, AHEAD count)."""
+    ops = list(ops)
+    moved = _move_transfers(ops, policy)
+    flags, ahead = _flags(cfg, ops)
+    commands, at, first = _emit(ops, flags)
+    return commands, at, first, moved, ahead
+
+
+def run(ctx) -> None:
+    from firmware_model.arch.program import Program
+    from firmware_model.golden.timing_model import TimingModel
+
+    program, cfg = ctx.program, ctx.cfg
+    old = program.commands
+    ops = _ops(cfg, old)
+    # Which transfers to move is decided by the cycle model (one invocation from the reset
+    # state): the policies differ by network, and no rule found ahead of time picks the best.
+    best, tried = None, []
+    for policy in ("emitter",) + POLICIES:
+        if policy == "emitter":              # the emitter's stream as it is
+            got = (old, {o.index: o.index for o in ops}, {o.index: o.index for o in ops}, 0, 0)
+        else:
+            got = _variant(cfg, ops, policy)
+        model = TimingModel(Program(got[0], program.constants, program.manifest), cfg)
+        try:
+            model.invoke()
+        except GoldenModelError as e:
+            # a program that faults from the reset state (a variable read before written): its
+            # timing says nothing, and the emitter's stream is kept
+            tried.append(f"{policy} faults ({e.status.name})")
+            if policy == "emitter":
+                break
+            continue
+        cycles = model.counters.cycles
+        tried.append(f"{policy} {cycles}")
+        if best is None or cycles < best[0]:
+            best = (cycles, policy, got)
+    if best is None or tried[0].startswith("emitter faults"):
+        ctx.report.append(f"lookahead: the emitter's stream kept ({tried[0]} on the cycle model)")
+        return
+    _, policy, (commands, at, first, moved, ahead) = best
+    starts = sorted(first)
+
+    def boundary(i: int) -> int:
+        """The new place of a range boundary at old index i: where the first command at or after
+        it (other than a SET) now starts, with its SETs."""
+        k = bisect_left(starts, i)
+        return first[starts[k]] if k < len(starts) else len(commands)
+
+    for layer in program.manifest.get("layers", []):
+        for t in layer.get("tiles", []):
+            a, b = t["commands"]
+            t["commands"] = [boundary(a), boundary(b)]
+            if "unit_command" in t:
+                t["unit_command"] = at[t["unit_command"]]
+    program.manifest.setdefault("stats", {})["commands"] = len(commands)
+    program.commands = commands
+    ctx.report.append(f"lookahead: policy '{policy}' (cycles: {', '.join(tried)}); {moved} transfer(s) moved "
+                      f"after the next compute command, {ahead} AHEAD; {len(commands)} commands (the "
+                      f"emitter wrote {len(old)})")

@@ -1,0 +1,87 @@
+"""The lookahead pass (compiler/passes/lookahead.py): the emitter's work, reordered and flagged so
+that the command processor runs ahead of the units, bit-exact and never slower."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+import compiler.passes.lookahead as lookahead
+from compiler.pipeline import compile_file
+from firmware_model.arch.config import load_config
+from firmware_model.arch.isa import DMA_AHEAD, Opcode
+from firmware_model.golden.model import GoldenModel
+from firmware_model.golden.timing_model import TimingModel
+from sim.models.model_data import ModelData
+from sim.paths import MODELS_DIR
+
+COMPUTE = (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL)
+DMA = (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL)
+
+
+def _compile(name: str, config: str):
+    cfg = load_config(config)
+    return compile_file(MODELS_DIR / name / "model.tosa", cfg, out=io.StringIO()), cfg
+
+
+def _cycles(program, cfg, runs: int = 1) -> int:
+    model = TimingModel(program, cfg)
+    for _ in range(runs):
+        model.invoke()
+    return model.counters.cycles
+
+
+@pytest.mark.parametrize("name,config", [("cnn32", "large"), ("lstm", "large"), ("mlp", "default"),
+                                         ("resnet_pool", "tiny")])
+def test_same_outputs_as_the_emitters_stream_never_slower(name, config, monkeypatch):
+    """Against the emitter's stream (the pass switched off): the same outputs bit for bit on the
+    golden model for every committed input, at most its cycles; the report names the policy."""
+    ctx, cfg = _compile(name, config)
+    line = next(x for x in ctx.report if x.startswith("lookahead:"))
+    assert "policy '" in line
+    monkeypatch.setattr(lookahead, "run", lambda ctx: None)
+    plain, _ = _compile(name, config)
+    runs = ModelData.of(MODELS_DIR / name / "model.tosa").all_inputs()
+    a, b = GoldenModel(ctx.program, cfg), GoldenModel(plain.program, cfg)
+    for inputs in runs:
+        out_a, out_b = a.invoke(inputs), b.invoke(inputs)
+        assert all(np.array_equal(out_a[k], out_b[k]) for k in out_b)
+    assert a.counters.cycles <= b.counters.cycles
+    assert _cycles(ctx.program, cfg, len(runs)) == a.counters.cycles
+
+
+@pytest.mark.parametrize("name,config", [("lstm", "large"), ("blazeface", "large")])
+def test_stores_move_under_the_next_tile_and_transfers_go_ahead(name, config):
+    """Where the pass moves transfers: the command after a compute command's SETs is no longer its
+    own store everywhere, some transfers are flagged AHEAD, and the manifest's tiles still hold
+    their unit commands, in ranges in order."""
+    ctx, cfg = _compile(name, config)
+    cmds = ctx.program.commands
+    line = next(x for x in ctx.report if x.startswith("lookahead:"))
+    assert "policy 'stores'" in line or "policy 'all'" in line
+    assert sum(1 for c in cmds if c.opcode in DMA and c.imm & DMA_AHEAD) >= 10
+    tiles = [t for layer in ctx.program.manifest["layers"] for t in layer["tiles"]]
+    for t, nxt in zip(tiles, tiles[1:]):
+        a, b = t["commands"]
+        assert a < b <= nxt["commands"][0]
+        if "unit_command" in t:
+            assert a <= t["unit_command"] < b and cmds[t["unit_command"]].opcode in COMPUTE
+    assert ctx.program.manifest["stats"]["commands"] == len(cmds)
+
+
+def test_every_policy_is_legal_and_exact(monkeypatch):
+    """Each policy's stream, forced, runs on the golden model without a DMA_HAZARD (its AHEAD
+    flags and slacks keep the ISA's rule) and computes the emitter's outputs."""
+    inputs = ModelData.of(MODELS_DIR / "gru" / "model.tosa").all_inputs()
+    outs = {}
+    for policy in ("emitter",) + lookahead.POLICIES:
+        monkeypatch.setattr(lookahead, "POLICIES", () if policy == "emitter" else (policy,))
+        ctx, cfg = _compile("gru", "large")
+        assert f"policy '{policy}'" in next(x for x in ctx.report if x.startswith("lookahead:"))
+        model = GoldenModel(ctx.program, cfg)
+        outs[policy] = [model.invoke(x) for x in inputs]
+    for policy, got in outs.items():
+        for want, have in zip(outs["emitter"], got):
+            assert all(np.array_equal(want[k], have[k]) for k in want), policy
