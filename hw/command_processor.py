@@ -34,13 +34,15 @@ from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import DMA_QUEUE_DEPTH
-from firmware_model.arch.isa import VAR_SLOTS, Opcode, Reg, Sram, Status, VarOp
+from firmware_model.arch.isa import ELT_REGS, MAC_REGS, POOL_REGS, VAR_SLOTS, Opcode, Reg, Sram, Status, VarOp
 from hw.clock_gate import add_gated_domain
 from hw.dma_engine import DESCRIPTOR, SRAMS, DmaKind
 from hw.layouts import COMMAND_WORD_LAYOUT
 from hw.register_file import REGISTER_FILE
 
 COMPUTE_OPCODES = (Opcode.MAC, Opcode.ELTWISE, Opcode.POOL)
+# the registers the compute units read (the golden model's plans read the same)
+UNIT_REGS = frozenset(MAC_REGS) | frozenset(ELT_REGS) | frozenset(POOL_REGS)
 
 
 def sram_bytes(cfg: NpuConfig, sram: Sram) -> int:
@@ -198,17 +200,23 @@ class CommandProcessor(wiring.Component):
         m.d.comb += known_register.eq(sub.matches(*(int(r) for r in Reg)))
         add_gated_domain(m, "regs", write_register)
         add_gated_domain(m, "view", (write_register & ~running) | done_now)
+        # (Only the registers a unit reads have a copy: the DMA and VAR registers are read by
+        # the command processor alone, at decode, never during a run.)
         for reg in Reg:
             name = reg.name.lower()
             storage = Signal(32, name=f"reg_{name}")
-            view = Signal(32, name=f"view_{name}")
             with m.If(write_register & (sub == reg)):
                 m.d.regs += storage.eq(value)
+            m.d.comb += getattr(regs, name).eq(storage)
+            if reg not in UNIT_REGS:
+                m.d.comb += getattr(self.regs, name).eq(storage)
+                continue
+            view = Signal(32, name=f"view_{name}")
             with m.If(done_now):
                 m.d.view += view.eq(storage)
             with m.Elif(sub == reg):
                 m.d.view += view.eq(value)
-            m.d.comb += [getattr(regs, name).eq(storage), getattr(self.regs, name).eq(view)]
+            m.d.comb += getattr(self.regs, name).eq(view)
 
         m.d.comb += [self.dma.valid.eq(0), self.unit_start.eq(0), self.unit_event.eq(0), counting.eq(self.busy),
                      self.var_mark.eq(0)]
