@@ -1,4 +1,4 @@
-"""Pass 10 — the command processor's lookahead.
+"""Pass — the command processor's lookahead (after emission).
 
 Reads: ctx.program (the emitter's command stream and manifest), ctx.cfg.
 Writes: ctx.program: the same commands, reordered and flagged so that the command processor runs
@@ -9,21 +9,27 @@ flagged AHEAD; anything else waits for the unit's done. The emitter writes each 
 loads, registers, compute command and the DMA_STORE of its result, so the store, which reads what
 the command writes, would stop the command processor at every tile until the unit is done. Here:
 
-1. A compute command's DMA_STOREs of its own results move after the next compute command, when
-   that one writes none of the bytes they read (a double-buffered output) and no transfer between
-   writes the SRAM bytes they read or touches the external bytes they write (loads of the next
-   operation's input from external memory keep its stores before them). So the next tile's
-   registers and loads are decoded while this tile computes, and the store runs under the next.
+1. Transfers move after the next compute command, under one of two policies (_move_transfers):
+   `stores`, a compute command's stores of its own results, when that next command writes none
+   of the bytes they read (a double-buffered output) and no transfer they pass writes the SRAM
+   bytes they read or touches the external bytes they write; `all`, every transfer between the
+   two commands, in their order. Either way the next tile's registers and loads are decoded while
+   this tile computes, and the moved transfers run under the next one.
 2. Every DMA command the command processor meets while a compute command runs (only SET, NOP,
    MARK and AHEAD transfers between them) is flagged AHEAD when it touches none of that command's
-   bytes: DmaWindow.check_ahead, the rule the golden model refuses a program by (DMA_HAZARD).
+   bytes: command_plan.transfer_touches_unit, the rule the golden model refuses a program by
+   (DmaWindow.push, DMA_HAZARD).
 3. Each compute command's DMA slack is the most of the latest transfers it may leave running
-   (DmaWindow.check, the same rule as the emitter's slack; the moved stores change which
+   (DmaWindow.check, the same rule as the emitter's slack; the moved transfers change which
    transfers are latest), at most the DMA_QUEUE_DEPTH + 1 that can be outstanding at all.
 4. The SETs are written again: before each command, the registers it reads (UNIT_PLANS' for a
    compute command, the DMA registers its lengths use for a transfer, every one for VAR) that do
    not hold its value yet. Every command finds the values it found in the emitter's stream.
 5. The manifest's tile command ranges and unit commands follow their commands.
+
+Which policy pays depends on the network (a moved store queues behind the loads prefetched
+before it), so the pass times each stream, and the emitter's own, on the cycle model and keeps
+the fastest (docs/compiler.md, "The command processor's lookahead").
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from firmware_model.arch.cycle_model import DMA_QUEUE_DEPTH
-from firmware_model.arch.isa import DMA_AHEAD, Command, Opcode, Reg, Sram, set_reg
+from firmware_model.arch.isa import DMA_AHEAD, Command, Opcode, Reg
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.command_plan import DmaWindow, dma_sram, transfer_touches_unit
 from firmware_model.golden.dma import dma_plan, fill_plan

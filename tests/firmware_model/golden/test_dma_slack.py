@@ -103,21 +103,25 @@ def _hazard_program():
 @pytest.mark.parametrize("engine", ["golden", "golden-stepwise", "timing"])
 def test_a_slack_over_the_commands_own_loads_is_refused(engine):
     program, cfg, pc = _hazard_program()
+    msg = _refusal(engine, program, cfg, "cnn32")
+    assert f"command {pc} " in msg and "DMA slack 5" in msg and "input" in msg
+
+
+def _refusal(engine: str, program, cfg, name: str) -> str:
+    """The DMA_HAZARD message `engine` (golden, golden-stepwise, timing) refuses `program` with."""
     if engine == "timing":
-        model = TimingModel(program, cfg)
-        run = model.invoke
+        run = TimingModel(program, cfg).invoke
     else:
         model = GoldenModel(program, cfg)
         model.fast = engine == "golden"
-        inputs = _inputs("cnn32")
+        inputs = _inputs(name)
 
         def run():
             model.invoke(inputs)
     with pytest.raises(GoldenModelError) as e:
         run()
     assert e.value.status == Status.DMA_HAZARD
-    msg = str(e.value)
-    assert f"command {pc} " in msg and "DMA slack 5" in msg and "input" in msg
+    return str(e.value)
 
 
 @pytest.mark.parametrize("name", ["gru", "mlp"])
@@ -208,19 +212,7 @@ def _ahead_over_own_result(name: str = "mlp", config: str = "default"):
 @pytest.mark.parametrize("engine", ["golden", "golden-stepwise", "timing"])
 def test_an_ahead_transfer_over_the_running_commands_bytes_is_refused(engine):
     program, cfg, pc = _ahead_over_own_result()
-    if engine == "timing":
-        run = TimingModel(program, cfg).invoke
-    else:
-        model = GoldenModel(program, cfg)
-        model.fast = engine == "golden"
-        inputs = _inputs("mlp")
-
-        def run():
-            model.invoke(inputs)
-    with pytest.raises(GoldenModelError) as e:
-        run()
-    assert e.value.status == Status.DMA_HAZARD
-    msg = str(e.value)
+    msg = _refusal(engine, program, cfg, "mlp")
     assert f"command {pc} " in msg and "AHEAD" in msg and "output" in msg
 
 
