@@ -172,7 +172,8 @@ class NpuCore(wiring.Component):
         # in Icarus an idle unit's combinational outputs may still be unknown (never evaluated)
         m.d.comb += [cp.unit_done.eq(((active == Opcode.MAC) & mac.done) | ((active == Opcode.ELTWISE) & elt.done)
                                      | ((active == Opcode.POOL) & pool.done)),
-                     cp.unit_status.eq(Mux(mac.done, mac.status, Mux(elt.done, elt.status, pool.status)))]
+                     cp.unit_status.eq(Mux(active == Opcode.MAC, mac.status,
+                                           Mux(active == Opcode.ELTWISE, elt.status, pool.status)))]
 
         # the SRAMs' compute ports, to the running unit
         in_rd = input_sram.read_port()
