@@ -34,7 +34,7 @@ from amaranth.lib.wiring import In, Out
 
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import DMA_QUEUE_DEPTH
-from firmware_model.arch.isa import ELT_REGS, MAC_REGS, POOL_REGS, VAR_SLOTS, Opcode, Reg, Sram, Status, VarOp
+from firmware_model.arch.isa import DMA_AHEAD, ELT_REGS, MAC_REGS, POOL_REGS, VAR_SLOTS, Opcode, Reg, Sram, Status, VarOp
 from hw.clock_gate import add_gated_domain
 from hw.dma_engine import DESCRIPTOR, SRAMS, DmaKind
 from hw.layouts import COMMAND_WORD_LAYOUT
@@ -162,7 +162,7 @@ class CommandProcessor(wiring.Component):
 
         ahead_dma = Signal()               # a DMA command flagged DMA_AHEAD that passes its checks
         m.d.comb += ahead_dma.eq(opcode.matches(Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL)
-                                 & word.imm[0] & ~bad_sram & ~out_of_range)
+                                 & ((word.imm & DMA_AHEAD) != 0) & ~bad_sram & ~out_of_range)
 
         # ---- VAR: the checks (var_unit.execute_var) and the transfer's descriptor ----
         vaddr, vbytes, vslot, vext = regs.var_addr, regs.var_bytes, regs.var_slot, regs.var_ext_addr

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from firmware_model.arch.isa import PARAM_RECORD_BYTES, Command, Opcode, Reg, Sram, set_reg
+from firmware_model.arch.isa import DMA_AHEAD, PARAM_RECORD_BYTES, Command, Opcode, Reg, Sram, set_reg
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Placement
-from firmware_model.golden.dma import pattern_span
+from firmware_model.golden.dma import dma_registers, pattern_span
 from firmware_model.golden.memories import memory_bytes
 
 NPU_OP = "NPU"
@@ -106,17 +106,17 @@ class CommandWriter:
             self.commands.append(set_reg(reg, value))
             self.regs[reg] = value
 
-    def emit(self, opcode: Opcode, sub: int = 0, value: int = 0) -> int:
-        self.commands.append(Command(opcode, int(sub), 0, int(value) & 0xFFFFFFFF))
+    def emit(self, opcode: Opcode, sub: int = 0, value: int = 0, imm: int = 0) -> int:
+        self.commands.append(Command(opcode, int(sub), imm, int(value) & 0xFFFFFFFF))
         if opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
             self.dma_count += 1
         return len(self.commands) - 1
 
     def dma(self, opcode: Opcode, sram: Sram, *, ext: int = 0, sram_addr: int, len0: int, len1: int = 1,
             len2: int = 1, ext_s1: int = 0, ext_s2: int = 0, sram_s1: int = 0, sram_s2: int = 0,
-            value: int = 0) -> None:
+            value: int = 0, ahead: bool = False) -> None:
         """A DMA_LOAD / DMA_STORE / FILL of len2 x len1 runs of len0 bytes (a DMA_LOAD whose bytes
-        are resident: nothing)."""
+        are resident: nothing); `ahead`: flagged DMA_AHEAD."""
         if sram in RESIDENT_SRAMS and opcode != Opcode.DMA_STORE:
             key = (ext, sram_addr, len0, len1, len2, ext_s1, ext_s2, sram_s1, sram_s2)
             if opcode == Opcode.DMA_LOAD and self._held(sram, key):
@@ -131,21 +131,12 @@ class CommandWriter:
         # A stride moves nothing when its length is 1 (run i1 < LEN1 starts i1 strides on): the
         # register keeps whatever it holds, and a SET is saved (a clock each; a recurrent cell's
         # one-run transfers between two-dimensional ones took four).
-        if opcode != Opcode.FILL:
-            self.set(Reg.DMA_EXT_ADDR, ext)
-            if len1 > 1:
-                self.set(Reg.DMA_EXT_STRIDE1, ext_s1)
-            if len2 > 1:
-                self.set(Reg.DMA_EXT_STRIDE2, ext_s2)
-        self.set(Reg.DMA_SRAM_ADDR, sram_addr)
-        self.set(Reg.DMA_LEN0, len0)
-        self.set(Reg.DMA_LEN1, len1)
-        self.set(Reg.DMA_LEN2, len2)
-        if len1 > 1:
-            self.set(Reg.DMA_SRAM_STRIDE1, sram_s1)
-        if len2 > 1:
-            self.set(Reg.DMA_SRAM_STRIDE2, sram_s2)
-        self.emit(opcode, sram, value)
+        values = {Reg.DMA_EXT_ADDR: ext, Reg.DMA_EXT_STRIDE1: ext_s1, Reg.DMA_EXT_STRIDE2: ext_s2,
+                  Reg.DMA_SRAM_ADDR: sram_addr, Reg.DMA_LEN0: len0, Reg.DMA_LEN1: len1, Reg.DMA_LEN2: len2,
+                  Reg.DMA_SRAM_STRIDE1: sram_s1, Reg.DMA_SRAM_STRIDE2: sram_s2}
+        for reg in dma_registers(opcode == Opcode.FILL, len1, len2):
+            self.set(reg, values[reg])
+        self.emit(opcode, sram, value, DMA_AHEAD if ahead else 0)
 
 
 class ConstantHomes:

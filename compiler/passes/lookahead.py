@@ -38,11 +38,13 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from firmware_model.arch.cycle_model import DMA_QUEUE_DEPTH
+from compiler.npu.prefetch import overlaps
 from firmware_model.arch.isa import DMA_AHEAD, Command, Opcode, Reg
+from firmware_model.arch.program import Program
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.command_plan import DmaWindow, dma_sram, transfer_touches_unit
-from firmware_model.golden.dma import dma_plan, fill_plan
-from firmware_model.golden.timing_model import UNIT_PLANS
+from firmware_model.golden.dma import dma_plan, dma_registers, fill_plan
+from firmware_model.golden.timing_model import UNIT_PLANS, TimingModel
 
 DMA_OPS = (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL)
 COMPUTE_OPS = tuple(UNIT_PLANS)
@@ -67,16 +69,9 @@ class _Op:
 
 
 def _dma_needs(regs: dict[int, int], op: Opcode) -> dict[int, int]:
-    """The DMA registers a transfer reads: a stride only when its length is above 1 (run i of a
-    length of 1 never moves by it); FILL reads no external address."""
-    names = [Reg.DMA_SRAM_ADDR, Reg.DMA_LEN0, Reg.DMA_LEN1, Reg.DMA_LEN2]
-    if op != Opcode.FILL:
-        names.append(Reg.DMA_EXT_ADDR)
-    if regs.get(Reg.DMA_LEN1, 0) > 1:
-        names += [Reg.DMA_SRAM_STRIDE1] + ([Reg.DMA_EXT_STRIDE1] if op != Opcode.FILL else [])
-    if regs.get(Reg.DMA_LEN2, 0) > 1:
-        names += [Reg.DMA_SRAM_STRIDE2] + ([Reg.DMA_EXT_STRIDE2] if op != Opcode.FILL else [])
-    return {int(r): regs[int(r)] for r in names if int(r) in regs}
+    """The DMA registers a transfer reads (dma_registers), with their values."""
+    read = dma_registers(op == Opcode.FILL, regs.get(Reg.DMA_LEN1, 0), regs.get(Reg.DMA_LEN2, 0))
+    return {int(r): regs[int(r)] for r in read if int(r) in regs}
 
 
 def _ops(cfg, commands: list[Command]) -> list[_Op]:
@@ -159,43 +154,30 @@ def _passes(store: _Op, other: _Op) -> bool:
     bytes it writes."""
     sram, _, span, ext = store.transfer
     o_sram, o_writes, o_span, o_ext = other.transfer
+    if o_writes and o_sram == sram and overlaps(o_span, span):
+        return False
+    return ext is None or o_ext is None or not overlaps(o_ext, ext)
 
-    def apart(a, b):
-        return a is None or b is None or a[1] <= b[0] or b[1] <= a[0]
-    return not (o_writes and o_sram == sram and not apart(o_span, span)) and apart(o_ext, ext)
 
-
-def _flags(cfg, ops: list[_Op]) -> tuple[dict[int, int], int]:
-    """Steps 2 and 3: {op index: the command's new imm or value}; the count of AHEAD transfers."""
+def _flags(ops: list[_Op]) -> tuple[dict[int, int], int]:
+    """Steps 2 and 3 (by DmaWindow, the golden model's rule): {op index: the command's new imm or
+    value}; the count of AHEAD transfers."""
     window = DmaWindow()
-    running = None                           # (opcode, plan) of the compute command that may run
     out: dict[int, int] = {}
     ahead = 0
     for o in ops:
         op = o.cmd.opcode
         if o.transfer is not None:
             sram, writes, span, _ = o.transfer
-            if running is not None and not transfer_touches_unit(running[0], running[1], sram, writes, span):
-                out[o.index] = DMA_AHEAD
-                ahead += 1
-            else:
-                out[o.index] = 0
-                running = None
-            window.push(sram, writes, span)
+            flag = window.ahead_allowed(sram, writes, span)
+            out[o.index] = DMA_AHEAD if flag else 0
+            ahead += flag
+            window.push(sram, writes, span, flag)
         elif o.plan is not None:
-            slack = min(MAX_SLACK, len(window.recent))
-            while slack > 0:
-                try:
-                    window.copy().check(op, o.plan, slack)
-                    break
-                except GoldenModelError:
-                    slack -= 1
-            window.check(op, o.plan, slack)
-            out[o.index] = slack
-            running = (op, o.plan)
+            out[o.index] = window.largest_slack(op, o.plan, MAX_SLACK)
+            window.check(op, o.plan, out[o.index])
         elif op in SETTLING:
             window.settle()
-            running = None
     return out, ahead
 
 
@@ -222,47 +204,46 @@ def _emit(ops: list[_Op], flags: dict[int, int]) -> tuple[list[Command], dict[in
     return out, at, first
 
 
-def _variant(cfg, ops: list[_Op], policy: str):
+def _variant(ops: list[_Op], policy: str):
     """The stream under one policy of step 1, with steps 2-4: (commands, {old: new index}, {old:
     first SET's index}, moved, AHEAD count)."""
     ops = list(ops)
     moved = _move_transfers(ops, policy)
-    flags, ahead = _flags(cfg, ops)
+    flags, ahead = _flags(ops)
     commands, at, first = _emit(ops, flags)
     return commands, at, first, moved, ahead
 
 
-def run(ctx) -> None:
-    from firmware_model.arch.program import Program
-    from firmware_model.golden.timing_model import TimingModel
+def _cycles(program: Program, commands: list[Command], cfg) -> int:
+    """One invocation's cycles of `commands` from the reset state, on the cycle model."""
+    model = TimingModel(Program(commands, program.constants, program.manifest), cfg)
+    model.invoke()
+    return model.counters.cycles
 
+
+def run(ctx) -> None:
     program, cfg = ctx.program, ctx.cfg
     old = program.commands
-    ops = _ops(cfg, old)
     # Which transfers to move is decided by the cycle model (one invocation from the reset
     # state): the policies differ by network, and no rule found ahead of time picks the best.
-    best, tried = None, []
-    for policy in ("emitter",) + POLICIES:
-        if policy == "emitter":              # the emitter's stream as it is
-            got = (old, {o.index: o.index for o in ops}, {o.index: o.index for o in ops}, 0, 0)
-        else:
-            got = _variant(cfg, ops, policy)
-        model = TimingModel(Program(got[0], program.constants, program.manifest), cfg)
-        try:
-            model.invoke()
-        except GoldenModelError as e:
-            # a program that faults from the reset state (a variable read before written): its
-            # timing says nothing, and the emitter's stream is kept
-            tried.append(f"{policy} faults ({e.status.name})")
-            if policy == "emitter":
-                break
-            continue
-        cycles = model.counters.cycles
+    try:
+        base = _cycles(program, old, cfg)
+    except GoldenModelError as e:
+        # a program that faults from the reset state (a variable read before written): its
+        # timing says nothing
+        ctx.report.append(f"lookahead: the emitter's stream kept (it faults on the cycle model from reset: "
+                          f"{e.status.name})")
+        return
+    ops = _ops(cfg, old)
+    best, tried = None, [f"emitter {base}"]
+    for policy in POLICIES:
+        got = _variant(ops, policy)
+        cycles = _cycles(program, got[0], cfg)          # (a stream that broke the rule would raise)
         tried.append(f"{policy} {cycles}")
-        if best is None or cycles < best[0]:
+        if cycles < (base if best is None else best[0]):
             best = (cycles, policy, got)
-    if best is None or tried[0].startswith("emitter faults"):
-        ctx.report.append(f"lookahead: the emitter's stream kept ({tried[0]} on the cycle model)")
+    if best is None:
+        ctx.report.append(f"lookahead: policy 'emitter' (cycles: {', '.join(tried)}); the emitter's stream kept")
         return
     _, policy, (commands, at, first, moved, ahead) = best
     starts = sorted(first)

@@ -343,6 +343,11 @@ class Command:
             raise IsaError(f"unknown opcode 0x{f['opcode']:02x} in command word 0x{word:016x}") from None
         return Command(opcode, f["sub"], f["imm"], f["value"])
 
+    @property
+    def ahead(self) -> bool:
+        """A DMA_LOAD, DMA_STORE or FILL flagged DMA_AHEAD."""
+        return bool(self.imm & DMA_AHEAD)
+
     def disassemble(self) -> str:
         if self.opcode == Opcode.SET:
             try:
@@ -354,7 +359,7 @@ class Command:
         if self.opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
             text = f"{self.opcode.name} {Sram(self.sub).name}"
             text += f", {self.value}" if self.opcode == Opcode.FILL else ""
-            return text + (" AHEAD" if self.imm & DMA_AHEAD else "")
+            return text + (" AHEAD" if self.ahead else "")
         if self.opcode == Opcode.MAC:
             return f"MAC {MacMode(self.sub).name}"
         if self.opcode in (Opcode.ELTWISE, Opcode.POOL):

@@ -118,12 +118,6 @@ class DmaWindow:
         self.recent: deque = deque(maxlen=DMA_QUEUE_DEPTH + 2)
         self.running = None                     # (opcode, plan) of the compute command that may run
 
-    def copy(self) -> "DmaWindow":
-        w = DmaWindow()
-        w.recent.extend(self.recent)
-        w.running = self.running
-        return w
-
     def push(self, sram: Sram, writes_sram: bool, span: tuple[int, int], ahead: bool = False) -> None:
         """A transfer; `ahead`: flagged DMA_AHEAD (refused with DMA_HAZARD if it touches the bytes
         of the compute command that may be running)."""
@@ -143,6 +137,21 @@ class DmaWindow:
             self.recent.append((sram, writes_sram, span))
         else:
             self.recent.append(None)            # an empty transfer touches nothing but counts
+
+    def largest_slack(self, op: Opcode, plan, most: int) -> int:
+        """The largest DMA slack, at most `most`, that a compute command may take by the rule:
+        the latest transfers it may leave running, back to the first that touches its bytes."""
+        slack = 0
+        for entry in reversed(self.recent):
+            if slack == most or (entry is not None and transfer_touches_unit(op, plan, *entry) is not None):
+                break
+            slack += 1
+        return slack
+
+    def ahead_allowed(self, sram: Sram, writes_sram: bool, span: tuple[int, int]) -> bool:
+        """Whether a transfer may be flagged DMA_AHEAD here: a compute command may be running and
+        the transfer touches none of its bytes."""
+        return self.running is not None and transfer_touches_unit(*self.running, sram, writes_sram, span) is None
 
     def settle(self) -> None:
         self.recent.clear()

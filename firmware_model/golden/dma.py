@@ -53,6 +53,21 @@ DMA_REGS = (Reg.DMA_EXT_ADDR, Reg.DMA_SRAM_ADDR, Reg.DMA_LEN0, Reg.DMA_LEN1, Reg
             Reg.DMA_EXT_STRIDE2, Reg.DMA_SRAM_STRIDE1, Reg.DMA_SRAM_STRIDE2)
 
 
+def dma_registers(fill: bool, len1: int, len2: int) -> tuple[Reg, ...]:
+    """The DMA registers a transfer with these lengths reads, in the order a compiler sets them:
+    a stride only when its length is above 1 (run i of a length of 1 never moves by it), and a
+    FILL no external register."""
+    regs = []
+    if not fill:
+        regs.append(Reg.DMA_EXT_ADDR)
+        regs += [Reg.DMA_EXT_STRIDE1] if len1 > 1 else []
+        regs += [Reg.DMA_EXT_STRIDE2] if len2 > 1 else []
+    regs += [Reg.DMA_SRAM_ADDR, Reg.DMA_LEN0, Reg.DMA_LEN1, Reg.DMA_LEN2]
+    regs += [Reg.DMA_SRAM_STRIDE1] if len1 > 1 else []
+    regs += [Reg.DMA_SRAM_STRIDE2] if len2 > 1 else []
+    return tuple(regs)
+
+
 def pattern_span(base: int, len0: int, len1: int, len2: int, stride1: int, stride2: int) -> tuple[int, int]:
     """[first byte, end) a transfer's pattern touches: run (i2, i1) starts at base + i2*stride2 +
     i1*stride1 (docs/isa.md, "DMA and FILL"); the runs may leave gaps between them."""

@@ -35,7 +35,7 @@ import numpy as np
 
 from firmware_model.golden.dma import DMA_REGS, dma_plan, dma_transfer, fill, fill_plan
 from firmware_model.errors import GoldenModelError, NpuBenchError, TosaUnpredictable
-from firmware_model.arch.isa import DMA_AHEAD, Command, Opcode, Sram
+from firmware_model.arch.isa import Command, Opcode, Sram
 from firmware_model.golden.command_plan import (DmaWindow, check_set, command_fault, count_command, count_compute, count_dma,
                                                 count_end, count_fill, count_hidden, count_host, count_stall, count_var, dma_sram,
                                                 no_host, not_implemented, overrun, time_var)
@@ -473,7 +473,7 @@ class GoldenModel:
             if plan is None:
                 plan = self._dma_memo[key] = dma_plan(self.cfg, regs, sram, to_sram)
             r = dma_transfer(self.cfg, self.mem, regs, sram, to_sram, plan)
-            ahead = bool(cmd.imm & DMA_AHEAD)
+            ahead = cmd.ahead
             self._dma_window.push(sram, to_sram, plan.sram_range, ahead)
             tl.dma(r.cycles, ahead=ahead)
             count_hidden(counters, tl)
@@ -486,7 +486,7 @@ class GoldenModel:
             if plan is None:
                 plan = self._dma_memo[key] = fill_plan(self.cfg, regs, sram)
             r = fill(self.cfg, self.mem, regs, sram, cmd.value, plan)
-            ahead = bool(cmd.imm & DMA_AHEAD)
+            ahead = cmd.ahead
             self._dma_window.push(sram, True, plan.sram_range, ahead)
             tl.dma(r.cycles, fill=True, ahead=ahead)
             count_hidden(counters, tl)

@@ -49,7 +49,7 @@ import numpy as np
 
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import Timeline
-from firmware_model.arch.isa import DMA_AHEAD, ELT_REGS, MAC_REGS, POOL_REGS, VAR_SLOTS, Opcode
+from firmware_model.arch.isa import ELT_REGS, MAC_REGS, POOL_REGS, VAR_SLOTS, Opcode
 from firmware_model.arch.program import Program
 from firmware_model.arch.registers import RegisterFile
 from firmware_model.errors import GoldenModelError
@@ -155,13 +155,13 @@ def _decode(plans: "_ProgramPlans", start: dict, base: _Decoded | None = None) -
             if op == _DMA_LOAD or op == _DMA_STORE:
                 sram = dma_sram(cmd)
                 p = dma_plan(cfg, regs, sram, op == _DMA_LOAD)
-                ahead = bool(cmd.imm & DMA_AHEAD)
+                ahead = cmd.ahead
                 window.push(sram, op == _DMA_LOAD, p.sram_range, ahead)
                 ev = (DMA, pc, op, sram, p.cycles, p.bytes, ahead)
             elif op == _FILL:
                 sram = dma_sram(cmd)
                 p = fill_plan(cfg, regs, sram)
-                ahead = bool(cmd.imm & DMA_AHEAD)
+                ahead = cmd.ahead
                 window.push(sram, True, p.sram_range, ahead)
                 ev = (FILL, pc, op, sram, p.cycles, p.bytes, ahead)
             elif op in UNIT_PLANS:

@@ -22,7 +22,7 @@ import numpy as np
 
 from compiler.npu.base import CommandWriter
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.isa import DMA_AHEAD, Command, EltMode, EltOp, Opcode, OutMode, PoolMode, Reg, Sram, set_reg
+from firmware_model.arch.isa import EltMode, EltOp, Opcode, OutMode, PoolMode, Reg, Sram, set_reg
 from firmware_model.arch.program import Placement, Program
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.command_plan import transfer_touches_unit
@@ -113,9 +113,7 @@ def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random t
             for i, (sram, (a2, b2), ext) in enumerate(loads[k + 1]):
                 if sram != Sram.OUTPUT and plan is not None and \
                         transfer_touches_unit(t.opcode, plan, sram, True, (a2, b2)) is None:
-                    w.dma(Opcode.DMA_LOAD, sram, ext=ext, sram_addr=a2, len0=b2 - a2)
-                    c = w.commands[-1]
-                    w.commands[-1] = Command(c.opcode, c.sub, DMA_AHEAD, c.value)
+                    w.dma(Opcode.DMA_LOAD, sram, ext=ext, sram_addr=a2, len0=b2 - a2, ahead=True)
                     early.add((k + 1, i))
         if b > a:
             w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=cursor, sram_addr=a, len0=b - a)

@@ -121,7 +121,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        rf"(assign {_N}  = {_N}  )& ahead_dma;", r"\g<1>& 1'h0;", count=2),
     _m("command_processor", "ahead_flag_on_every_transfer",
        "every DMA command pushes while a unit runs, flagged DMA_AHEAD or not: a store reads results not yet written",
-       rf"(assign {_N}  = {_N}  )& cmd_data\[32\];", r"\g<1>& 1'h1;"),
+       rf"(assign {_N}  = )cmd_data\[32\];", r"\g<1>1'h1;"),
     _m("command_processor", "var_init_always_copies",
        "VAR INIT copies the initial value again into a slot already written (the state resets every invocation)",
        rf"(assign {_N}  = {_N}  & )slot_written;", r"\g<1>1'h0;", count=2),
