@@ -52,10 +52,11 @@ class EltwiseSequencer(wiring.Component):
         W = cfg.word_bytes
         self.two_words = W < 8          # an 8-byte element spans two words
         super().__init__({
-            # A: the input SRAM, or the output SRAM with A_FROM_OUTPUT (the core routes the reads)
+            # A: the input SRAM, or the output SRAM with A_FROM_OUTPUT; B: the weight SRAM, or the
+            # output SRAM with B_FROM_OUTPUT (the core routes the reads)
             **vector_sequencer_ports(cfg, a_addr=Out(bits_for(max(cfg.input_words, cfg.output_words))),
                                      a_data=In(8 * W),
-                                     b_addr=Out(bits_for(cfg.weight_words)), b_data=In(8 * W)),
+                                     b_addr=Out(bits_for(max(cfg.weight_words, cfg.output_words))), b_data=In(8 * W)),
             # the vector path's results, into the core's vector output stage (valid only)
             "vout_valid": Out(1),
             "vout": Out(vector_in_layout(cfg.mac_rows)),

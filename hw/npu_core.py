@@ -191,31 +191,35 @@ class NpuCore(wiring.Component):
         # "input apart from the results" keeps them off the bytes the MAC writes).
         a_rd = output_sram.read_port()
         a_from_output = Signal()
+        b_from_output = Signal()
         ifm_from_output = Signal()
         m.d.comb += [a_from_output.eq((regs.elt_mode & EltMode.A_FROM_OUTPUT) != 0),
+                     b_from_output.eq((regs.elt_mode & EltMode.B_FROM_OUTPUT) != 0),
                      ifm_from_output.eq(regs.ifm_sram == Sram.OUTPUT)]
-        # ... and, in the window modes, the words of the MAC's second and third ports likewise
+        # ... and, in the window modes, the words of the MAC's second and third ports likewise;
+        # the second also serves ELTWISE's B with B_FROM_OUTPUT ("B apart from the results")
         a_rd2 = output_sram.read_port()
         a_rd3 = output_sram.read_port()
-        m.d.comb += [a_rd2.addr.eq(mac.ifm_addr2), a_rd3.addr.eq(mac.ifm_addr3)]
+        m.d.comb += a_rd3.addr.eq(mac.ifm_addr3)
         m.d.comb += [
             mac.ifm_data.eq(Mux(ifm_from_output, a_rd.data, in_rd.data)),
             mac.ifm_data2.eq(Mux(ifm_from_output, a_rd2.data, in_rd2.data)),
             mac.ifm_data3.eq(Mux(ifm_from_output, a_rd3.data, in_rd3.data)),
             elt.a_data.eq(Mux(a_from_output, a_rd.data, in_rd.data)),
             pool.i_data.eq(in_rd.data),
-            mac.wgt_data.eq(w_rd.data), elt.b_data.eq(w_rd.data),
+            mac.wgt_data.eq(w_rd.data), elt.b_data.eq(Mux(b_from_output, a_rd2.data, w_rd.data)),
             mac.prm_data.eq(p_rd.data), elt.p_data.eq(p_rd.data), pool.p_data.eq(p_rd.data),
         ]
         with m.Switch(active):
             with m.Case(Opcode.ELTWISE):
                 m.d.comb += [in_rd.addr.eq(elt.a_addr), w_rd.addr.eq(elt.b_addr), p_rd.addr.eq(elt.p_addr),
-                             a_rd.addr.eq(elt.a_addr)]
+                             a_rd.addr.eq(elt.a_addr), a_rd2.addr.eq(elt.b_addr)]
             with m.Case(Opcode.POOL):
-                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr), a_rd.addr.eq(elt.a_addr)]
+                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr), a_rd.addr.eq(elt.a_addr),
+                             a_rd2.addr.eq(mac.ifm_addr2)]
             with m.Default():
                 m.d.comb += [in_rd.addr.eq(mac.ifm_addr), w_rd.addr.eq(mac.wgt_addr), p_rd.addr.eq(mac.prm_addr),
-                             a_rd.addr.eq(mac.ifm_addr)]
+                             a_rd.addr.eq(mac.ifm_addr), a_rd2.addr.eq(mac.ifm_addr2)]
 
         # ---- the output stage and the writer, to the running unit ----
         mac_cfg = Signal.like(ost.cfg)

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from firmware_model.arch.isa import DMA_AHEAD, PARAM_RECORD_BYTES, Command, Opcode, Reg, Sram, set_reg
+from firmware_model.arch.isa import DMA_AHEAD, ELEMENT_BYTES, PARAM_RECORD_BYTES, Command, Opcode, Reg, Sram, set_reg
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Placement
 from firmware_model.golden.dma import dma_registers, pattern_span
-from firmware_model.golden.memories import memory_bytes
+from firmware_model.golden.memories import memory_bytes, ofm_span
 
 NPU_OP = "NPU"
 
@@ -50,6 +50,15 @@ class TilePlan:
         return f"{len(self.tiles)} tile(s) ({first}{more}); {self.order}; {self.buffers} buffer(s) per SRAM"
 
 
+def result_holding(kept, ext: int, nbytes: int) -> int | None:
+    """The output-SRAM address where one of the results `kept` (CommandWriter.results: (SRAM
+    first byte, end byte, external address)) holds external bytes [ext, ext + nbytes), or None."""
+    for lo, hi, at in kept:
+        if at <= ext and ext + nbytes <= at + (hi - lo):
+            return lo + (ext - at)
+    return None
+
+
 # SRAMs whose bytes only DMA_LOAD and FILL write (the units write the output SRAM, VAR the
 # variable SRAM): a constant blob loaded there stays until one of them writes over it.
 RESIDENT_SRAMS = (Sram.INPUT, Sram.WEIGHT, Sram.PARAM)
@@ -65,7 +74,14 @@ class CommandWriter:
     already there. (The transfer that brought them is older than any the skipped one would have
     been, so a compute command that waited for the one waits for the other: it is not counted in
     `dma_count`, from which the kinds compute their DMA slack.) A recurrent network's cells load
-    the same weights and records each step."""
+    the same weights and records each step.
+
+    Results kept on chip: the writer also remembers each dense run a DMA_STORE took from the
+    output SRAM, (first byte, end byte, external address), until a command writes over its SRAM
+    bytes (the results of an ELTWISE, a MAC or a POOL, a DMA_LOAD or FILL) or its
+    external bytes change (a later store over them, HOST, VAR). In program order those SRAM bytes
+    then hold those external bytes' values, so a later ELTWISE may read an operand there
+    (A_FROM_OUTPUT, B_FROM_OUTPUT: `result_holding`) instead of loading it back."""
 
     def __init__(self, read_only: tuple[tuple[int, int], ...] = ()):
         self.commands: list[Command] = []
@@ -75,6 +91,15 @@ class CommandWriter:
         # SRAM -> [(first byte, end byte, the load's registers)] of the loads whose bytes are still there
         self.resident: dict[Sram, list[tuple[int, int, tuple]]] = {}
         self.skipped = 0            # DMA_LOADs not emitted: their bytes were resident
+        # [(output-SRAM first byte, end byte, external address)] of the stored runs still there
+        self.results: list[tuple[int, int, int]] = []
+
+    def _forget_results(self, sram_span=None, ext_span=None) -> None:
+        """Forget the kept results whose SRAM bytes are in `sram_span` or external bytes in `ext_span`."""
+        def hit(span, a, b):
+            return span is not None and span[0] < b and a < span[1]
+        self.results = [r for r in self.results
+                        if not hit(sram_span, r[0], r[1]) and not hit(ext_span, r[2], r[2] + r[1] - r[0])]
 
     def holds(self, sram: Sram, ext: int, sram_addr: int, len0: int, len1: int = 1, len2: int = 1,
               ext_s1: int = 0, ext_s2: int = 0, sram_s1: int = 0, sram_s2: int = 0) -> bool:
@@ -90,6 +115,7 @@ class CommandWriter:
         scratch = CommandWriter(self.read_only)
         scratch.regs = dict(self.regs)
         scratch.resident = {s: list(v) for s, v in self.resident.items()}
+        scratch.results = list(self.results)
         return scratch
 
     def adopt(self, scratch: "CommandWriter") -> None:
@@ -98,6 +124,7 @@ class CommandWriter:
         self.regs = scratch.regs
         self.dma_count += scratch.dma_count
         self.resident = scratch.resident
+        self.results = scratch.results
         self.skipped += scratch.skipped
 
     def set(self, reg: Reg, value: int) -> None:
@@ -110,6 +137,18 @@ class CommandWriter:
         self.commands.append(Command(opcode, int(sub), imm, int(value) & 0xFFFFFFFF))
         if opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
             self.dma_count += 1
+        elif self.results:
+            if opcode == Opcode.ELTWISE:
+                lo = self.regs.get(Reg.ELT_OUT_ADDR, 0)
+                size = ELEMENT_BYTES.get(self.regs.get(Reg.OFM_DTYPE, 0), 8)
+                self._forget_results(sram_span=(lo, lo + self.regs.get(Reg.ELT_COUNT, 0) * size))
+            elif opcode in (Opcode.MAC, Opcode.POOL):
+                r = self.regs.get
+                self._forget_results(sram_span=ofm_span(r(Reg.OFM_H, 0), r(Reg.OFM_W, 0), r(Reg.OFM_C, 0),
+                                                        r(Reg.OFM_ADDR, 0), r(Reg.OFM_ROW_STRIDE, 0),
+                                                        r(Reg.OFM_PIX_STRIDE, 0), r(Reg.OFM_DTYPE, 0)))
+            elif opcode in (Opcode.HOST, Opcode.VAR):
+                self.results = []
         return len(self.commands) - 1
 
     def dma(self, opcode: Opcode, sram: Sram, *, ext: int = 0, sram_addr: int, len0: int, len1: int = 1,
@@ -117,6 +156,13 @@ class CommandWriter:
             value: int = 0, ahead: bool = False) -> None:
         """A DMA_LOAD / DMA_STORE / FILL of len2 x len1 runs of len0 bytes (a DMA_LOAD whose bytes
         are resident: nothing); `ahead`: flagged DMA_AHEAD."""
+        ext_span = pattern_span(ext, len0, len1, len2, ext_s1, ext_s2)
+        if opcode == Opcode.DMA_STORE:
+            self._forget_results(ext_span=ext_span)
+            if sram == Sram.OUTPUT and len1 == 1 and len2 == 1 and len0 > 0:
+                self.results.append((sram_addr, sram_addr + len0, ext))
+        elif sram == Sram.OUTPUT:
+            self._forget_results(sram_span=pattern_span(sram_addr, len0, len1, len2, sram_s1, sram_s2))
         if sram in RESIDENT_SRAMS and opcode != Opcode.DMA_STORE:
             key = (ext, sram_addr, len0, len1, len2, ext_s1, ext_s2, sram_s1, sram_s2)
             if opcode == Opcode.DMA_LOAD and self._held(sram, key):

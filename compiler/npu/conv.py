@@ -564,13 +564,13 @@ class NpuConv(NpuOperation):
 
     # ---- emission ----------------------------------------------------------------------
     def prefetch(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, slot: int,
-                 on_chip=None) -> Prefetched | None:
+                 kept=None) -> Prefetched | None:
         """The first tile's weights and records into weight buffer `slot`, for issuing before the
         operation before finishes (compiler/npu/prefetch.py): constants, which no operation
         writes. The input box is left to the tile (it is usually the operation before's output)."""
         unfolded = self.unfolded(ectx.cfg)
         if unfolded is not None:
-            return unfolded.prefetch(w, plan, ectx, slot, on_chip)
+            return unfolded.prefetch(w, plan, ectx, slot, kept)
         if slot >= plan.buffers:
             return None
         n0 = w.dma_count
@@ -613,7 +613,7 @@ class NpuConv(NpuOperation):
                      if all(w.holds(sram, **load) for sram, load in self._weight_loads(ectx, t, s))), None)
 
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, *, prefetched: Prefetched | None = None,
-             next_loads=None, on_chip=None) -> list[dict]:
+             next_loads=None) -> list[dict]:
         """The tiles. `prefetched`: the first tile's weights, issued by prefetch() before the
         last compute command of the operation before; `next_loads(opcode, sub)`: issues the next
         operation's first loads before the last MAC and returns their DMA count

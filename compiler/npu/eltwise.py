@@ -33,7 +33,7 @@ import numpy as np
 
 from compiler.errors import CompileError, TileFitError
 from compiler.ir import Block, Operator
-from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan
+from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, result_holding
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import Cascade
 from compiler.npu.data_movement import pad_constants
@@ -63,6 +63,10 @@ UNARY = {"RESCALE", "CLAMP", "TABLE"}
 # nothing slower; a split in 4 or 8 gained less (351,100 and 351,945), thresholds from 256 to 1024
 # the same, 16,384 less (351,894).
 PIPELINE_MIN_ELEMENTS = 1024
+# A result of at most RING_SLOT bytes goes to one of RING_PLACES places at the start of its output
+# buffer, by tile id (_out_addr): 64 bytes keep every vector lane's alignment.
+RING_SLOT = 64
+RING_PLACES = 32
 
 
 @dataclass
@@ -289,35 +293,38 @@ class NpuEltwise(NpuOperation):
             p_count = channels
         return p_first, p_count, p_count
 
-    def _forwarded_a(self, ectx: EmitContext, k: int, t: FlatTile, slot: int, layout, on_chip) -> int | None:
-        """Tile k's A as the operation before left it in the output SRAM, when it is there:
-        `on_chip` (ext address, bytes, output-SRAM address) is that operation's last store (a
-        dense 1-D run), and the tile's A elements are a dense run of its external bytes. Then
-        the ELT_A_ADDR of A_FROM_OUTPUT (apart from this tile's results, which go to buffer
-        `slot`), else None. Only the first tile can find its operand there, unless A is a
-        cascade's region (`a_cascade`): the whole tensor, dense, for every tile."""
-        x = self.a
-        if self.a_cascade is not None:
+    def _forwarded(self, ectx: EmitContext, key: str, k: int, t: FlatTile, slot: int, layout, kept) -> int | None:
+        """Tile k's operand `key` ("a" or "b") where it already is in the output SRAM, apart from
+        the tile's results (which go to _out_addr), or None. A cascade's A (`a_cascade`: the whole
+        tensor, dense) is there for every tile; otherwise only the first tile looks, among the
+        results `kept` (CommandWriter.results: (SRAM first byte, end byte, external address))."""
+        x = self.a if key == "a" else self.b
+        if key == "a" and self.a_cascade is not None:
             p = ectx.placements[x.tensor]
-            got = self._a_in_output(ectx, t, slot, layout, (p.addr, p.nbytes, self.a_cascade.addr))
+            region = [(self.a_cascade.addr, self.a_cascade.addr + p.nbytes, p.addr)]
+            got = self._in_output(ectx, key, t, slot, layout, region)
             if got is None:
                 # the pass (cascading.py) takes only a dense A of the result's shape, whose runs are
                 # always inside the region: this is a compiler bug, not a property of the graph
                 raise CompileError(f"{', '.join(self.sources)}: operand A of tile {k} is not a dense run of the "
                                    f"cascade region at {self.a_cascade.addr}")
             return got
-        if k != 0 or on_chip is None or x.tensor is None:
+        if x is None or k != 0 or not kept or x.tensor is None:
             return None
-        return self._a_in_output(ectx, t, slot, layout, on_chip)
+        return self._kept_operand(ectx, key, t, slot, layout, kept)
 
-    def _a_in_output(self, ectx: EmitContext, t: FlatTile, slot: int, layout, on_chip) -> int | None:
-        """Tile t's A in the output SRAM, when `on_chip` (ext address, bytes, output-SRAM address)
-        holds all of its elements as a dense run and they lie apart from the tile's results."""
-        x = self.a
+    def _kept_operand(self, ectx: EmitContext, key: str, t: FlatTile, slot: int, layout, kept) -> int | None:
+        """The first tile's operand `key` among the results `kept` (_in_output)."""
+        return self._in_output(ectx, key, t, slot, layout, kept)
+
+    def _in_output(self, ectx: EmitContext, key: str, t: FlatTile, slot: int, layout, kept) -> int | None:
+        """Tile t's operand `key` in the output SRAM, when one of the runs `kept` holds all of its
+        elements as a dense run, at an address of their size, apart from the tile's results."""
+        x = self.a if key == "a" else self.b
         if x.pad is not None:
             return None
         shape, _, sources = layout
-        src = sources["a"]
+        src = sources[key]
         lo, sizes = ((0,) * len(shape), (1,) * len(shape)) if self._scalar(x) else t.box(shape)
         run = 1
         for n, st in reversed([(n, st) for n, st in zip(sizes, src.strides) if n != 1]):
@@ -325,37 +332,51 @@ class NpuEltwise(NpuOperation):
                 return None
             run *= n
         first = src.ext_addr(ectx) + sum(l * s for l, s in zip(lo, src.strides)) * src.esize
-        ext, nbytes, sram = on_chip
-        if first < ext or first + run * src.esize > ext + nbytes or (first - ext) % src.esize:
+        addr = result_holding(kept, first, run * src.esize)
+        if addr is None or addr % src.esize:
             return None
-        a_addr = sram + (first - ext)
         out0 = self._out_addr(ectx, t, slot)
         out1 = out0 + t.count * self.out_dtype.size_bytes
-        if a_addr < out1 and out0 < a_addr + run * src.esize:
+        if addr < out1 and out0 < addr + run * src.esize:
             return None
-        return a_addr
+        return addr
 
     def _out_addr(self, ectx: EmitContext, t: FlatTile, slot: int) -> int:
         """Where tile t's results go in the output SRAM: buffer `slot`, or, for a cascade, their
-        place in the whole result (its elements are dense, so byte i of the result at addr + i)."""
+        place in the whole result (its elements are dense, so byte i of the result at addr + i).
+        A small result (RING_SLOT bytes at most) goes to one of the places of a ring at the
+        buffer's start, by its tile id: a chain of small operations (a softmax, a recurrent
+        cell's gates) then leaves each result where the next ones may still read it
+        (A_FROM_OUTPUT, B_FROM_OUTPUT), instead of writing each over the one before."""
         if self.cascade_out is not None:
             return self.cascade_out.addr + t.start * self.out_dtype.size_bytes
-        return ectx.buffers[Sram.OUTPUT][slot]
+        bufs = ectx.buffers[Sram.OUTPUT]
+        if len(bufs) > 1 and ectx.placements[self.out].nbytes <= RING_SLOT:
+            places = min(RING_PLACES, (bufs[1] - bufs[0]) // RING_SLOT)
+            if places > 1:
+                return bufs[slot] + (ectx.first_tile_id % places) * RING_SLOT
+        return bufs[slot]
 
     def _load(self, w: CommandWriter, ectx: EmitContext, k: int, t: FlatTile, slot: int, layout,
-              resident: dict, on_chip=None) -> int:
-        """Tile k's loads into buffer `slot`: its operands unless already there (or A, for the
-        first tile, in the output SRAM: _forwarded_a), its records unless resident, the table
-        (tile 0); the DMA commands pushed."""
+              resident: dict, kept=None) -> int:
+        """Tile k's loads into buffer `slot`: its operands unless already there (in the buffer, or
+        in the output SRAM: _forwarded, among the results `kept`, decided here for the tile's
+        command as resident[("on chip", k)]), its records unless resident, the table (tile 0);
+        the DMA commands pushed."""
         shape, operands, sources = layout
         pads = dict(zip((key for key, _, _ in operands), self.space_pads()))
         n0 = w.dma_count
         if k == 0 and self.stage.table is not None:
             resident["lut"] = place_table(w, ectx, self.stage)
         lo, sizes = t.box(shape)
-        forwarded = self._forwarded_a(ectx, k, t, slot, layout, on_chip)
+        on_chip = {}
+        for key, _, _ in operands:
+            addr = self._forwarded(ectx, key, k, t, slot, layout, kept)
+            if addr is not None:
+                on_chip[key] = addr
+        resident[("on chip", k)] = on_chip
         for key, x, sram in operands:
-            if key == "a" and forwarded is not None:
+            if key in on_chip:
                 continue
             base = ectx.buffers[sram][slot]
             src = sources[key]
@@ -381,7 +402,7 @@ class NpuEltwise(NpuOperation):
         return w.dma_count - n0
 
     def prefetch(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, slot: int,
-                 on_chip=None) -> Prefetched | None:
+                 kept=None) -> Prefetched | None:
         """The first tile's loads into buffer `slot`, for issuing before the operation before
         finishes (compiler/npu/prefetch.py); a table only when it is resident or goes to the LUT's
         scratch area (whether the running command reads that area is the link's check)."""
@@ -391,16 +412,16 @@ class NpuEltwise(NpuOperation):
                                                                     and not ectx.luts.scratch_only(self.stage))):
             return None                   # a table to keep: placed when the operation runs
         resident: dict = {}
-        n = self._load(w, ectx, 0, plan.tiles[0], slot, self._layout(ectx), resident, on_chip)
+        n = self._load(w, ectx, 0, plan.tiles[0], slot, self._layout(ectx), resident, kept)
         return Prefetched(slot, resident, n)
 
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, *, prefetched: Prefetched | None = None,
-             next_loads=None, on_chip=None) -> list[dict]:
+             next_loads=None) -> list[dict]:
         """The tiles. `prefetched`: the first tile's loads, issued by prefetch() before the last
         compute command of the operation before; `next_loads(opcode, sub)`: issues the next
         operation's first loads before the last ELTWISE and returns their DMA count
-        (compiler/npu/prefetch.py); `on_chip`: where the operation before's last result is
-        in the output SRAM (_forwarded_a)."""
+        (compiler/npu/prefetch.py). The first tile reads an operand in the output SRAM when an
+        earlier command's result is still there (CommandWriter.results, _forwarded)."""
         layout = self._layout(ectx)
         shape, operands, _ = layout
         bufs = ectx.buffers
@@ -433,8 +454,8 @@ class NpuEltwise(NpuOperation):
             w.emit(Opcode.MARK, 0, tile_id)
             slot = (first + k) % nbuf
             if k not in loaded:
-                self._load(w, ectx, k, t, slot, layout, resident, on_chip)
-            forwarded = self._forwarded_a(ectx, k, t, slot, layout, on_chip)
+                self._load(w, ectx, k, t, slot, layout, resident, w.results)
+            on_chip = resident[("on chip", k)]
             if k == 0 and st.table is not None:
                 lut_addr = resident["lut"]
             p_first, p_count, elt_channels = self._records(t, shape) if st.rescale else (0, 1, 1)
@@ -443,9 +464,9 @@ class NpuEltwise(NpuOperation):
             addrs = {key: bufs[sram][slot] for key, _, sram in operands}
             out_addr = self._out_addr(ectx, t, slot)
             mode = self.mode()
-            if forwarded is not None:
-                addrs["a"] = forwarded
-                mode |= EltMode.A_FROM_OUTPUT
+            for key, addr in on_chip.items():
+                addrs[key] = addr
+                mode |= EltMode.A_FROM_OUTPUT if key == "a" else EltMode.B_FROM_OUTPUT
             regs = {Reg.ELT_A_ADDR: addrs["a"], Reg.ELT_OUT_ADDR: out_addr, Reg.ELT_COUNT: t.count,
                     Reg.ELT_A_DTYPE: int(self.a.dtype), Reg.ELT_A_ZP: self.a.zp, Reg.ELT_A_LSHIFT: self.a.lshift,
                     Reg.ELT_MODE: int(mode), Reg.ELT_CHANNELS: elt_channels}

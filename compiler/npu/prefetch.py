@@ -10,15 +10,16 @@ operation kind that can take part offers
 - `prefetch(w, plan, ectx, slot) -> Prefetched | None`: its first tile's loads that depend on no
   earlier operation's pending store (ELTWISE: operands and records; MAC: the weights and records
   of its first channel slice), into buffer `slot`;
-- `emit(w, plan, ectx, prefetched=..., next_loads=..., on_chip=...)`: with `prefetched`, the
+- `emit(w, plan, ectx, prefetched=..., next_loads=...)`: with `prefetched`, the
   first tile skips what is resident; before its last compute command it calls
   `next_loads(opcode, sub, result)`, which issues the next operation's prefetch when safe and
   returns the DMA commands it pushed (the command's slack grows by that many).
 
-An ELTWISE whose first operand A is the result the operation before left in the output SRAM (its
-last store's run, `on_chip`, or `result` for a prefetch) reads it there (A_FROM_OUTPUT) instead of
-loading it back: a chain of dependent elementwise operations then waits for no round trip through
-external memory between them.
+An ELTWISE whose first tile's operand (A or B) is a result an earlier command left in the output
+SRAM (CommandWriter.results; for a prefetch, those the running command leaves alone and its own
+`result`) reads it there (A_FROM_OUTPUT, B_FROM_OUTPUT) instead of loading it back: a chain of
+dependent elementwise operations then waits for no round trip through external memory between
+them.
 
 Safety is the ISA's own rule, checked here before anything is emitted: the prefetch is written
 into a scratch writer for each candidate buffer; it is taken only if none of its transfers writes
@@ -37,7 +38,7 @@ from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import Opcode, Sram
 from firmware_model.arch.program import Placement
 from firmware_model.errors import GoldenModelError
-from firmware_model.golden.command_plan import DmaWindow, dma_sram
+from firmware_model.golden.command_plan import DmaWindow, dma_sram, unit_ranges
 from firmware_model.golden.dma import dma_plan, fill_plan
 from firmware_model.golden.timing_model import UNIT_PLANS
 
@@ -62,9 +63,12 @@ class PrefetchLink:
     """`next_loads` for one operation: the next operation's prefetch, issued once when safe."""
 
     def __init__(self, cfg: NpuConfig, w: CommandWriter, nxt, plan: TilePlan, ectx: EmitContext,
-                 outputs: list[Placement]):
+                 outputs: list[Placement], moves_between: bool = False):
         self.cfg, self.w, self.nxt, self.plan, self.ectx = cfg, w, nxt, plan, ectx
         self.outputs = [(p.addr, p.addr + p.nbytes) for p in outputs]
+        # a data movement between writes output-SRAM buffers of its own: no result kept there
+        # now is sure to be there when the next operation runs
+        self.moves_between = moves_between
         self.taken: Prefetched | None = None
 
     def __call__(self, op: Opcode, sub: int, result=None) -> int:
@@ -79,10 +83,11 @@ class PrefetchLink:
         # Each buffer the next operation may take: the one whose prefetch pushes the fewest
         # transfers (some of its constants may be resident: CommandWriter), of those that are
         # safe; none at all when one buffer already holds everything its first tile loads.
+        kept = self._kept(op, unit, result)
         best = None
         for slot in range(self.plan.buffers):
             scratch = self.w.fork()
-            got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, result)
+            got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, kept)
             if got is None:
                 return 0
             if got.dma == 0:
@@ -94,6 +99,20 @@ class PrefetchLink:
         self.w.adopt(best[0])
         self.taken = best[1]
         return best[1].dma
+
+    def _kept(self, op: Opcode, unit, result) -> list[tuple[int, int, int]]:
+        """The results that will be in the output SRAM when the next operation starts: the
+        command's own `result` (ext address, bytes, output-SRAM address) and those whose bytes
+        it does not write, as CommandWriter.results."""
+        if self.moves_between:
+            return []
+        lo, hi = unit_ranges(op, unit)[1][0][1]
+        kept = [r for r in self.w.results if r[1] <= lo or r[0] >= hi]
+        if result is not None:
+            ext, nbytes, at = result
+            kept = [r for r in kept if r[2] + (r[1] - r[0]) <= ext or r[2] >= ext + nbytes]
+            kept.append((at, at + nbytes, ext))
+        return kept
 
     def _safe(self, scratch: CommandWriter, op: Opcode, unit, n: int) -> bool:
         regs = dict(self.w.regs)
@@ -125,15 +144,3 @@ def pending_store_span(cfg: NpuConfig, w: CommandWriter) -> tuple[int, int] | No
     if not w.commands or w.commands[-1].opcode != Opcode.DMA_STORE or dma_sram(w.commands[-1]) != Sram.OUTPUT:
         return None
     return dma_plan(cfg, w.regs, Sram.OUTPUT, False).sram_range
-
-
-def stored_on_chip(cfg: NpuConfig, w: CommandWriter) -> tuple[int, int, int] | None:
-    """(ext address, bytes, output-SRAM address) of the last command when it is a dense 1-D
-    DMA_STORE from the output SRAM: the result the next ELTWISE may read there (A_FROM_OUTPUT)."""
-    if pending_store_span(cfg, w) is None:
-        return None
-    p = dma_plan(cfg, w.regs, Sram.OUTPUT, False)
-    base, len0, len1, len2, _, _ = p.on_chip
-    if len1 != 1 or len2 != 1 or not len0:
-        return None
-    return p.ext[0], len0, base

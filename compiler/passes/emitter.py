@@ -17,7 +17,7 @@ Each NPU operation emits its own tiles (compiler/npu/<kind>.py); each tile is pr
 from __future__ import annotations
 
 from compiler.npu.base import NPU_OP, CommandWriter, ConstantHomes, EmitContext
-from compiler.npu.prefetch import PrefetchLink, pending_store_span, stored_on_chip
+from compiler.npu.prefetch import PrefetchLink, pending_store_span
 from compiler.npu.stage import LutTables
 from compiler.passes.scheduler import Schedule
 from firmware_model.arch.isa import Opcode
@@ -53,6 +53,7 @@ def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule,
         return None
     nxt = None
     outputs = list(npu.ofm_names)
+    moves = False
     for _, op in ops[pos + 1:]:
         if op.op != NPU_OP:
             return None
@@ -60,13 +61,14 @@ def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule,
         if nxt.kind not in PASSED_OVER:
             break
         outputs += nxt.ofm_names
+        moves = moves or nxt.kind != "alias"
     else:
         return None
     if not hasattr(nxt, "prefetch"):
         return None
     n_sched = sched.ops[id(op)]
     ectx = EmitContext(cfg, sched.placements, n_sched.constants, n_sched.buffers, layer, first_tile_id, luts, homes)
-    return PrefetchLink(cfg, w, nxt, op.annotations["plan"], ectx, [sched.placements[n] for n in outputs])
+    return PrefetchLink(cfg, w, nxt, op.annotations["plan"], ectx, [sched.placements[n] for n in outputs], moves)
 
 
 def run(ctx) -> None:
@@ -79,7 +81,6 @@ def run(ctx) -> None:
     npu_macs = host_macs = 0
     ops = [(i, op) for i, op in enumerate(block.operators) if op.op not in ("CONST", "CONST_SHAPE")]
     prefetched = None           # this operation's first loads, issued by the one before
-    on_chip = None              # the operation before's last result in the output SRAM
     homes = ConstantHomes(frozenset(sched.constants_addr + off for off in sched.constants.shared))
     luts = LutTables(cfg.lut_entries, cfg.mac_cols // 2,
                      LutTables.reused_tables(getattr(op.attrs["npu"], "stage", None) for _, op in ops if op.op == NPU_OP))
@@ -93,17 +94,15 @@ def run(ctx) -> None:
             kw = {}
             if hasattr(npu, "prefetch"):
                 link = _next_link(cfg, w, ops, pos, npu, sched, len(layers) + 1, tile_id + len(plan.tiles), luts, homes)
-                kw = {"prefetched": prefetched, "next_loads": link, "on_chip": on_chip}
+                kw = {"prefetched": prefetched, "next_loads": link}
             tiles = npu.emit(w, plan, ectx, **kw)
             if npu.kind in PASSED_OVER and prefetched is not None:
                 # the next operation's first loads, issued before it, pass over it; a data
                 # movement's last store is now the one they may run beside (an alias emits nothing)
                 if npu.kind != "alias":
                     prefetched.store_span = pending_store_span(cfg, w)
-                    on_chip = None
             elif npu.kind != "alias":
                 prefetched = None
-                on_chip = stored_on_chip(cfg, w)
             if kw and kw["next_loads"] is not None and kw["next_loads"].taken is not None:
                 prefetched = kw["next_loads"].taken
                 prefetched.store_span = pending_store_span(cfg, w)
@@ -113,7 +112,7 @@ def run(ctx) -> None:
                            "op": npu.describe(), "sources": npu.sources, "macs": npu.macs,
                            "order": plan.order, "tiles": tiles})
         else:
-            prefetched = on_chip = None
+            prefetched = None
             entry = _host_op_entry(op, block, sched, where)
             w.emit(Opcode.HOST, 0, len(host_ops))
             host_ops.append(entry)

@@ -344,12 +344,13 @@ ELT_RULES: tuple[Rule, ...] = (
              r.elt_a_addr + _mul(x, _operand_count(x, r, EltMode.A_SCALAR), x.size_of(r.elt_a_dtype))
              > x.mux(x.flag(r.elt_mode, EltMode.A_FROM_OUTPUT), cfg.output_sram, cfg.input_sram))),
     Rule("B range", Status.ADDRESS_RANGE,
-         "operand B (ELT_COUNT elements, one with B_SCALAR) lies inside the weight SRAM at a multiple of its size",
+         "operand B (ELT_COUNT elements, one with B_SCALAR) lies inside the weight SRAM (the output SRAM with "
+         "B_FROM_OUTPUT) at a multiple of its size",
          ("ELT_B_ADDR", "ELT_COUNT", "ELT_MODE", "ELT_B_DTYPE"),
          lambda x, r, sub, cfg: x.all(_binary(x, sub), x.any(
              x.not_(x.aligned_to(r.elt_b_addr, x.size_of(r.elt_b_dtype))),
              r.elt_b_addr + _mul(x, _operand_count(x, r, EltMode.B_SCALAR), x.size_of(r.elt_b_dtype))
-             > cfg.weight_sram))),
+             > x.mux(x.flag(r.elt_mode, EltMode.B_FROM_OUTPUT), cfg.output_sram, cfg.weight_sram)))),
     Rule("record range", Status.ADDRESS_RANGE,
          "with RESCALE, the records PARAM_ADDR .. + min(ELT_CHANNELS, ELT_COUNT) lie inside the parameter SRAM",
          ("OUT_MODE", "PARAM_ADDR", "ELT_CHANNELS", "ELT_COUNT"),
@@ -371,6 +372,14 @@ ELT_RULES: tuple[Rule, ...] = (
              r.elt_a_addr < r.elt_out_addr + _mul(x, r.elt_count, x.size_of(r.ofm_dtype)),
              r.elt_out_addr < r.elt_a_addr + _mul(x, _operand_count(x, r, EltMode.A_SCALAR),
                                                   x.size_of(r.elt_a_dtype)))),
+    Rule("B apart from the results", Status.ADDRESS_RANGE,
+         "with B_FROM_OUTPUT, a binary operation's operand B and the results do not overlap",
+         ("sub", "ELT_MODE", "ELT_B_ADDR", "ELT_OUT_ADDR", "ELT_COUNT", "ELT_B_DTYPE", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: x.all(
+             _binary(x, sub), x.flag(r.elt_mode, EltMode.B_FROM_OUTPUT), r.elt_count != 0,
+             r.elt_b_addr < r.elt_out_addr + _mul(x, r.elt_count, x.size_of(r.ofm_dtype)),
+             r.elt_out_addr < r.elt_b_addr + _mul(x, _operand_count(x, r, EltMode.B_SCALAR),
+                                                  x.size_of(r.elt_b_dtype)))),
 )
 
 

@@ -30,12 +30,13 @@ from firmware_model.arch.fields import FieldTable
 from firmware_model.errors import IsaError
 from firmware_model.tosa_ops.dtypes import DType
 
-ISA_VERSION = 5          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
+ISA_VERSION = 6          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
                          # 3: VAR CHECK and MARK, for variables kept in external memory;
                          # 4: ELTWISE A_FROM_OUTPUT; a queued transfer's latency runs from its push;
                          #    commands that complete at decode chain (one clock each)
                          # 5: the command processor looks ahead while a compute command runs
                          #    (SET, NOP, MARK, DMA_AHEAD transfers); every cycle count moves
+                         # 6: ELTWISE B_FROM_OUTPUT
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command
@@ -270,6 +271,7 @@ class EltMode(enum.IntFlag):
     B_DOUBLE_ROUND = 1 << 7  # B's input rescale uses double rounding
     A_SCALAR = 1 << 8        # A is one element, used for every i
     A_FROM_OUTPUT = 1 << 9   # A is read from the output SRAM (an earlier command's result, kept on chip)
+    B_FROM_OUTPUT = 1 << 10  # B likewise, instead of the weight SRAM
 
 
 class PoolMode(enum.IntEnum):

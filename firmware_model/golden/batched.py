@@ -210,7 +210,7 @@ class _Segment:
         rg = plan.regions
         codes = {}
         for name, s in (("input", Sram.INPUT), ("a_output", Sram.OUTPUT), ("weight", Sram.WEIGHT),
-                        ("param", Sram.PARAM), ("lut", Sram.LUT)):
+                        ("b_output", Sram.OUTPUT), ("param", Sram.PARAM), ("lut", Sram.LUT)):
             if name in rg:
                 codes[name] = self.codes(s)[rg[name][0]:rg[name][1]].copy()
                 if _computed(codes[name]):       # (not reached: as for the MAC, see mac)
@@ -219,7 +219,7 @@ class _Segment:
         key = (Opcode.ELTWISE, sub, tuple(sorted((k, v) for k, v in regs.items() if k not in _ELT_ADDRESS_REGS)),
                None if lut is None else lut.tobytes(), probe_class)
         empty = np.empty(0, dtype=np.int64)
-        self._output(pc, key, codes[plan.a_key], codes.get("weight", empty), codes.get("param", empty), lut,
+        self._output(pc, key, codes[plan.a_key], codes.get(plan.b_key, empty), codes.get("param", empty), lut,
                      np.arange(*rg["output"], dtype=np.int64))
         return True
 

@@ -68,15 +68,16 @@ def command_fault(pc: int, cmd: Command, e: GoldenModelError) -> GoldenModelErro
 
 
 # --- DMA slack: what a compute command may leave running ------------------------------------------
-def unit_ranges(op: Opcode, plan) -> tuple[dict, dict]:
-    """({memory: [start, stop)} a compute command reads, {memory: range} it writes), from its plan."""
+def unit_ranges(op: Opcode, plan) -> tuple[list, list]:
+    """([(memory, [start, stop))] a compute command reads, [(memory, range)] it writes), from its
+    plan (an ELTWISE may read two ranges of the output SRAM: A and B)."""
     if op == Opcode.MAC:
         reg = plan.region
-        reads = {reg.input_name: reg.input, "weight": reg.weight, "param": reg.param}
+        reads = [(reg.input_name, reg.input), ("weight", reg.weight), ("param", reg.param)]
         if reg.lut is not None:
-            reads["lut"] = reg.lut
-        return reads, {"output": reg.output}
-    return plan.reads, {"output": plan.regions["output"]}
+            reads.append(("lut", reg.lut))
+        return reads, [("output", reg.output)]
+    return plan.reads, [("output", plan.regions["output"])]
 
 
 def transfer_touches_unit(op: Opcode, plan, sram: Sram, writes_sram: bool, span: tuple[int, int]):
@@ -90,9 +91,9 @@ def transfer_touches_unit(op: Opcode, plan, sram: Sram, writes_sram: bool, span:
     for what, ranges in (("writes", writes), ("reads", reads)):
         if not writes_sram and what == "reads":
             continue                     # two readers of the same bytes do not conflict
-        r = ranges.get(mem)
-        if r is not None and r[0] < span[1] and span[0] < r[1]:
-            return what, r
+        for name, r in ranges:
+            if name == mem and r[0] < span[1] and span[0] < r[1]:
+                return what, r
     return None
 
 
@@ -218,7 +219,7 @@ def count_compute(counters, op: Opcode, plan) -> None:
     else:
         a, b = plan.regions["output"]
         counters.bytes_written["output"] += b - a
-    for name, (a, b) in plan.reads.items():
+    for name, (a, b) in plan.reads:
         counters.bytes_read[name] += b - a
 
 

@@ -138,6 +138,7 @@ class EltPlan:
     stage: object                          # output_stage.StagePlan
     cycles: int
     a_sram: Sram = Sram.INPUT              # where A is read (the output SRAM with A_FROM_OUTPUT)
+    b_sram: Sram = Sram.WEIGHT             # where B is read (the output SRAM with B_FROM_OUTPUT)
 
     @property
     def a_key(self) -> str:
@@ -146,8 +147,14 @@ class EltPlan:
         return "input" if self.a_sram == Sram.INPUT else "a_output"
 
     @property
-    def reads(self) -> dict[str, tuple[int, int]]:
-        return {("output" if k == "a_output" else k): v for k, v in self.regions.items() if k != "output"}
+    def b_key(self) -> str:
+        """B's key in `regions`: "weight", or "b_output" when it is read from the output SRAM."""
+        return "weight" if self.b_sram == Sram.WEIGHT else "b_output"
+
+    @property
+    def reads(self) -> list[tuple[str, tuple[int, int]]]:
+        """(memory, [start, stop)) of each range read; A and B may both be in the output SRAM."""
+        return [(k.removeprefix("a_").removeprefix("b_"), v) for k, v in self.regions.items() if k != "output"]
 
 
 def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
@@ -162,7 +169,7 @@ def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
         op = EltOp(sub)
     except ValueError:
         _fail(Status.BAD_MODE, f"operation {sub} does not exist")
-    mode = EltMode(r.elt_mode & 0x3FF)
+    mode = EltMode(r.elt_mode & 0x7FF)
     count = r.elt_count
     a_dt = dtype_of(r.elt_a_dtype, "ELT_A_DTYPE", "ELTWISE", OPERAND_DTYPES)
     ofm_dt = dtype_of(r.ofm_dtype, "OFM_DTYPE", "ELTWISE", tuple(ELEMENT_BYTES))
@@ -179,9 +186,10 @@ def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
     a_sram = Sram.OUTPUT if EltMode.A_FROM_OUTPUT in mode else Sram.INPUT
     regions["input" if a_sram == Sram.INPUT else "a_output"] = elements_range(
         cfg, a_sram, r.elt_a_addr, 1 if EltMode.A_SCALAR in mode else count, a_dt, "ELTWISE operand A")
+    b_sram = Sram.OUTPUT if binary and EltMode.B_FROM_OUTPUT in mode else Sram.WEIGHT
     if binary:
-        regions["weight"] = elements_range(cfg, Sram.WEIGHT, r.elt_b_addr, 1 if EltMode.B_SCALAR in mode else count,
-                                           b_dt, "ELTWISE operand B")
+        regions["weight" if b_sram == Sram.WEIGHT else "b_output"] = elements_range(
+            cfg, b_sram, r.elt_b_addr, 1 if EltMode.B_SCALAR in mode else count, b_dt, "ELTWISE operand B")
     records = 0
     if OutMode.RESCALE in OutMode(r.out_mode & 0xF):
         records = min(max(1, r.elt_channels), count)
@@ -199,7 +207,7 @@ def eltwise_plan(cfg: NpuConfig, regs, sub: int) -> EltPlan:
                                        out_size=ELEMENT_BYTES[ofm_dt])
     else:
         cycles = eltwise_command_cycles(count, max(element_write_clocks(cfg, s) for s in sizes))
-    return EltPlan(op, mode, count, a_dt, b_dt, ofm_dt, records, regions, stage, cycles, a_sram)
+    return EltPlan(op, mode, count, a_dt, b_dt, ofm_dt, records, regions, stage, cycles, a_sram, b_sram)
 
 
 def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, probe=None,
@@ -218,7 +226,7 @@ def execute_eltwise(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: in
     b = None
     binary = plan.b_dtype is not None
     if binary:
-        b_raw = load_elements(mem, Sram.WEIGHT, regions["weight"], plan.b_dtype, EltMode.B_UNSIGNED in mode)
+        b_raw = load_elements(mem, plan.b_sram, regions[plan.b_key], plan.b_dtype, EltMode.B_UNSIGNED in mode)
         b = input_stage(b_raw, zp=r.elt_b_zp, lshift=r.elt_b_lshift, rescale=EltMode.B_RESCALE in mode,
                         multiplier=r.elt_b_mult, shift=r.elt_b_shift,
                         double_round=EltMode.B_DOUBLE_ROUND in mode, probe=probe, name="B")
@@ -404,15 +412,15 @@ def prepare_eltwise_vector(cfg: NpuConfig, regs: dict[int, int], sub: int, plan:
     """prepare_eltwise's form for any ELT_COUNT: prepare_eltwise_values on the command's ranges."""
     regions = plan.regions
     values = prepare_eltwise_values(cfg, regs, sub, plan)
-    a_sram = plan.a_sram
+    a_sram, b_sram = plan.a_sram, plan.b_sram
     a0, a1 = regions[plan.a_key]
-    b0, b1 = regions.get("weight", (0, 0))
+    b0, b1 = regions.get(plan.b_key, (0, 0))
     binary = plan.b_dtype is not None
     param = regions.get("param")
     out_rng, ofm_dtype = regions["output"], plan.ofm_dtype
 
     def run(mem: Memories, probe=None) -> None:
-        b_raw = mem.sram[Sram.WEIGHT][b0:b1] if binary else None
+        b_raw = mem.sram[b_sram][b0:b1] if binary else None
         records = load_records(mem, param) if param is not None else None
         out = values(mem.sram[a_sram][a0:a1], b_raw, records, mem, probe)
         store_run(mem, out_rng, out, ofm_dtype)
@@ -596,9 +604,9 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
     op, mode, count, regions = plan.op, plan.mode, plan.count, plan.regions
     binary = plan.b_dtype is not None
     st = plan.stage
-    a_sram = plan.a_sram
+    a_sram, b_sram = plan.a_sram, plan.b_sram
     a0, a1 = regions[plan.a_key]
-    b0, b1 = regions.get("weight", (0, 0))
+    b0, b1 = regions.get(plan.b_key, (0, 0))
     param = regions.get("param")
     o0, o1 = regions["output"]
     out_size = ELEMENT_BYTES[plan.ofm_dtype]
@@ -810,7 +818,7 @@ def prepare_eltwise_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: 
         if n_a != count:
             a = a * count                       # A_SCALAR: element 0 for every i
         if binary:
-            b = stage_b(sram[Sram.WEIGHT], b0, show_b)
+            b = stage_b(sram[b_sram], b0, show_b)
             if n_b != count:
                 b = b * count
             if show_op is not None:
@@ -853,7 +861,7 @@ def _fused_small(k: dict, generic):
     a_k, b_k = k["a_k"], k.get("b_k")
     g = {"_H32": _H32, "_M32": _M32, "_H48": _H48, "_M48": _M48, "_I64": _I64, "_M64": _M64,
          "read_a": a_k["read"], "read_b": b_k["read"] if binary else None, "operands": k["operands"],
-         "entry": k["entry"], "pack_into": k["pack_into"], "S_A": k["a_sram"], "S_W": Sram.WEIGHT,
+         "entry": k["entry"], "pack_into": k["pack_into"], "S_A": k["a_sram"], "S_W": k["b_sram"],
          "S_P": Sram.PARAM, "S_L": Sram.LUT, "S_O": Sram.OUTPUT}
 
     def operand_lines(name: str, c: dict, checks: dict) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from firmware_model.arch.isa import VAR_SLOTS, Sram, Status
+from firmware_model.arch.isa import ELEMENT_BYTES, VAR_SLOTS, Sram, Status
 from firmware_model.errors import GoldenModelError
 from firmware_model.tosa_ops.limits import ResourceLimitError
 from firmware_model.arch.config import NpuConfig
@@ -78,3 +78,11 @@ class Memories:
         """Raise the NPU's ADDRESS_RANGE error unless bytes [start, stop) lie inside the memory
         (`check_range`: the memories have the configuration's sizes)."""
         check_range(self.cfg, sram, start, stop, what)
+
+
+def ofm_span(h: int, w: int, c: int, addr: int, row: int, pix: int, dtype) -> tuple[int, int]:
+    """The output-SRAM bytes [first, end) an OFM box covers, element (y, x, k) at addr + y*row +
+    x*pix + k*size: what a MAC or POOL command writes within (unchecked; (addr, addr) when empty)."""
+    if not (h and w and c):
+        return addr, addr
+    return addr, addr + (h - 1) * row + (w - 1) * pix + c * ELEMENT_BYTES.get(dtype, 8)

@@ -79,8 +79,9 @@ class PoolPlan:
     taps: int
 
     @property
-    def reads(self) -> dict[str, tuple[int, int]]:
-        return {k: v for k, v in self.regions.items() if k != "output"}
+    def reads(self) -> list[tuple[str, tuple[int, int]]]:
+        """(memory, [start, stop)) of each range read."""
+        return [(k, v) for k, v in self.regions.items() if k != "output"]
 
 
 def pool_plan(cfg: NpuConfig, regs, sub: int) -> PoolPlan:

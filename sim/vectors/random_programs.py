@@ -341,32 +341,41 @@ def eltwise_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, lis
         loads = _whole(mem, (Sram.INPUT, Sram.WEIGHT, Sram.PARAM, Sram.LUT))
         out_rng = (int(regs[Reg.ELT_OUT_ADDR]), int(regs[Reg.ELT_OUT_ADDR]) + c.count * osize)
         if not corners and k % 3 == 1:
-            _a_from_output(mem, regs, loads, out_rng)
+            _from_output(mem, regs, loads, out_rng, "A")
+        if not corners and c.op != EltOp.COPY and k % 4 == 2:
+            _from_output(mem, regs, loads, out_rng, "B")    # with A too when k % 12 == 10
         out.append(TileSpec(Opcode.ELTWISE, int(c.op), regs, loads, out_rng, fill=int(rng.integers(0, 256))))
     return ev.NPU, out
 
 
-def _a_from_output(mem, regs: dict, loads: dict, out_rng: tuple[int, int]) -> None:
-    """Turn an ELTWISE command into one that reads A from the output SRAM (A_FROM_OUTPUT): A's
-    bytes are loaded there, past the results (or before them), at the same offset in a 64-byte
-    block (the vector path's lanes depend on the address's alignment). Left as it is when the
-    output SRAM has no room beside the results."""
+def _from_output(mem, regs: dict, loads: dict, out_rng: tuple[int, int], side: str) -> None:
+    """Turn an ELTWISE command into one that reads operand `side` ("A" or "B") from the output
+    SRAM (A_FROM_OUTPUT, B_FROM_OUTPUT): its bytes are loaded there, past the results (or before
+    them) and apart from an operand already moved, at the same offset in a 64-byte block (the
+    vector path's lanes depend on the address's alignment). Left as it is when the output SRAM
+    has no room beside the results."""
     r = Registers(regs)
     mode = EltMode(r.elt_mode)
-    n = 1 if EltMode.A_SCALAR in mode else r.elt_count
-    a0, nbytes = r.elt_a_addr, n * DType(r.elt_a_dtype).size_bytes
+    scalar, flag = EltMode[f"{side}_SCALAR"], EltMode[f"{side}_FROM_OUTPUT"]
+    addr_reg, dtype_reg = Reg[f"ELT_{side}_ADDR"], Reg[f"ELT_{side}_DTYPE"]
+    src = Sram.INPUT if side == "A" else Sram.WEIGHT
+    n = 1 if scalar in mode else r.elt_count
+    a0, nbytes = regs[int(addr_reg)], n * DType(regs[int(dtype_reg)]).size_bytes
     size = len(mem.sram[Sram.OUTPUT])
-    for base in (-(-out_rng[1] // 64) * 64, (out_rng[0] - nbytes - 64) // 64 * 64):
+    image, span = loads.get(Sram.OUTPUT, (np.zeros(size, np.uint8), None))
+    taken = [out_rng] + ([span] if span is not None else [])
+    hi = max(b for _, b in taken)
+    lo = min(a for a, _ in taken)
+    for base in (-(-hi // 64) * 64, (lo - nbytes - 64) // 64 * 64):
         at = base + a0 % 64
-        if base >= 0 and at + nbytes <= size and (at + nbytes <= out_rng[0] or at >= out_rng[1]):
+        if base >= 0 and at + nbytes <= size and all(at + nbytes <= a or at >= b for a, b in taken):
             break
     else:
         return
-    image = np.zeros(size, np.uint8)
-    image[at:at + nbytes] = mem.sram[Sram.INPUT][a0:a0 + nbytes]
-    loads[Sram.OUTPUT] = (image, (at, at + nbytes))
-    regs[int(Reg.ELT_A_ADDR)] = at
-    regs[int(Reg.ELT_MODE)] = int(mode | EltMode.A_FROM_OUTPUT)
+    image[at:at + nbytes] = mem.sram[src][a0:a0 + nbytes]
+    loads[Sram.OUTPUT] = (image, (at, at + nbytes) if span is None else (min(at, span[0]), max(at + nbytes, span[1])))
+    regs[int(addr_reg)] = at
+    regs[int(Reg.ELT_MODE)] = int(mode | flag)
 
 
 def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[TileSpec]]:

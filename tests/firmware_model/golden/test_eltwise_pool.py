@@ -370,10 +370,12 @@ def test_scalars_unsigned_reading_and_channel_records():
 
 @pytest.mark.parametrize("n", [3, 40])
 @pytest.mark.parametrize("fast", [False, True])
-def test_a_from_output_reads_an_earlier_result_where_it_was_written(fast, n):
-    """A_FROM_OUTPUT: A is read from the output SRAM; the same values as from the input SRAM,
-    through execute_eltwise and the prepared form the decoded program runs; the DMA-slack rule
-    and the byte counters see A as output-SRAM bytes read. A over the results, or past the output
+@pytest.mark.parametrize("sides", ["A", "B", "AB"])
+def test_operands_from_output_read_an_earlier_result_where_it_was_written(sides, fast, n):
+    """A_FROM_OUTPUT, B_FROM_OUTPUT: A, B or both are read from the output SRAM; the same values
+    as from the input and weight SRAMs, through execute_eltwise and the prepared form the decoded
+    program runs (SUB: the two sides are not interchangeable); the DMA-slack rule and the byte
+    counters see each as output-SRAM bytes read. An operand over the results, or past the output
     SRAM, is refused."""
     from firmware_model.golden.command_plan import unit_ranges
     from firmware_model.golden.eltwise_unit import eltwise_plan, prepare_eltwise
@@ -383,11 +385,20 @@ def test_a_from_output_reads_an_earlier_result_where_it_was_written(fast, n):
     b = int32_values(rng, n, -100000, 100000)
     want, _ = eltwise(EltOp.SUB, a, I32, b, I32, out_dt=I32)
     mem = Memories(CFG)
-    store(mem, Sram.OUTPUT, 512, a, I32)
-    store(mem, Sram.INPUT, 512, np.zeros(n, np.int32), I32)      # what A would read without the flag
-    store(mem, Sram.WEIGHT, 32, b, I32)
-    regs = {Reg.ELT_A_ADDR: 512, Reg.ELT_B_ADDR: 32, Reg.ELT_OUT_ADDR: 64, Reg.ELT_COUNT: n,
-            Reg.ELT_A_DTYPE: int(I32), Reg.ELT_B_DTYPE: int(I32), Reg.ELT_MODE: int(EltMode.A_FROM_OUTPUT)}
+    mode = EltMode(0)
+    home = {"A": (Sram.INPUT, 512), "B": (Sram.WEIGHT, 32)}
+    on_chip = {"A": 512, "B": 1024}                 # where each lies in the output SRAM
+    for side, x in (("A", a), ("B", b)):
+        sram, addr = home[side]
+        if side in sides:
+            mode |= EltMode[f"{side}_FROM_OUTPUT"]
+            store(mem, Sram.OUTPUT, on_chip[side], x, I32)
+            store(mem, sram, addr, np.zeros(n, np.int32), I32)     # what it would read without the flag
+        else:
+            store(mem, sram, addr, x, I32)
+    addr_of = {s: on_chip[s] if s in sides else home[s][1] for s in "AB"}
+    regs = {Reg.ELT_A_ADDR: addr_of["A"], Reg.ELT_B_ADDR: addr_of["B"], Reg.ELT_OUT_ADDR: 64, Reg.ELT_COUNT: n,
+            Reg.ELT_A_DTYPE: int(I32), Reg.ELT_B_DTYPE: int(I32), Reg.ELT_MODE: int(mode)}
     regs = {int(k): int(v) for k, v in regs.items()}
     regs.update(stage_regs(I32))
     plan = eltwise_plan(CFG, regs, EltOp.SUB)
@@ -397,13 +408,17 @@ def test_a_from_output_reads_an_earlier_result_where_it_was_written(fast, n):
         execute_eltwise(CFG, mem, regs, EltOp.SUB)
     assert same(load(mem, Sram.OUTPUT, 64, n, I32), want)
     reads, writes = unit_ranges(Opcode.ELTWISE, plan)
-    assert reads["output"] == (512, 512 + 4 * n) and "input" not in reads and writes["output"] == (64, 64 + 4 * n)
-    for addr, rule in ((64 + 4 * n - 4, "A apart from the results"), (CFG.output_sram - 8, "A range")):
-        bad = dict(regs)
-        bad[int(Reg.ELT_A_ADDR)] = addr
-        with pytest.raises(GoldenModelError) as e:
-            execute_eltwise(CFG, mem, bad, EltOp.SUB)
-        assert e.value.status == Status.ADDRESS_RANGE and rule in str(e.value)
+    want_reads = {("output" if s in sides else home[s][0].name.lower(), (addr_of[s], addr_of[s] + 4 * n))
+                  for s in "AB"}
+    assert set(reads) == want_reads and writes == [("output", (64, 64 + 4 * n))]
+    for side in sides:
+        for addr, rule in ((64 + 4 * n - 4, f"{side} apart from the results"),
+                           (CFG.output_sram - 8, f"{side} range")):
+            bad = dict(regs)
+            bad[int(Reg[f"ELT_{side}_ADDR"])] = addr
+            with pytest.raises(GoldenModelError) as e:
+                execute_eltwise(CFG, mem, bad, EltOp.SUB)
+            assert e.value.status == Status.ADDRESS_RANGE and rule in str(e.value)
 
 
 def pool(mode: PoolMode, x, in_dt, *, kernel_hw, stride, pad_tl, out_hw, out_dt, izp=0, ozp=0, stage=None,
