@@ -187,8 +187,9 @@ class NpuCore(wiring.Component):
         o_wr = output_sram.write_port(granularity=8)
         # ELTWISE's A with A_FROM_OUTPUT: an earlier command's result read where it was written
         # (the ISA's "A apart from the results" rule keeps these reads off the bytes it writes)
-        # The same port serves the MAC's input words with IFM_SRAM OUTPUT (the two never run at once;
-        # "input apart from the results" keeps them off the bytes the MAC writes).
+        # The same port serves the MAC's input words and the POOL's input box with IFM_SRAM OUTPUT
+        # (the units never run at once; "input apart from the results" keeps the reads off the
+        # bytes the command writes).
         a_rd = output_sram.read_port()
         a_from_output = Signal()
         b_from_output = Signal()
@@ -206,7 +207,7 @@ class NpuCore(wiring.Component):
             mac.ifm_data2.eq(Mux(ifm_from_output, a_rd2.data, in_rd2.data)),
             mac.ifm_data3.eq(Mux(ifm_from_output, a_rd3.data, in_rd3.data)),
             elt.a_data.eq(Mux(a_from_output, a_rd.data, in_rd.data)),
-            pool.i_data.eq(in_rd.data),
+            pool.i_data.eq(Mux(ifm_from_output, a_rd.data, in_rd.data)),
             mac.wgt_data.eq(w_rd.data), elt.b_data.eq(Mux(b_from_output, a_rd2.data, w_rd.data)),
             mac.prm_data.eq(p_rd.data), elt.p_data.eq(p_rd.data), pool.p_data.eq(p_rd.data),
         ]
@@ -215,7 +216,7 @@ class NpuCore(wiring.Component):
                 m.d.comb += [in_rd.addr.eq(elt.a_addr), w_rd.addr.eq(elt.b_addr), p_rd.addr.eq(elt.p_addr),
                              a_rd.addr.eq(elt.a_addr), a_rd2.addr.eq(elt.b_addr)]
             with m.Case(Opcode.POOL):
-                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr), a_rd.addr.eq(elt.a_addr),
+                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr), a_rd.addr.eq(pool.i_addr),
                              a_rd2.addr.eq(mac.ifm_addr2)]
             with m.Default():
                 m.d.comb += [in_rd.addr.eq(mac.ifm_addr), w_rd.addr.eq(mac.wgt_addr), p_rd.addr.eq(mac.prm_addr),

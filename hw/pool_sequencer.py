@@ -58,7 +58,10 @@ class PoolSequencer(wiring.Component):
         self.cfg = cfg
         W = cfg.word_bytes
         super().__init__({
-            **vector_sequencer_ports(cfg, i_addr=Out(bits_for(cfg.input_words)), i_data=In(8 * W)),
+            # the input box: the input SRAM, or the output SRAM with IFM_SRAM OUTPUT (the core
+            # routes the reads)
+            **vector_sequencer_ports(cfg, i_addr=Out(bits_for(max(cfg.input_words, cfg.output_words))),
+                                     i_data=In(8 * W)),
             # the vector path's windows, into the core's vector output stage (valid only)
             "vout_valid": Out(1),
             "vout": Out(vector_in_layout(cfg.mac_rows)),

@@ -59,6 +59,26 @@ def result_holding(kept, ext: int, nbytes: int) -> int | None:
     return None
 
 
+# A result of at most RING_SLOT bytes goes to one of RING_PLACES places at the start of its output
+# buffer, by tile id (ring_place): 64 bytes keep every vector lane's alignment.
+RING_SLOT = 64
+RING_PLACES = 32
+
+
+def ring_place(ectx: "EmitContext", slot: int, nbytes: int) -> int:
+    """Where a one-tile operation's result of `nbytes` goes in output buffer `slot`: for a small
+    one (RING_SLOT bytes at most), one of the places of a ring at the buffer's start, by the tile
+    id, so that a chain of small operations (a softmax, a recurrent cell's gates) leaves each
+    result where the operations after it may still read it (CommandWriter.results) instead of
+    writing each over the one before; else the buffer's start."""
+    bufs = ectx.buffers[Sram.OUTPUT]
+    if len(bufs) > 1 and nbytes <= RING_SLOT:
+        places = min(RING_PLACES, (bufs[1] - bufs[0]) // RING_SLOT)
+        if places > 1:
+            return bufs[slot] + (ectx.first_tile_id % places) * RING_SLOT
+    return bufs[slot]
+
+
 # SRAMs whose bytes only DMA_LOAD and FILL write (the units write the output SRAM, VAR the
 # variable SRAM): a constant blob loaded there stays until one of them writes over it.
 RESIDENT_SRAMS = (Sram.INPUT, Sram.WEIGHT, Sram.PARAM)

@@ -33,7 +33,7 @@ import numpy as np
 
 from compiler.errors import CompileError, TileFitError
 from compiler.ir import Block, Operator
-from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, result_holding
+from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, result_holding, ring_place
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import Cascade
 from compiler.npu.data_movement import pad_constants
@@ -63,10 +63,6 @@ UNARY = {"RESCALE", "CLAMP", "TABLE"}
 # nothing slower; a split in 4 or 8 gained less (351,100 and 351,945), thresholds from 256 to 1024
 # the same, 16,384 less (351,894).
 PIPELINE_MIN_ELEMENTS = 1024
-# A result of at most RING_SLOT bytes goes to one of RING_PLACES places at the start of its output
-# buffer, by tile id (_out_addr): 64 bytes keep every vector lane's alignment.
-RING_SLOT = 64
-RING_PLACES = 32
 
 
 @dataclass
@@ -343,19 +339,11 @@ class NpuEltwise(NpuOperation):
 
     def _out_addr(self, ectx: EmitContext, t: FlatTile, slot: int) -> int:
         """Where tile t's results go in the output SRAM: buffer `slot`, or, for a cascade, their
-        place in the whole result (its elements are dense, so byte i of the result at addr + i).
-        A small result (RING_SLOT bytes at most) goes to one of the places of a ring at the
-        buffer's start, by its tile id: a chain of small operations (a softmax, a recurrent
-        cell's gates) then leaves each result where the next ones may still read it
-        (A_FROM_OUTPUT, B_FROM_OUTPUT), instead of writing each over the one before."""
+        place in the whole result (its elements are dense, so byte i of the result at addr + i);
+        a small result at its place of the ring (base.ring_place)."""
         if self.cascade_out is not None:
             return self.cascade_out.addr + t.start * self.out_dtype.size_bytes
-        bufs = ectx.buffers[Sram.OUTPUT]
-        if len(bufs) > 1 and ectx.placements[self.out].nbytes <= RING_SLOT:
-            places = min(RING_PLACES, (bufs[1] - bufs[0]) // RING_SLOT)
-            if places > 1:
-                return bufs[slot] + (ectx.first_tile_id % places) * RING_SLOT
-        return bufs[slot]
+        return ring_place(ectx, slot, ectx.placements[self.out].nbytes)
 
     def _load(self, w: CommandWriter, ectx: EmitContext, k: int, t: FlatTile, slot: int, layout,
               resident: dict, kept=None) -> int:

@@ -37,7 +37,7 @@ import numpy as np
 
 from compiler.errors import TileFitError
 from compiler.ir import Block, Operator
-from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div
+from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, ceil_div, result_holding, ring_place
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import _extents
 from compiler.npu.dma_patterns import copy_box
@@ -254,10 +254,27 @@ class NpuPool(NpuOperation):
             resident[("params", slot)] = (t.c0, t.tc)
         return w.dma_count - before
 
+    def _kept_box(self, w: CommandWriter, ectx: EmitContext, t: PoolTile, out: tuple[int, int]):
+        """Tile t's input box where an earlier command's stored result still holds it in the
+        output SRAM (CommandWriter.results), laid out as in external memory, apart from the
+        output bytes `out`: (IFM_ADDR, IFM_ROW_STRIDE, IFM_PIX_STRIDE) for IFM_SRAM OUTPUT, or None."""
+        N, H, W, C = self.in_shape
+        es = self.in_dtype.size_bytes
+        r0, r1, c0x, c1x, _, _ = self._input_box(t)
+        first = ectx.placements[self.ifm].addr + (((t.n * H + r0) * W + c0x) * C + t.c0) * es
+        nbytes = ((r1 - r0 - 1) * W + (c1x - c0x - 1)) * C * es + t.tc * es
+        addr = result_holding(w.results, first, nbytes)
+        if addr is None or addr % es or (addr < out[1] and out[0] < addr + nbytes):
+            return None
+        return addr, W * C * es, C * es
+
     def emit(self, w: CommandWriter, plan: PoolPlan, ectx: EmitContext) -> list[dict]:
         """The tiles, software-pipelined when the buffers are two (as the MAC and ELTWISE kinds):
         tile k+1's loads are issued before tile k's POOL into the other buffer, and the POOL's
-        DMA slack lets them and tile k-1's store run while it computes."""
+        DMA slack lets them and tile k-1's store run while it computes. A lone tile reads its
+        input box where an earlier result left it in the output SRAM when it is still there
+        (IFM_SRAM OUTPUT, _kept_box), and puts a small result at its place of the ring
+        (base.ring_place)."""
         _, OH, OW, OC = self.out_shape
         kh, kw = self.kernel
         sh, sw = self.stride
@@ -278,15 +295,19 @@ class NpuPool(NpuOperation):
             slot = k % plan.buffers
             if k == 0 and st.table is not None:
                 lut_addr = place_table(w, ectx, st)
-            if not (pipelined and k):
-                self._load(w, plan, ectx, t, slot, resident)
             r0, r1, c0x, c1x, pad_top, pad_left = self._input_box(t)
             in_w = c1x - c0x
             ps = self.in_pixel_stride(ectx.cfg, t.tc, plan.pad_pixels)
+            out_bytes = t.th * t.tw * t.tc * os_
+            out_addr = ring_place(ectx, slot, out_bytes) if len(tiles) == 1 else bufs[Sram.OUTPUT][slot]
+            kept = self._kept_box(w, ectx, t, (out_addr, out_addr + out_bytes)) if len(tiles) == 1 else None
+            if kept is None and not (pipelined and k):
+                self._load(w, plan, ectx, t, slot, resident)
             if st.rescale:
                 w.set(Reg.PARAM_ADDR, bufs[Sram.PARAM][slot])
-            out_addr = bufs[Sram.OUTPUT][slot]
-            regs = {Reg.IFM_ADDR: bufs[Sram.INPUT][slot], Reg.IFM_ROW_STRIDE: in_w * ps, Reg.IFM_PIX_STRIDE: ps,
+            in_addr, in_row, in_pix = kept if kept is not None else (bufs[Sram.INPUT][slot], in_w * ps, ps)
+            regs = {Reg.IFM_SRAM: int(Sram.OUTPUT if kept is not None else Sram.INPUT),
+                    Reg.IFM_ADDR: in_addr, Reg.IFM_ROW_STRIDE: in_row, Reg.IFM_PIX_STRIDE: in_pix,
                     Reg.IFM_ZP: self.input_zp, Reg.IFM_DTYPE: int(self.in_dtype),
                     Reg.KERNEL_H: kh, Reg.KERNEL_W: kw, Reg.STRIDE_H: sh, Reg.STRIDE_W: sw,
                     Reg.OFM_ADDR: out_addr, Reg.OFM_ROW_STRIDE: t.tw * t.tc * os_, Reg.OFM_PIX_STRIDE: t.tc * os_,

@@ -406,14 +406,19 @@ POOL_RULES: tuple[Rule, ...] = (
     Rule("window", Status.BAD_MODE, "KERNEL_H, KERNEL_W, STRIDE_H and STRIDE_W are at least 1",
          ("KERNEL_H", "KERNEL_W", "STRIDE_H", "STRIDE_W"),
          lambda x, r, sub, cfg: x.any(r.kernel_h == 0, r.kernel_w == 0, r.stride_h == 0, r.stride_w == 0)),
+    Rule("input SRAM", Status.BAD_MODE,
+         "IFM_SRAM is INPUT or OUTPUT (an earlier command's result read where it was written)", ("IFM_SRAM",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_sram, Sram.INPUT, Sram.OUTPUT))),
     Rule("input range", Status.ADDRESS_RANGE,
-         "the input box (POOL_IN_H x POOL_IN_W x OFM_C elements) lies inside the input SRAM at multiples of "
-         "the element size", ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "POOL_IN_H", "POOL_IN_W", "OFM_C"),
+         "the input box (POOL_IN_H x POOL_IN_W x OFM_C elements) lies inside the input SRAM (the output SRAM "
+         "with IFM_SRAM OUTPUT) at multiples of the element size",
+         ("IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "POOL_IN_H", "POOL_IN_W", "OFM_C", "IFM_SRAM"),
          lambda x, r, sub, cfg: x.all(r.pool_in_h != 0, r.pool_in_w != 0, r.ofm_c != 0, x.any(
              x.not_(_box_aligned(x, r.ifm_addr, x.size_of(r.ifm_dtype), r.pool_in_h, r.ifm_row_stride,
                                  r.pool_in_w, r.ifm_pix_stride)),
              _box_end(x, r.ifm_addr, x.size_of(r.ifm_dtype), r.pool_in_h, r.ifm_row_stride, r.pool_in_w,
-                      r.ifm_pix_stride, r.ofm_c) > cfg.input_sram))),
+                      r.ifm_pix_stride, r.ofm_c) > x.mux(r.ifm_sram == Sram.OUTPUT, cfg.output_sram,
+                                                          cfg.input_sram)))),
     Rule("real taps", Status.BAD_MODE, "every window holds at least one real (not padding) position",
          ("POOL_PAD_TOP", "POOL_PAD_LEFT", "POOL_IN_H", "POOL_IN_W", "KERNEL_H", "KERNEL_W", "OFM_H", "OFM_W"),
          lambda x, r, sub, cfg: x.all(r.ofm_h != 0, r.ofm_w != 0, x.not_(x.all(
@@ -432,6 +437,17 @@ POOL_RULES: tuple[Rule, ...] = (
                                  r.ofm_w, r.ofm_pix_stride)),
              _box_end(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h, r.ofm_row_stride, r.ofm_w,
                       r.ofm_pix_stride, r.ofm_c) > cfg.output_sram))),
+    Rule("input apart from the results", Status.ADDRESS_RANGE,
+         "with IFM_SRAM OUTPUT, the input box's bytes and the output box's bytes do not overlap",
+         ("IFM_SRAM", "IFM_ADDR", "IFM_ROW_STRIDE", "IFM_PIX_STRIDE", "POOL_IN_H", "POOL_IN_W", "IFM_DTYPE",
+          "OFM_ADDR", "OFM_ROW_STRIDE", "OFM_PIX_STRIDE", "OFM_H", "OFM_W", "OFM_C", "OFM_DTYPE"),
+         lambda x, r, sub, cfg: x.all(
+             r.ifm_sram == Sram.OUTPUT, r.pool_in_h != 0, r.pool_in_w != 0, r.ofm_h != 0, r.ofm_w != 0,
+             r.ofm_c != 0,
+             r.ifm_addr < _box_end(x, r.ofm_addr, x.size_of(r.ofm_dtype), r.ofm_h, r.ofm_row_stride, r.ofm_w,
+                                   r.ofm_pix_stride, r.ofm_c),
+             r.ofm_addr < _box_end(x, r.ifm_addr, x.size_of(r.ifm_dtype), r.pool_in_h, r.ifm_row_stride,
+                                   r.pool_in_w, r.ifm_pix_stride, r.ofm_c))),
 )
 
 

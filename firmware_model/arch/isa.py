@@ -36,7 +36,8 @@ ISA_VERSION = 6          # 2: the DMA runs beside the compute units (docs/isa.md
                          #    commands that complete at decode chain (one clock each)
                          # 5: the command processor looks ahead while a compute command runs
                          #    (SET, NOP, MARK, DMA_AHEAD transfers); every cycle count moves
-                         # 6: ELTWISE B_FROM_OUTPUT
+                         # 6: ELTWISE B_FROM_OUTPUT; POOL reads IFM_SRAM (its input box from the
+                         #    output SRAM with OUTPUT)
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command
@@ -244,7 +245,7 @@ ELT_REGS = tuple(r for r in Reg if Reg.ELT_A_ADDR <= r <= Reg.ELT_CHANNELS) + (R
 POOL_REGS = (Reg.IFM_ADDR, Reg.IFM_ROW_STRIDE, Reg.IFM_PIX_STRIDE, Reg.IFM_ZP, Reg.IFM_DTYPE, Reg.KERNEL_H,
              Reg.KERNEL_W, Reg.STRIDE_H, Reg.STRIDE_W, Reg.OFM_ADDR, Reg.OFM_ROW_STRIDE, Reg.OFM_PIX_STRIDE,
              Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.POOL_PAD_TOP, Reg.POOL_PAD_LEFT, Reg.POOL_IN_H,
-             Reg.POOL_IN_W) + OUTPUT_STAGE_REGS
+             Reg.POOL_IN_W, Reg.IFM_SRAM) + OUTPUT_STAGE_REGS
 
 
 class EltOp(enum.IntEnum):

@@ -78,10 +78,18 @@ class PoolPlan:
     elements: int
     taps: int
 
+    in_sram: Sram = Sram.INPUT              # where the input box is read (IFM_SRAM: INPUT or OUTPUT)
+
+    @property
+    def in_key(self) -> str:
+        """The input box's key in `regions`: "input", or "i_output" when it is read from the
+        output SRAM (the result's range is "output")."""
+        return "input" if self.in_sram == Sram.INPUT else "i_output"
+
     @property
     def reads(self) -> list[tuple[str, tuple[int, int]]]:
         """(memory, [start, stop)) of each range read."""
-        return [(k, v) for k, v in self.regions.items() if k != "output"]
+        return [(k.removeprefix("i_"), v) for k, v in self.regions.items() if k != "output"]
 
 
 def pool_plan(cfg: NpuConfig, regs, sub: int) -> PoolPlan:
@@ -111,9 +119,10 @@ def pool_plan(cfg: NpuConfig, regs, sub: int) -> PoolPlan:
 
     regions: dict[str, tuple[int, int]] = {}
     # the input box (ih, iw, oc); an empty one reads nothing from IFM_ADDR
-    regions["input"] = (box_range(cfg, Sram.INPUT, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride, ih, iw, oc,
-                                  in_dt, "POOL input", "POOL: input addresses")
-                        if ih and iw and oc else (r.ifm_addr, r.ifm_addr))
+    in_sram = Sram.OUTPUT if r.ifm_sram == Sram.OUTPUT else Sram.INPUT
+    regions["input" if in_sram == Sram.INPUT else "i_output"] = (
+        box_range(cfg, in_sram, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride, ih, iw, oc, in_dt, "POOL input",
+                  "POOL: input addresses") if ih and iw and oc else (r.ifm_addr, r.ifm_addr))
     rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] - pt        # (oh, kh)
     cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] - pl        # (ow, kw)
     real_r, real_c = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
@@ -137,17 +146,18 @@ def pool_plan(cfg: NpuConfig, regs, sub: int) -> PoolPlan:
                                     rescale=rescale_on, avg=mode == PoolMode.AVG)
     else:
         cycles = pool_command_cycles(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw)
-    return PoolPlan(mode, in_dt, out_dt, rows, cols, count, regions, stage, cycles, oh * ow * oc, oh * ow * oc * kh * kw)
+    return PoolPlan(mode, in_dt, out_dt, rows, cols, count, regions, stage, cycles, oh * ow * oc, oh * ow * oc * kh * kw,
+                    in_sram)
 
 
-def _read_box(mem: Memories, addr: int, row: int, pix: int, h: int, w: int, c: int, dtype: DType):
+def _read_box(mem: Memories, sram: Sram, addr: int, row: int, pix: int, h: int, w: int, c: int, dtype: DType):
     """The input box (h, w, c) as int64 (its range checked by pool_plan)."""
     size = ELEMENT_BYTES[dtype]
     if not (h and w and c):
         return np.zeros((h, w, c), np.int64)
     offs = (addr + np.arange(h, dtype=np.int64)[:, None, None] * row
             + np.arange(w, dtype=np.int64)[None, :, None] * pix + np.arange(c, dtype=np.int64)[None, None, :] * size)
-    raw = mem.sram[Sram.INPUT]
+    raw = mem.sram[sram]
     b = np.stack([raw[offs + i] for i in range(size)], axis=-1)
     return np.ascontiguousarray(b).view(f"<i{size}")[..., 0].astype(np.int64)
 
@@ -165,7 +175,7 @@ def execute_pool(cfg: NpuConfig, mem: Memories, regs: dict[int, int], sub: int, 
     kh, kw = r.kernel_h, r.kernel_w
     ih, iw = r.pool_in_h, r.pool_in_w
     regions = plan.regions
-    x = _read_box(mem, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride, ih, iw, oc, plan.in_dtype)
+    x = _read_box(mem, plan.in_sram, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride, ih, iw, oc, plan.in_dtype)
     if probe is not None:
         probe("box", x)
     rows, cols, count = plan.rows, plan.cols, plan.count
@@ -223,6 +233,7 @@ def prepare_pool(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan)
     ih, iw = r.pool_in_h, r.pool_in_w
     regions = plan.regions
     size = ELEMENT_BYTES[in_dt]
+    in_sram = plan.in_sram
     box = bool(ih and iw and oc)    # _read_box: element (y, x, k) at IFM_ADDR + y*row + x*pix + k*size
     rows, cols, count = plan.rows, plan.cols, plan.count
     real_r, real_c = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
@@ -283,7 +294,7 @@ def prepare_pool(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: PoolPlan)
     def run(mem: Memories, probe=None) -> None:
         if box:
             shape_, dt_, off_, strides_ = in_view
-            x = np.ndarray(shape_, dt_, buffer=mem.sram[Sram.INPUT], offset=off_, strides=strides_).astype(np.int64)
+            x = np.ndarray(shape_, dt_, buffer=mem.sram[in_sram], offset=off_, strides=strides_).astype(np.int64)
         else:
             x = np.zeros((ih, iw, oc), np.int64)
         if probe is not None:
@@ -383,6 +394,7 @@ def prepare_pool_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: Poo
     oh, ow, oc = r.ofm_h, r.ofm_w, r.ofm_c
     ih, iw = r.pool_in_h, r.pool_in_w
     size, esize = ELEMENT_BYTES[in_dt], ELEMENT_BYTES[out_dt]
+    in_sram = plan.in_sram
     # the box (_read_box): element (y, x, k) at IFM_ADDR + y*row + x*pix + k*size, read a pixel at
     # a time, or at once where the box's pixels are consecutive
     row, pix = r.ifm_row_stride, r.ifm_pix_stride
@@ -405,7 +417,7 @@ def prepare_pool_small(cfg: NpuConfig, regs: dict[int, int], sub: int, plan: Poo
     out_pixels = [r.ofm_addr + oy * r.ofm_row_stride + ox * r.ofm_pix_stride for oy in range(oh) for ox in range(ow)]
 
     def run(mem: Memories, probe=None) -> None:
-        sram = mem.sram[Sram.INPUT]
+        sram = mem.sram[in_sram]
         xs = []
         for read, at in reads:
             xs.extend(read(sram, at))

@@ -406,10 +406,38 @@ def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[T
         r = Registers(c.regs)
         size = DType(r.ofm_dtype).size_bytes
         end = r.ofm_addr + (r.ofm_h - 1) * r.ofm_row_stride + (r.ofm_w - 1) * r.ofm_pix_stride + r.ofm_c * size
-        out.append(TileSpec(Opcode.POOL, int(c.mode), dict(c.regs),
-                            _whole(mem, (Sram.INPUT, Sram.PARAM, Sram.LUT)), (r.ofm_addr, end),
+        regs = dict(c.regs)
+        regs[int(Reg.IFM_SRAM)] = int(Sram.INPUT)          # every tile says where its box is
+        loads = _whole(mem, (Sram.INPUT, Sram.PARAM, Sram.LUT))
+        if not corners and k % 3 == 2:
+            _pool_box_from_output(mem, regs, loads, (r.ofm_addr, end))
+        out.append(TileSpec(Opcode.POOL, int(c.mode), regs, loads, (r.ofm_addr, end),
                             fill=int(rng.integers(0, 256))))
     return pv.NPU, out
+
+
+def _pool_box_from_output(mem, regs: dict, loads: dict, out_rng: tuple[int, int]) -> None:
+    """Turn a POOL command into one that reads its input box from the output SRAM (IFM_SRAM
+    OUTPUT): the box's bytes are loaded there past the results (or before them), at the same
+    offset in a 64-byte block. Left as it is when the output SRAM has no room beside them."""
+    r = Registers(regs)
+    ih, iw, oc = r.pool_in_h, r.pool_in_w, r.ofm_c
+    if not (ih and iw and oc):
+        return
+    a0 = r.ifm_addr
+    nbytes = (ih - 1) * r.ifm_row_stride + (iw - 1) * r.ifm_pix_stride + oc * DType(r.ifm_dtype).size_bytes
+    size = len(mem.sram[Sram.OUTPUT])
+    for base in (-(-out_rng[1] // 64) * 64, (out_rng[0] - nbytes - 64) // 64 * 64):
+        at = base + a0 % 64
+        if base >= 0 and at + nbytes <= size and (at + nbytes <= out_rng[0] or at >= out_rng[1]):
+            break
+    else:
+        return
+    image = np.zeros(size, np.uint8)
+    image[at:at + nbytes] = mem.sram[Sram.INPUT][a0:a0 + nbytes]
+    loads[Sram.OUTPUT] = (image, (at, at + nbytes))
+    regs[int(Reg.IFM_ADDR)] = at
+    regs[int(Reg.IFM_SRAM)] = int(Sram.OUTPUT)
 
 
 def var_program(cfg, steps, source: str, ext_used: int = 128):

@@ -48,7 +48,7 @@ PART_RUNS = {
     "output_writer": ("mac8", "eltwise", "pool"),
     "vector_writer": ("mac8", "mac16"),
     "output_control": ("mac8", "mac16"),
-    "sram_ports": ("eltwise", "mac8"),
+    "sram_ports": ("eltwise", "mac8", "pool"),
     "var_handling": ("variables", "var_fault"),
 }
 
@@ -374,6 +374,12 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("sram_ports", "b_from_output_at_mac_address",
        "with B_FROM_OUTPUT the output SRAM's second MAC port reads at the MAC's address, not B's",
        r"a_rd2__addr = b_addr;", r"a_rd2__addr = in_rd2__addr;"),
+    _m("sram_ports", "pool_box_from_input_sram",
+       "a POOL with IFM_SRAM OUTPUT takes its input box from the input SRAM",
+       r"assign i_data = ifm_from_output \? a_rd__data : in_rd__data;", r"assign i_data = in_rd__data;"),
+    _m("sram_ports", "pool_box_at_eltwise_address",
+       "with IFM_SRAM OUTPUT the POOL's reads of the output SRAM go to ELTWISE's A address",
+       r"a_rd__addr = i_addr;", r"a_rd__addr = a_addr;"),
     _m("sram_ports", "ifm_from_output_ignored",
        "a MAC with IFM_SRAM OUTPUT takes its input words from the input SRAM's port",
        r"assign ifm_data = ifm_from_output \? a_rd__data : in_rd__data;", r"assign ifm_data = in_rd__data;"),

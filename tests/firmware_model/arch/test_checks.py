@@ -83,6 +83,8 @@ RECIPES = {
                 ({Reg.ELT_MODE: EltMode.B_UNSIGNED, Reg.ELT_B_DTYPE: DType.INT32}, EltOp.ADD),
                 ({Reg.ELT_MODE: EltMode.A_UNSIGNED, Reg.ELT_A_DTYPE: DType.INT32}, EltOp.ADD)],
     "POOL": [({Reg.IFM_DTYPE: DType.INT32}, PoolMode.AVG),
+             # the input box read from the output SRAM where the results go
+             ({Reg.IFM_SRAM: Sram.OUTPUT, Reg.IFM_ADDR: 0, Reg.OFM_ADDR: 0}, PoolMode.MAX),
              ({Reg.OUT_MODE: OutMode.RESCALE, Reg.RESCALE_DTYPE: DType.INT48}, PoolMode.MAX)],
 }
 

@@ -456,6 +456,50 @@ def pool(mode: PoolMode, x, in_dt, *, kernel_hw, stride, pad_tl, out_hw, out_dt,
     return load(mem, Sram.OUTPUT, 128, oh * ow * c, out_dt).reshape(oh, ow, c), result
 
 
+@pytest.mark.parametrize("small", [True, False])
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_pool_reads_its_input_box_from_the_output_sram(fast, small):
+    """IFM_SRAM OUTPUT for POOL: the input box is read from the output SRAM; the same results as
+    from the input SRAM through execute_pool and the prepared forms (the small one on Python
+    integers, and the numpy one), the box's bytes counted as output-SRAM bytes read; a box over
+    the results, or past the output SRAM, is refused."""
+    from firmware_model.golden.command_plan import unit_ranges
+    from firmware_model.golden.pool_unit import pool_plan, prepare_pool
+    from firmware_model.arch.isa import Opcode
+    rng = seeds.rng(11)
+    h, w, c = (1, 10, 1) if small else (9, 8, 12)
+    x = rng.integers(-128, 128, (h, w, c)).astype(np.int8)
+    want, _ = pool(PoolMode.MAX, x, I8, kernel_hw=(1, w) if small else (3, 3), stride=(1, 1) if small else (2, 2),
+                   pad_tl=(0, 0) if small else (1, 1), out_hw=(1, 1) if small else (5, 4), out_dt=I8)
+    oh, ow = want.shape[:2]
+    at = 1024                                      # the box's place in the output SRAM
+    mem = Memories(CFG)
+    store(mem, Sram.OUTPUT, at, x, I8)
+    store(mem, Sram.INPUT, 0, np.zeros_like(x), I8)          # what the box would read without it
+    regs = {Reg.IFM_SRAM: int(Sram.OUTPUT), Reg.IFM_ADDR: at, Reg.IFM_ROW_STRIDE: w * c, Reg.IFM_PIX_STRIDE: c,
+            Reg.IFM_DTYPE: int(I8), Reg.KERNEL_H: 1 if small else 3, Reg.KERNEL_W: w if small else 3,
+            Reg.STRIDE_H: 1 if small else 2, Reg.STRIDE_W: 1 if small else 2, Reg.OFM_ADDR: 128,
+            Reg.OFM_ROW_STRIDE: ow * c, Reg.OFM_PIX_STRIDE: c, Reg.OFM_H: oh, Reg.OFM_W: ow, Reg.OFM_C: c,
+            Reg.POOL_PAD_TOP: 0 if small else 1, Reg.POOL_PAD_LEFT: 0 if small else 1, Reg.POOL_IN_H: h,
+            Reg.POOL_IN_W: w}
+    regs = {int(k): int(v) for k, v in regs.items()}
+    regs.update(stage_regs(I8, clamp=(I8.min, I8.max)))
+    plan = pool_plan(CFG, regs, PoolMode.MAX)
+    if fast:
+        prepare_pool(CFG, regs, PoolMode.MAX, plan)(mem)
+    else:
+        execute_pool(CFG, mem, regs, PoolMode.MAX)
+    assert same(load(mem, Sram.OUTPUT, 128, oh * ow * c, I8).reshape(oh, ow, c), want)
+    reads, _ = unit_ranges(Opcode.POOL, plan)
+    assert ("output", (at, at + h * w * c)) in reads and not any(name == "input" for name, _ in reads)
+    for addr, rule in ((128 + oh * ow * c - 1, "input apart from the results"), (CFG.output_sram - 4, "input range")):
+        bad = dict(regs)
+        bad[int(Reg.IFM_ADDR)] = addr
+        with pytest.raises(GoldenModelError) as e:
+            execute_pool(CFG, mem, bad, PoolMode.MAX)
+        assert e.value.status == Status.ADDRESS_RANGE and rule in str(e.value)
+
+
 def _pool_geometry(rng):
     while True:
         h, w = (int(v) for v in rng.integers(1, 12, 2))
