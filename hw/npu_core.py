@@ -201,7 +201,8 @@ class NpuCore(wiring.Component):
         # the second also serves ELTWISE's B with B_FROM_OUTPUT ("B apart from the results")
         a_rd2 = output_sram.read_port()
         a_rd3 = output_sram.read_port()
-        m.d.comb += a_rd3.addr.eq(mac.ifm_addr3)
+        m.d.comb += [a_rd2.addr.eq(Mux(active == Opcode.ELTWISE, elt.b_addr, mac.ifm_addr2)),
+                     a_rd3.addr.eq(mac.ifm_addr3)]
         m.d.comb += [
             mac.ifm_data.eq(Mux(ifm_from_output, a_rd.data, in_rd.data)),
             mac.ifm_data2.eq(Mux(ifm_from_output, a_rd2.data, in_rd2.data)),
@@ -214,13 +215,12 @@ class NpuCore(wiring.Component):
         with m.Switch(active):
             with m.Case(Opcode.ELTWISE):
                 m.d.comb += [in_rd.addr.eq(elt.a_addr), w_rd.addr.eq(elt.b_addr), p_rd.addr.eq(elt.p_addr),
-                             a_rd.addr.eq(elt.a_addr), a_rd2.addr.eq(elt.b_addr)]
+                             a_rd.addr.eq(elt.a_addr)]
             with m.Case(Opcode.POOL):
-                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr), a_rd.addr.eq(pool.i_addr),
-                             a_rd2.addr.eq(mac.ifm_addr2)]
+                m.d.comb += [in_rd.addr.eq(pool.i_addr), p_rd.addr.eq(pool.p_addr), a_rd.addr.eq(pool.i_addr)]
             with m.Default():
                 m.d.comb += [in_rd.addr.eq(mac.ifm_addr), w_rd.addr.eq(mac.wgt_addr), p_rd.addr.eq(mac.prm_addr),
-                             a_rd.addr.eq(mac.ifm_addr), a_rd2.addr.eq(mac.ifm_addr2)]
+                             a_rd.addr.eq(mac.ifm_addr)]
 
         # ---- the output stage and the writer, to the running unit ----
         mac_cfg = Signal.like(ost.cfg)

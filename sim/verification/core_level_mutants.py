@@ -373,7 +373,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        r"assign b_data = b_from_output \? a_rd2__data : wgt_data;", r"assign b_data = wgt_data;"),
     _m("sram_ports", "b_from_output_at_mac_address",
        "with B_FROM_OUTPUT the output SRAM's second MAC port reads at the MAC's address, not B's",
-       r"a_rd2__addr = b_addr;", r"a_rd2__addr = in_rd2__addr;"),
+       rf"assign a_rd2__addr = {_N}  \? b_addr : in_rd2__addr;", r"assign a_rd2__addr = in_rd2__addr;"),
     _m("sram_ports", "pool_box_from_input_sram",
        "a POOL with IFM_SRAM OUTPUT takes its input box from the input SRAM",
        r"assign i_data = ifm_from_output \? a_rd__data : in_rd__data;", r"assign i_data = in_rd__data;"),
