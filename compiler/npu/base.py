@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from firmware_model.arch.isa import DMA_AHEAD, ELEMENT_BYTES, PARAM_RECORD_BYTES, Command, Opcode, Reg, Sram, set_reg
+from firmware_model.arch.isa import DMA_AHEAD, PARAM_RECORD_BYTES, Command, Opcode, Reg, Sram, set_reg
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Placement
 from firmware_model.golden.dma import dma_registers, pattern_span
-from firmware_model.golden.memories import memory_bytes, ofm_span
+from firmware_model.golden.memories import box_span, memory_bytes
 
 NPU_OP = "NPU"
 
@@ -158,13 +158,12 @@ class CommandWriter:
         if opcode in (Opcode.DMA_LOAD, Opcode.DMA_STORE, Opcode.FILL):
             self.dma_count += 1
         elif self.results:
+            r = self.regs.get
             if opcode == Opcode.ELTWISE:
-                lo = self.regs.get(Reg.ELT_OUT_ADDR, 0)
-                size = ELEMENT_BYTES.get(self.regs.get(Reg.OFM_DTYPE, 0), 8)
-                self._forget_results(sram_span=(lo, lo + self.regs.get(Reg.ELT_COUNT, 0) * size))
+                self._forget_results(sram_span=box_span(1, 1, r(Reg.ELT_COUNT, 0), r(Reg.ELT_OUT_ADDR, 0), 0, 0,
+                                                        r(Reg.OFM_DTYPE, 0)))
             elif opcode in (Opcode.MAC, Opcode.POOL):
-                r = self.regs.get
-                self._forget_results(sram_span=ofm_span(r(Reg.OFM_H, 0), r(Reg.OFM_W, 0), r(Reg.OFM_C, 0),
+                self._forget_results(sram_span=box_span(r(Reg.OFM_H, 0), r(Reg.OFM_W, 0), r(Reg.OFM_C, 0),
                                                         r(Reg.OFM_ADDR, 0), r(Reg.OFM_ROW_STRIDE, 0),
                                                         r(Reg.OFM_PIX_STRIDE, 0), r(Reg.OFM_DTYPE, 0)))
             elif opcode in (Opcode.HOST, Opcode.VAR):

@@ -42,6 +42,7 @@ from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import _extents
 from compiler.npu.dma_patterns import copy_box
 from firmware_model.arch import cycle_model
+from firmware_model.golden.memories import box_span
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, place_table,
                                 only_consumer, rescale_info)
 from firmware_model.arch.isa import Opcode, PoolMode, Reg, Sram
@@ -233,10 +234,16 @@ class NpuPool(NpuOperation):
         c0, c1 = max(0, u0), min(W, u0 + bw)
         return r0, r1, c0, c1, r0 - v0, c0 - u0
 
+    def _box_in_ext(self, ectx: EmitContext, t: PoolTile) -> tuple[int, int, int]:
+        """Tile t's input box in external memory: (its first byte, row stride, pixel stride)."""
+        N, H, W, C = self.in_shape
+        es = self.in_dtype.size_bytes
+        r0, _, c0x, _, _, _ = self._input_box(t)
+        return ectx.placements[self.ifm].addr + (((t.n * H + r0) * W + c0x) * C + t.c0) * es, W * C * es, C * es
+
     def _load(self, w: CommandWriter, plan: PoolPlan, ectx: EmitContext, t: PoolTile, slot: int,
               resident: dict) -> int:
         """Tile t's input box (and records) into buffer `slot` unless resident: DMA commands pushed."""
-        N, H, W, C = self.in_shape
         es = self.in_dtype.size_bytes
         before = w.dma_count
         r0, r1, c0x, c1x, _, _ = self._input_box(t)
@@ -244,10 +251,9 @@ class NpuPool(NpuOperation):
         ps = self.in_pixel_stride(ectx.cfg, t.tc, plan.pad_pixels)
         key = (t.n, r0, r1, c0x, c1x, t.c0, t.tc)
         if resident.get(("in", slot)) != key:
-            copy_box(w, Opcode.DMA_LOAD, Sram.INPUT,
-                     ext=ectx.placements[self.ifm].addr + (((t.n * H + r0) * W + c0x) * C + t.c0) * es,
-                     sram_addr=ectx.buffers[Sram.INPUT][slot],
-                     dims=[(in_h, W * C * es, in_w * ps), (in_w, C * es, ps), (t.tc, es, es)], esize=es)
+            ext, row, pix = self._box_in_ext(ectx, t)
+            copy_box(w, Opcode.DMA_LOAD, Sram.INPUT, ext=ext, sram_addr=ectx.buffers[Sram.INPUT][slot],
+                     dims=[(in_h, row, in_w * ps), (in_w, pix, ps), (t.tc, es, es)], esize=es)
             resident[("in", slot)] = key
         if self.stage.rescale and resident.get(("params", slot)) != (t.c0, t.tc):
             load_params(w, ectx, t.c0, t.tc, ectx.buffers[Sram.PARAM][slot])
@@ -258,15 +264,13 @@ class NpuPool(NpuOperation):
         """Tile t's input box where an earlier command's stored result still holds it in the
         output SRAM (CommandWriter.results), laid out as in external memory, apart from the
         output bytes `out`: (IFM_ADDR, IFM_ROW_STRIDE, IFM_PIX_STRIDE) for IFM_SRAM OUTPUT, or None."""
-        N, H, W, C = self.in_shape
-        es = self.in_dtype.size_bytes
         r0, r1, c0x, c1x, _, _ = self._input_box(t)
-        first = ectx.placements[self.ifm].addr + (((t.n * H + r0) * W + c0x) * C + t.c0) * es
-        nbytes = ((r1 - r0 - 1) * W + (c1x - c0x - 1)) * C * es + t.tc * es
-        addr = result_holding(w.results, first, nbytes)
-        if addr is None or addr % es or (addr < out[1] and out[0] < addr + nbytes):
+        first, row, pix = self._box_in_ext(ectx, t)
+        lo, hi = box_span(r1 - r0, c1x - c0x, t.tc, first, row, pix, self.in_dtype)
+        addr = result_holding(w.results, lo, hi - lo)
+        if addr is None or addr % self.in_dtype.size_bytes or (addr < out[1] and out[0] < addr + hi - lo):
             return None
-        return addr, W * C * es, C * es
+        return addr, row, pix
 
     def emit(self, w: CommandWriter, plan: PoolPlan, ectx: EmitContext) -> list[dict]:
         """The tiles, software-pipelined when the buffers are two (as the MAC and ELTWISE kinds):

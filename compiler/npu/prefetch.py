@@ -38,7 +38,7 @@ from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import Opcode, Sram
 from firmware_model.arch.program import Placement
 from firmware_model.errors import GoldenModelError
-from firmware_model.golden.command_plan import DmaWindow, dma_sram, unit_ranges
+from firmware_model.golden.command_plan import DmaWindow, dma_sram
 from firmware_model.golden.dma import dma_plan, fill_plan
 from firmware_model.golden.timing_model import UNIT_PLANS
 
@@ -83,7 +83,7 @@ class PrefetchLink:
         # Each buffer the next operation may take: the one whose prefetch pushes the fewest
         # transfers (some of its constants may be resident: CommandWriter), of those that are
         # safe; none at all when one buffer already holds everything its first tile loads.
-        kept = self._kept(op, unit, result)
+        kept = self._kept(op, sub, result)
         best = None
         for slot in range(self.plan.buffers):
             scratch = self.w.fork()
@@ -100,19 +100,19 @@ class PrefetchLink:
         self.taken = best[1]
         return best[1].dma
 
-    def _kept(self, op: Opcode, unit, result) -> list[tuple[int, int, int]]:
-        """The results that will be in the output SRAM when the next operation starts: the
-        command's own `result` (ext address, bytes, output-SRAM address) and those whose bytes
-        it does not write, as CommandWriter.results."""
+    def _kept(self, op: Opcode, sub: int, result) -> list[tuple[int, int, int]]:
+        """The results that will be in the output SRAM when the next operation starts, as
+        CommandWriter.results: what the writer keeps once it has written the command (its
+        registers are set) and the command's own store of `result` (ext address, bytes,
+        output-SRAM address), written here on a scratch writer."""
         if self.moves_between:
             return []
-        lo, hi = unit_ranges(op, unit)[1][0][1]
-        kept = [r for r in self.w.results if r[1] <= lo or r[0] >= hi]
+        ahead = self.w.fork()
+        ahead.emit(op, sub)
         if result is not None:
             ext, nbytes, at = result
-            kept = [r for r in kept if r[2] + (r[1] - r[0]) <= ext or r[2] >= ext + nbytes]
-            kept.append((at, at + nbytes, ext))
-        return kept
+            ahead.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=ext, sram_addr=at, len0=nbytes)
+        return ahead.results
 
     def _safe(self, scratch: CommandWriter, op: Opcode, unit, n: int) -> bool:
         regs = dict(self.w.regs)

@@ -44,7 +44,7 @@ from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECOR
                                      decode_param_records, depthwise_group_lanes, depthwise_rows)
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
-from firmware_model.golden.memories import Memories, check_range, ofm_span
+from firmware_model.golden.memories import Memories, box_span, check_range
 from firmware_model.tosa_ops.dtypes import DType, wrap
 
 
@@ -207,7 +207,7 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
         from firmware_model.golden.output_stage import stage_plan
 
         stage = stage_plan(cfg, r, "MAC")
-    first, last = ofm_span(oh, ow, oc, r.ofm_addr, r.ofm_row_stride, r.ofm_pix_stride, ofm_dtype)
+    first, last = box_span(oh, ow, oc, r.ofm_addr, r.ofm_row_stride, r.ofm_pix_stride, ofm_dtype)
     check_range(cfg, Sram.OUTPUT, first, last, "MAC output")
     return MacPlan(
         cycles=mac_command_cycles(cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,

@@ -80,9 +80,10 @@ class Memories:
         check_range(self.cfg, sram, start, stop, what)
 
 
-def ofm_span(h: int, w: int, c: int, addr: int, row: int, pix: int, dtype) -> tuple[int, int]:
-    """The output-SRAM bytes [first, end) an OFM box covers, element (y, x, k) at addr + y*row +
-    x*pix + k*size: what a MAC or POOL command writes within (unchecked; (addr, addr) when empty)."""
+def box_span(h: int, w: int, c: int, addr: int, row: int, pix: int, dtype) -> tuple[int, int]:
+    """The bytes [first, end) an (h, w, c) box of `dtype` elements covers, element (y, x, k) at
+    addr + y*row + x*pix + k*size (unchecked; (addr, addr) when empty): a MAC's or POOL's output
+    box, a POOL's input box, or a run of c elements (h = w = 1)."""
     if not (h and w and c):
         return addr, addr
     return addr, addr + (h - 1) * row + (w - 1) * pix + c * ELEMENT_BYTES.get(dtype, 8)

@@ -37,7 +37,7 @@ from firmware_model.golden import mac_unit
 from firmware_model.errors import GoldenModelError
 from firmware_model.arch.isa import ELEMENT_BYTES, LutMode, OutMode, Sram, Status, decode_param_records
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.memories import Memories, check_range
+from firmware_model.golden.memories import Memories, box_span, check_range
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops import numerics
@@ -99,7 +99,7 @@ def box_range(cfg: NpuConfig, sram: Sram, addr: int, row: int, pix: int, h: int,
     size = ELEMENT_BYTES[dtype]
     if addr % size or (h > 1 and row % size) or (w > 1 and pix % size):
         raise GoldenModelError(f"{misaligned} are not multiples of the {size}-byte element", Status.ADDRESS_RANGE)
-    lo, hi = addr, addr + (h - 1) * row + (w - 1) * pix + c * size
+    lo, hi = box_span(h, w, c, addr, row, pix, dtype)
     check_range(cfg, sram, lo, hi, what)
     return lo, hi
 
@@ -136,7 +136,7 @@ def run_range(cfg: NpuConfig, addr: int, count: int, dtype: DType, what: str) ->
     if addr % size:
         raise GoldenModelError(f"{what}: output addresses are not multiples of the {size}-byte element",
                                Status.ADDRESS_RANGE)
-    lo, hi = addr, addr + count * size
+    lo, hi = box_span(1, 1, count, addr, 0, 0, dtype)
     check_range(cfg, Sram.OUTPUT, lo, hi, what)
     return lo, hi
 

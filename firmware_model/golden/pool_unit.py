@@ -78,13 +78,8 @@ class PoolPlan:
     elements: int
     taps: int
 
-    in_sram: Sram = Sram.INPUT              # where the input box is read (IFM_SRAM: INPUT or OUTPUT)
-
-    @property
-    def in_key(self) -> str:
-        """The input box's key in `regions`: "input", or "i_output" when it is read from the
-        output SRAM (the result's range is "output")."""
-        return "input" if self.in_sram == Sram.INPUT else "i_output"
+    # where the input box is read (IFM_SRAM: INPUT, or OUTPUT: its range is "i_output" in `regions`)
+    in_sram: Sram = Sram.INPUT
 
     @property
     def reads(self) -> list[tuple[str, tuple[int, int]]]:

@@ -26,6 +26,7 @@ from firmware_model.arch.isa import EltMode, EltOp, Opcode, OutMode, PoolMode, R
 from firmware_model.arch.program import Placement, Program
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.command_plan import transfer_touches_unit
+from firmware_model.golden.memories import box_span
 from firmware_model.tosa_ops.dtypes import DType
 
 ALIGN = 64
@@ -348,19 +349,11 @@ def eltwise_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, lis
     return ev.NPU, out
 
 
-def _from_output(mem, regs: dict, loads: dict, out_rng: tuple[int, int], side: str) -> None:
-    """Turn an ELTWISE command into one that reads operand `side` ("A" or "B") from the output
-    SRAM (A_FROM_OUTPUT, B_FROM_OUTPUT): its bytes are loaded there, past the results (or before
-    them) and apart from an operand already moved, at the same offset in a 64-byte block (the
-    vector path's lanes depend on the address's alignment). Left as it is when the output SRAM
-    has no room beside the results."""
-    r = Registers(regs)
-    mode = EltMode(r.elt_mode)
-    scalar, flag = EltMode[f"{side}_SCALAR"], EltMode[f"{side}_FROM_OUTPUT"]
-    addr_reg, dtype_reg = Reg[f"ELT_{side}_ADDR"], Reg[f"ELT_{side}_DTYPE"]
-    src = Sram.INPUT if side == "A" else Sram.WEIGHT
-    n = 1 if scalar in mode else r.elt_count
-    a0, nbytes = regs[int(addr_reg)], n * DType(regs[int(dtype_reg)]).size_bytes
+def _to_output_sram(mem, loads: dict, out_rng: tuple[int, int], src: Sram, a0: int, nbytes: int) -> int | None:
+    """Copy bytes [a0, a0 + nbytes) of SRAM `src` into the output SRAM's load image, past the
+    results `out_rng` (or before them) and apart from what the image already holds, at the same
+    offset in a 64-byte block (the vector paths' lanes depend on the address's alignment): their
+    address there, or None when the output SRAM has no room beside them."""
     size = len(mem.sram[Sram.OUTPUT])
     image, span = loads.get(Sram.OUTPUT, (np.zeros(size, np.uint8), None))
     taken = [out_rng] + ([span] if span is not None else [])
@@ -371,11 +364,27 @@ def _from_output(mem, regs: dict, loads: dict, out_rng: tuple[int, int], side: s
         if base >= 0 and at + nbytes <= size and all(at + nbytes <= a or at >= b for a, b in taken):
             break
     else:
-        return
+        return None
     image[at:at + nbytes] = mem.sram[src][a0:a0 + nbytes]
     loads[Sram.OUTPUT] = (image, (at, at + nbytes) if span is None else (min(at, span[0]), max(at + nbytes, span[1])))
-    regs[int(addr_reg)] = at
-    regs[int(Reg.ELT_MODE)] = int(mode | flag)
+    return at
+
+
+def _from_output(mem, regs: dict, loads: dict, out_rng: tuple[int, int], side: str) -> None:
+    """Turn an ELTWISE command into one that reads operand `side` ("A" or "B") from the output
+    SRAM (A_FROM_OUTPUT, B_FROM_OUTPUT), its bytes moved there (_to_output_sram); left as it is
+    when there is no room."""
+    r = Registers(regs)
+    mode = EltMode(r.elt_mode)
+    scalar, flag = EltMode[f"{side}_SCALAR"], EltMode[f"{side}_FROM_OUTPUT"]
+    addr_reg, dtype_reg = Reg[f"ELT_{side}_ADDR"], Reg[f"ELT_{side}_DTYPE"]
+    n = 1 if scalar in mode else r.elt_count
+    a0 = regs[int(addr_reg)]
+    at = _to_output_sram(mem, loads, out_rng, Sram.INPUT if side == "A" else Sram.WEIGHT, a0,
+                         n * DType(regs[int(dtype_reg)]).size_bytes)
+    if at is not None:
+        regs[int(addr_reg)] = at
+        regs[int(Reg.ELT_MODE)] = int(mode | flag)
 
 
 def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[TileSpec]]:
@@ -404,40 +413,28 @@ def pool_tiles(rng, n: int, *, corners: bool = False) -> tuple[NpuConfig, list[T
     for k in range(len(commands) if commands else n + 1):
         c = commands[k] if commands else pv.random_command(rng, mem, f"program {k}") if k < n else directed()
         r = Registers(c.regs)
-        size = DType(r.ofm_dtype).size_bytes
-        end = r.ofm_addr + (r.ofm_h - 1) * r.ofm_row_stride + (r.ofm_w - 1) * r.ofm_pix_stride + r.ofm_c * size
+        out_rng = box_span(r.ofm_h, r.ofm_w, r.ofm_c, r.ofm_addr, r.ofm_row_stride, r.ofm_pix_stride, r.ofm_dtype)
         regs = dict(c.regs)
         regs[int(Reg.IFM_SRAM)] = int(Sram.INPUT)          # every tile says where its box is
         loads = _whole(mem, (Sram.INPUT, Sram.PARAM, Sram.LUT))
         if not corners and k % 3 == 2:
-            _pool_box_from_output(mem, regs, loads, (r.ofm_addr, end))
-        out.append(TileSpec(Opcode.POOL, int(c.mode), regs, loads, (r.ofm_addr, end),
-                            fill=int(rng.integers(0, 256))))
+            _pool_box_from_output(mem, regs, loads, out_rng)
+        out.append(TileSpec(Opcode.POOL, int(c.mode), regs, loads, out_rng, fill=int(rng.integers(0, 256))))
     return pv.NPU, out
 
 
 def _pool_box_from_output(mem, regs: dict, loads: dict, out_rng: tuple[int, int]) -> None:
     """Turn a POOL command into one that reads its input box from the output SRAM (IFM_SRAM
-    OUTPUT): the box's bytes are loaded there past the results (or before them), at the same
-    offset in a 64-byte block. Left as it is when the output SRAM has no room beside them."""
+    OUTPUT), its bytes moved there (_to_output_sram); left as it is when there is no room."""
     r = Registers(regs)
-    ih, iw, oc = r.pool_in_h, r.pool_in_w, r.ofm_c
-    if not (ih and iw and oc):
+    if not (r.pool_in_h and r.pool_in_w and r.ofm_c):
         return
-    a0 = r.ifm_addr
-    nbytes = (ih - 1) * r.ifm_row_stride + (iw - 1) * r.ifm_pix_stride + oc * DType(r.ifm_dtype).size_bytes
-    size = len(mem.sram[Sram.OUTPUT])
-    for base in (-(-out_rng[1] // 64) * 64, (out_rng[0] - nbytes - 64) // 64 * 64):
-        at = base + a0 % 64
-        if base >= 0 and at + nbytes <= size and (at + nbytes <= out_rng[0] or at >= out_rng[1]):
-            break
-    else:
-        return
-    image = np.zeros(size, np.uint8)
-    image[at:at + nbytes] = mem.sram[Sram.INPUT][a0:a0 + nbytes]
-    loads[Sram.OUTPUT] = (image, (at, at + nbytes))
-    regs[int(Reg.IFM_ADDR)] = at
-    regs[int(Reg.IFM_SRAM)] = int(Sram.OUTPUT)
+    lo, hi = box_span(r.pool_in_h, r.pool_in_w, r.ofm_c, r.ifm_addr, r.ifm_row_stride, r.ifm_pix_stride,
+                      r.ifm_dtype)
+    at = _to_output_sram(mem, loads, out_rng, Sram.INPUT, lo, hi - lo)
+    if at is not None:
+        regs[int(Reg.IFM_ADDR)] = at
+        regs[int(Reg.IFM_SRAM)] = int(Sram.OUTPUT)
 
 
 def var_program(cfg, steps, source: str, ext_used: int = 128):

@@ -464,7 +464,8 @@ def test_a_pool_reads_its_input_box_from_the_output_sram(fast, small):
     integers, and the numpy one), the box's bytes counted as output-SRAM bytes read; a box over
     the results, or past the output SRAM, is refused."""
     from firmware_model.golden.command_plan import unit_ranges
-    from firmware_model.golden.pool_unit import pool_plan, prepare_pool
+    from firmware_model.arch.registers import Registers
+    from firmware_model.golden.pool_unit import _small, pool_plan, prepare_pool
     from firmware_model.arch.isa import Opcode
     rng = seeds.rng(11)
     h, w, c = (1, 10, 1) if small else (9, 8, 12)
@@ -485,6 +486,7 @@ def test_a_pool_reads_its_input_box_from_the_output_sram(fast, small):
     regs = {int(k): int(v) for k, v in regs.items()}
     regs.update(stage_regs(I8, clamp=(I8.min, I8.max)))
     plan = pool_plan(CFG, regs, PoolMode.MAX)
+    assert _small(Registers(regs), plan) == small      # the form each case means to run
     if fast:
         prepare_pool(CFG, regs, PoolMode.MAX, plan)(mem)
     else:
