@@ -93,7 +93,7 @@ class MacArray(wiring.Component):
     """rows x cols MACs and `depth` accumulator words of rows int48 lanes."""
 
     def __init__(self, rows: int, cols: int, depth: int, output_port: bool = False, prefetch: bool = False,
-                 window: bool = False):
+                 window: bool = False, lane_pairs: bool = False):
         if cols < 2 or cols & (cols - 1):
             raise ValueError(f"cols = {cols}: the MAC array needs a power of two >= 2 (int16 lane pairs)")
         if not 1 <= rows <= 64 or cols > 64:
@@ -102,8 +102,17 @@ class MacArray(wiring.Component):
         self.output_port = output_port
         self.prefetch = prefetch
         self.window = window
-        # The accumulator SRAM (a bench may load or read it by backdoor).
-        self.acc_mem = memory.Memory(shape=unsigned(ACC_BITS * rows), depth=depth, init=[])
+        self.lane_pairs = lane_pairs
+        if lane_pairs and (not window or depth % 2 or cols < 4):
+            raise ValueError("lane pairs take the window mode's second word, an even accumulator depth and "
+                             "at least 4 columns")
+        # The accumulator SRAM (a bench may load or read it by backdoor). With lane pairs a word
+        # holds two pixels' accumulators (pixel a in half a % 2 of word a // 2), written a pixel
+        # (a granule) at a time or both at once.
+        if lane_pairs:
+            self.acc_mem = memory.Memory(shape=unsigned(2 * ACC_BITS * rows), depth=depth // 2, init=[])
+        else:
+            self.acc_mem = memory.Memory(shape=unsigned(ACC_BITS * rows), depth=depth, init=[])
         members = {
             "w": In(stream.Signature(weight_row_layout(rows, cols))),
             "x": In(stream.Signature(vector_layout(cols, depth))),
@@ -139,6 +148,11 @@ class MacArray(wiring.Component):
             # DEPTHWISE, a clock with two words: `x2_data` (the next pixel's word, the newer) shifts
             # in at lane 0 and the `x` word at lane 1, the older words moving up two lanes
             members["win_double"] = In(1)
+        if lane_pairs:
+            # MacMode.CONV2D_LANE_PAIRS, valid with `x`: the beat takes two output pixels, acc (even)
+            # from the low lanes of `x` and acc + 1 from the low lanes of `x2_data`, which the upper
+            # half of the lanes multiplies (each half of a row's tree sums its own pixel)
+            members["lane_pair"] = In(1)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -180,18 +194,31 @@ class MacArray(wiring.Component):
             m.d.comb += xc.eq(Mux(x.int16, int16_factor, byte.as_signed() - x.zp))
             xs.append(xc)
         # per row: the broadcast word's factors, or (window mode, dw) the window's channel r
-        row_xs = [xs] * rows
+        if self.window:
+            # the second word's factors (int8 only: the window modes and lane pairs take int8 inputs)
+            x2s = []
+            for c in range(cols):
+                f2 = Signal(signed(10), name=f"x2_{c}")
+                m.d.comb += f2.eq(self.x2_data[c].as_signed() - x.zp)
+                x2s.append(f2)
+        # the factors every row multiplies outside the window mode
+        bxs = list(xs)
+        if self.lane_pairs:
+            # a lane-paired beat: the upper half of the lanes takes the second word's low half
+            for c in range(cols // 2, cols):
+                bxs[c] = Signal(signed(10), name=f"xp_{c}")
+                m.d.comb += bxs[c].eq(Mux(self.lane_pair, x2s[c - cols // 2], xs[c]))
+        row_xs = [bxs] * rows
         if self.window:
             win = [[Signal(signed(10), name=f"win_{l}_{c}") for c in range(cols)] for l in range(cols)]
             view = [[Signal(signed(10), name=f"wview_{l}_{c}") for c in range(cols)] for l in range(cols)]
             # the groups of DEPTHWISE_PAIRED and _TRIPLE (isa.depthwise_group_lanes)
             half, third = depthwise_group_lanes(cols, 2), depthwise_group_lanes(cols, 3)
-            # the second and third words' factors (int8 only: the window modes take int8 inputs)
-            x2s, x3s = [], []
+            # the third word's factors
+            x3s = []
             for c in range(cols):
-                f2, f3 = Signal(signed(10), name=f"x2_{c}"), Signal(signed(10), name=f"x3_{c}")
-                m.d.comb += [f2.eq(self.x2_data[c].as_signed() - x.zp), f3.eq(self.x3_data[c].as_signed() - x.zp)]
-                x2s.append(f2)
+                f3 = Signal(signed(10), name=f"x3_{c}")
+                m.d.comb += f3.eq(self.x3_data[c].as_signed() - x.zp)
                 x3s.append(f3)
             for lane in range(cols):
                 if lane == 0:
@@ -224,7 +251,7 @@ class MacArray(wiring.Component):
                 per_lane = []
                 for lane in range(cols):
                     f = Signal(signed(10), name=f"xr_{r}_{lane}")
-                    m.d.comb += f.eq(Mux(self.dw, view[lane][r % cols], xs[lane]))
+                    m.d.comb += f.eq(Mux(self.dw, view[lane][r % cols], bxs[lane]))
                     per_lane.append(f)
                 row_xs.append(per_lane)
 
@@ -233,14 +260,32 @@ class MacArray(wiring.Component):
         # write stage, which otherwise holds only the accumulator add: it balances the two stages.
         even_sums = [Signal(signed(SUM_BITS), name=f"even_{r}") for r in range(rows)]
         odd_sums = [Signal(signed(SUM_BITS), name=f"odd_{r}") for r in range(rows)]
+        low_sums = []           # lane pairs: per row, the lower half of the lanes' sum
         for r in range(rows):
             prods = []
             for c in range(cols):
                 prod = Signal(signed(PRODUCT_BITS), name=f"p_{r}_{c}")
                 m.d.comb += prod.eq(row_xs[r][c] * weights[r][c])
                 prods.append(prod)
-            even = self._tree(m, prods[0::2], f"e_{r}")
-            odd = self._tree(m, prods[1::2], f"o_{r}")
+            if self.lane_pairs:
+                # each tree's top node adds its two halves (the lanes below cols/2, the rest): the
+                # lower half's sum is registered too, for a lane-paired beat's even pixel (the odd
+                # one takes the rest)
+                h = cols // 2
+                tops = []
+                for name, tree_lanes in (("e", prods[0::2]), ("o", prods[1::2])):
+                    lo = self._tree(m, tree_lanes[:h // 2], f"{name}l_{r}")
+                    hi = self._tree(m, tree_lanes[h // 2:], f"{name}h_{r}")
+                    top = Signal(signed(PRODUCT_BITS + (cols // 2 - 1).bit_length()), name=f"{name}_{r}")
+                    m.d.comb += top.eq(lo + hi)
+                    tops.append((top, lo))
+                (even, even_lo), (odd, odd_lo) = tops
+                low = Signal(signed(SUM_BITS), name=f"low_{r}")
+                m.d.sync += low.eq(even_lo + odd_lo)
+                low_sums.append(low)
+            else:
+                even = self._tree(m, prods[0::2], f"e_{r}")
+                odd = self._tree(m, prods[1::2], f"o_{r}")
             m.d.sync += [even_sums[r].eq(even), odd_sums[r].eq(odd)]
 
         # ---- accumulators: read in the beat's clock, written one clock later ----
@@ -252,7 +297,13 @@ class MacArray(wiring.Component):
         s1_first = Signal()
         s1_int16 = Signal()
         m.d.sync += [s1_valid.eq(self.x.valid), s1_acc.eq(x.acc), s1_first.eq(x.first), s1_int16.eq(x.int16)]
-        m.d.comb += acc_rd.addr.eq(Mux(self.x.valid, x.acc, self.rd_addr))
+        rd_pixel = Signal.like(x.acc)
+        m.d.comb += rd_pixel.eq(Mux(self.x.valid, x.acc, self.rd_addr))
+        if self.lane_pairs:
+            self._paired_accumulators(m, acc_rd, acc_wr, rd_pixel, s1_valid, s1_acc, s1_first, low_sums,
+                                      even_sums, odd_sums)
+            return m
+        m.d.comb += acc_rd.addr.eq(rd_pixel)
         lanes = []
         for r in range(rows):
             old = acc_rd.data[ACC_BITS * r:ACC_BITS * (r + 1)].as_signed()
@@ -269,6 +320,52 @@ class MacArray(wiring.Component):
             self.busy.eq(s1_valid),
         ]
         return m
+
+    def _paired_accumulators(self, m, acc_rd, acc_wr, rd_pixel, s1_valid, s1_acc, s1_first, low_sums,
+                             even_sums, odd_sums):
+        """The accumulators of a lane-pairs array: word a // 2 holds pixel a in half a % 2. A beat
+        reads the word of its pixel and writes it back whole one clock later (the read port is
+        transparent to the write: a beat on the other pixel of the word in the next clock sees
+        it): its pixel's half with the row's sum, or for a lane-paired beat (acc even) the even
+        pixel with the lower half of the lanes' sum and the odd pixel with the rest; the other
+        half as it was. A read for the output stage takes its pixel's half a clock later."""
+        rows, width = self.rows, ACC_BITS * self.rows
+        x = self.x.payload
+        s1_pair = Signal()
+        s1_pair_first = Signal()     # the lane-paired beat's odd pixel starts its sum
+        m.d.sync += [s1_pair.eq(self.lane_pair), s1_pair_first.eq(self.lane_pair & x.first)]
+        m.d.comb += acc_rd.addr.eq(rd_pixel >> 1)
+        s1_int16 = Signal()
+        m.d.sync += s1_int16.eq(x.int16)
+        word = [acc_rd.data[:width], acc_rd.data[width:]]
+        odd_pixel = s1_acc[0]
+        halves = ([], [])
+        for r in range(rows):
+            old_even = word[0][ACC_BITS * r:ACC_BITS * (r + 1)].as_signed()
+            old_odd = word[1][ACC_BITS * r:ACC_BITS * (r + 1)].as_signed()
+            e, o = even_sums[r], odd_sums[r]
+            whole = Mux(s1_int16, e + (o << 8), e + o)
+            mine = Mux(odd_pixel, old_odd, old_even)
+            new = Signal(ACC_BITS, name=f"acc_new_{r}")      # (a signal: both halves take it)
+            m.d.comb += new.eq(Mux(s1_first, 0, mine) + Mux(s1_pair, low_sums[r], whole))
+            paired_odd = (Mux(s1_pair_first, 0, old_odd) + (e + o - low_sums[r]))[:ACC_BITS]
+            halves[0].append(Mux(odd_pixel, old_even, new)[:ACC_BITS])
+            halves[1].append(Mux(s1_pair, paired_odd, Mux(odd_pixel, new, old_odd))[:ACC_BITS])
+        rd_half = Signal()
+        m.d.sync += rd_half.eq(rd_pixel[0])
+        m.d.comb += [
+            acc_wr.addr.eq(s1_acc >> 1),
+            acc_wr.data.eq(Cat(*halves[0], *halves[1])),
+            acc_wr.en.eq(s1_valid),
+            self.rd_data.eq(Mux(rd_half, word[1], word[0])),
+            self.busy.eq(s1_valid),
+        ]
+        if self.output_port:
+            out_rd = self.acc_mem.read_port()
+            out_half = Signal()
+            m.d.sync += out_half.eq(self.out_addr[0])
+            m.d.comb += [out_rd.addr.eq(self.out_addr >> 1),
+                         self.out_data.eq(Mux(out_half, out_rd.data[width:], out_rd.data[:width]))]
 
     @staticmethod
     def _tree(m: Module, level: list, prefix: str):

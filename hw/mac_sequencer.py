@@ -118,7 +118,8 @@ class MacSequencer(wiring.Component):
         op = SimpleNamespace(**{name: Signal(32, name=f"op_{name}") for name in LATCHED})
 
         # The MAC array holds the accumulator SRAM (acc_depth words of R int48 lanes).
-        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth, output_port=True, prefetch=True, window=True)
+        m.submodules.mac_array = mac = MacArray(R, L, cfg.acc_depth, output_port=True, prefetch=True, window=True,
+                                                lane_pairs=True)
         half = cfg.acc_depth // 2
 
         # ---- operation parameters, latched at SETUP/CHECK ----
@@ -136,6 +137,8 @@ class MacSequencer(wiring.Component):
         dwm = Signal()              # a MacMode.DEPTHWISE mode (_PAIRED, _TRIPLE too): the array's window mode
         pair = Signal()             # DEPTHWISE_PAIRED: two kernel rows a step
         triple = Signal()           # DEPTHWISE_TRIPLE: three kernel rows a step
+        lp_mode = Signal()          # CONV2D_LANE_PAIRS: the last input-channel block's steps pair pixels
+        lp_step = Signal()          # ... and the step streaming is one: two output pixels a beat
         ky_adv = Signal(32)         # input words from a step's first kernel row to the next step's
         second = Signal()           # the step streaming has a second kernel row (paired, triple)
         third_row = Signal()        # ... and a third (triple)
@@ -232,6 +235,8 @@ class MacSequencer(wiring.Component):
         s1_p = Signal(range(cfg.acc_depth))
         s1_first = Signal()
         m.d.sync += s1_valid.eq(0)
+        s1_lp = Signal()
+        m.d.comb += mac.lane_pair.eq(s1_lp)
         m.d.comb += [mac.x.valid.eq(s1_valid), mac.x.payload.acc.eq(s1_p), mac.x.payload.first.eq(s1_first)]
 
         # ---- output pipeline: lane select (OUT_LANE) -> bias add (stage B) -> rescale -> write ----
@@ -296,8 +301,10 @@ class MacSequencer(wiring.Component):
         oe_gated = Signal()         # the engine started early: a pixel waits for its last beat
         avail = Signal(32)          # pixels the block's last step has accumulated (readable)
         last_beat = Signal()        # the array's beat of the last step, one clock later
+        last_pair = Signal()        # ... a lane-paired one: two pixels
         s1_last = Signal()          # the beat's read was its block's last step's
-        m.d.sync += [last_beat.eq(mac.x.valid & s1_last), avail.eq(avail + last_beat)]
+        m.d.sync += [last_beat.eq(mac.x.valid & s1_last), last_pair.eq(s1_lp),
+                     avail.eq(avail + Mux(last_beat, Mux(last_pair, 2, 1), 0))]
         v_issue = Signal()                       # the clock a pixel's accumulator read is issued
         v_addr = Signal(32)
         v_words = Signal(16)
@@ -388,6 +395,7 @@ class MacSequencer(wiring.Component):
         m.d.comb += [ky_inc.eq(Mux(triple, 3, Mux(pair, 2, 1))), second.eq((pair | triple) & (ky + 1 < op.kernel_h)),
                      third_row.eq(triple & (ky + 2 < op.kernel_h))]
         m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= n_kx) & (ky + ky_inc >= op.kernel_h)))
+        m.d.comb += lp_step.eq(lp_mode & (icb + 1 >= op.ifm_cblocks))
         # The step after this one (when has_next): its indices, bases and span left, for NEXT_STEP
         # and for the stream that runs straight on into it (STREAM's step change).
         nx_icb, nx_kx, nx_ky = Signal(32), Signal(32), Signal(32)
@@ -426,7 +434,8 @@ class MacSequencer(wiring.Component):
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
         m.d.comb += [self.ifm_addr.eq(pix_ptr),
-                     self.ifm_addr2.eq(pix_ptr + Mux(second, ky_step, Mux(two, pix_words, 0))),
+                     # (a lane-paired step: the next pixel's word)
+                     self.ifm_addr2.eq(pix_ptr + Mux(lp_step, pix_step, Mux(second, ky_step, Mux(two, pix_words, 0)))),
                      self.ifm_addr3.eq(pix_ptr + Mux(third_row, ky_step << 1, 0)), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
@@ -461,6 +470,7 @@ class MacSequencer(wiring.Component):
                                     | (mode == MacMode.DEPTHWISE_TRIPLE)),
                              pair.eq(mode == MacMode.DEPTHWISE_PAIRED),
                              triple.eq(mode == MacMode.DEPTHWISE_TRIPLE),
+                             lp_mode.eq(mode == MacMode.CONV2D_LANE_PAIRS),
                              span.eq(((regs.kernel_w[:24] - 1) * regs.dilation_w[:24] + 1)[:32])]
                 m.next = "CHECK"
             with m.State("CHECK"):
@@ -516,7 +526,7 @@ class MacSequencer(wiring.Component):
                 beat = Signal()
                 m.d.comb += beat.eq(~dwm | (need == 1) | (two & (need == 2)))
                 m.d.sync += [s1_valid.eq(beat), s1_shift.eq(dwm), s1_two.eq(two), s1_p.eq(p + Mux(acc_half, half, 0)),
-                             s1_first.eq(first_step), s1_last.eq(last_stream)]
+                             s1_first.eq(first_step), s1_last.eq(last_stream), s1_lp.eq(lp_step)]
                 # the ports' words: port 1 at (row_y, col_x); port 2 the next column (two words)
                 # or the next kernel row; port 3 the row after that
                 m.d.sync += [s1_pad[0].eq(dwm & ~holds_pixel(row_y, col_x)),
@@ -527,8 +537,9 @@ class MacSequencer(wiring.Component):
                     m.d.sync += [need.eq(need - Mux(two, 2, 1)), pix_ptr.eq(pix_ptr + Mux(two, pix_words << 1, pix_words)),
                                  col_x.eq(col_x + two + 1)]
                 with m.Else():
-                    m.d.sync += [p.eq(p + 1), need.eq(op.stride_w)]
-                    last_x = ox + 1 == op.ofm_w
+                    # (a lane-paired step: pixels p and p + 1 of a row, OFM_W even)
+                    m.d.sync += [p.eq(p + 1 + lp_step), need.eq(op.stride_w)]
+                    last_x = ox + 1 + lp_step == op.ofm_w
                     with m.If(last_x):
                         m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
                                      pix_ptr.eq(row_ptr + row_step), need.eq(win_len),
@@ -551,8 +562,9 @@ class MacSequencer(wiring.Component):
                                 m.d.sync += drain.eq(0)
                                 m.next = "STREAM_TAIL"
                     with m.Else():
-                        m.d.sync += [ox.eq(ox + 1),
-                                     pix_ptr.eq(pix_ptr + Mux(dwm, Mux(two, pix_words << 1, pix_words), pix_step)),
+                        m.d.sync += [ox.eq(ox + 1 + lp_step),
+                                     pix_ptr.eq(pix_ptr + Mux(dwm, Mux(two, pix_words << 1, pix_words),
+                                                              Mux(lp_step, pix_step << 1, pix_step))),
                                      col_x.eq(col_x + two + 1)]
             with m.State("STREAM_TAIL"):
                 # two clocks: the last pixel's MAC, then its accumulator write

@@ -49,7 +49,8 @@ from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, depthwise_stream_clocks, dma_beats,
                                              dma_busy_cycles,
-                                             element_write_clocks, mac_command_cycles, uses_vector_output)
+                                             conv_streams, element_write_clocks, mac_command_cycles,
+                                             uses_vector_output)
 from firmware_model.arch.isa import PARAM_RECORD_BYTES
 from firmware_model.tosa_ops.dtypes import DType
 
@@ -177,9 +178,17 @@ class NpuConv(NpuOperation):
         fitting = [k for k in DEPTHWISE_ROWS.values() if k == 1 or span <= depthwise_group_lanes(cfg.mac_cols, k)]
         return min(fitting, key=lambda k: (depthwise_kernel_steps(kh, k), k))
 
+    def lane_pairs(self, cfg: NpuConfig) -> bool:
+        """Does the layer run in the MAC array's CONV2D_LANE_PAIRS mode (docs/isa.md): its last
+        input-channel block holds at most mac.cols/2 channels, so each of that block's steps takes
+        two output pixels a beat, one in each half of the lanes? For int8 CONV2D layers with an even
+        output width (the planner then gives every tile an even width)."""
+        return (not self.depthwise and self.ifm_dtype == DType.INT8
+                and _pairs_last_block(cfg.mac_cols, self.in_channels, self.out_shape[2]))
+
     def mac_mode(self, cfg: NpuConfig) -> MacMode:
         if not self.window_mode(cfg):
-            return MacMode.CONV2D
+            return MacMode.CONV2D_LANE_PAIRS if self.lane_pairs(cfg) else MacMode.CONV2D
         return depthwise_mode(self.kernel_rows(cfg))
 
     def mac_steps(self, cfg: NpuConfig) -> int:
@@ -196,7 +205,8 @@ class NpuConv(NpuOperation):
             rows = self.kernel_rows(cfg)
             return depthwise_kernel_steps(kh, rows) * [
                 depthwise_stream_clocks(th, tw, self.stride[1], n, rows) for n in depthwise_passes(cfg, kw, self.dilation[1])]
-        return self.mac_steps(cfg) * [th * tw]
+        return conv_streams(kh, kw, 1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)), th * tw,
+                            self.lane_pairs(cfg))
 
     @property
     def kernel(self) -> tuple[int, int]:
@@ -253,8 +263,9 @@ class NpuConv(NpuOperation):
         if (self.unfold is not None or self.depthwise or self.upsample != (1, 1) or self.dilation != (1, 1)
                 or self.ifm_dtype != DType.INT8 or kw == 1):
             return None
-        plain = kw * ceil_div(C, L)               # reduction steps a kernel row takes as it is
-        whole = ceil_div(kw * C, L)               # ... with all taps in one unfolded pixel
+        # a kernel row's reduction steps, a lane-paired step (CONV2D_LANE_PAIRS) counting half
+        plain = kw * self._block_steps(cfg, C, self.out_shape[2])   # as it is
+        whole = self._block_steps(cfg, kw * C, self.out_shape[2])   # with all taps in one unfolded pixel
         u = L // C
         grouped = ceil_div(kw, u) if u >= 2 else plain      # ... with groups of u taps a word
         if min(whole, grouped) >= plain:
@@ -273,6 +284,11 @@ class NpuConv(NpuOperation):
         width = (OW - 1) * sw + (groups - 1) * u + 1           # unfolded columns the outputs reach
         return NpuConv(weights=w.reshape(OC, kh, groups, u * C), stride=(sh, sw), pad=(pt, pb, 0, 0),
                        dilation=(1, u), in_shape=(n, H, width, u * C), unfold=(u, 1, pl, W, C), **common)
+
+    def _block_steps(self, cfg: NpuConfig, channels: int, out_w: int) -> float:
+        """Reduction steps of one kernel position over `channels` int8 input channels, the last
+        block counting half when it would take lane pairs (lane_pairs)."""
+        return ceil_div(channels, cfg.mac_cols) - (0.5 if _pairs_last_block(cfg.mac_cols, channels, out_w) else 0)
 
     # ---- tiling ----------------------------------------------------------------------------
     def requires(self) -> list:
@@ -363,7 +379,8 @@ class NpuConv(NpuOperation):
                                  vector=uses_vector_output(self.out_dtype, self.stage.lut_mode),
                                  ofm_addr=0, ofm_row_stride=tw * g.out_pix_bytes, ofm_pix_stride=g.out_pix_bytes,
                                  element_bytes=esize, depthwise=self.window_mode(cfg), stride_w=self.stride[1],
-                                 dilation_w=self.dilation[1], kernel_rows=self.kernel_rows(cfg))
+                                 dilation_w=self.dilation[1], kernel_rows=self.kernel_rows(cfg),
+                                 lane_pairs=self.lane_pairs(cfg))
         pix = g.in_bytes // (g.in_h * g.in_w)
         row_bytes = (tc if self.depthwise else self.in_shape[3]) * self.ifm_dtype.size_bytes
         load_in = dma_busy_cycles(cfg, Sram.INPUT, sram_addr=0, len0=row_bytes, len1=g.in_w, len2=g.in_h,
@@ -451,7 +468,7 @@ class NpuConv(NpuOperation):
         for share in (2, 1):
             for tc in channel_options:
                 for th in _extents(oh):
-                    for tw in _extents(ow):
+                    for tw in _extents(ow, even=self.lane_pairs(cfg)):
                         if not self.fits(self.geometry(cfg, th, tw, tc), cfg, share):
                             continue
                         cost, order = self.traffic(cfg, th, tw, tc)
@@ -503,6 +520,9 @@ class NpuConv(NpuOperation):
             w = np.full((n_ocb * R, kh, kw, cb * lanes), self.weight_zp, dtype=np.int8)
             w[:tc, :, :, :wic] = self.weights[c0:c0 + tc]
             w = w.reshape(n_ocb * R, kh, kw, cb, lanes)
+            if self.lane_pairs(cfg):
+                # the last block's upper lanes weigh the odd pixels' words: the lower lanes again
+                w[..., cb - 1, L // 2:] = w[..., cb - 1, :L // 2]
         if lanes < L:   # int16 inputs: a weight row uses its low `lanes` bytes
             w = np.concatenate([w, np.zeros(w.shape[:-1] + (L - lanes,), np.int8)], axis=-1)
         blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
@@ -925,8 +945,18 @@ RAMP_MARGIN = 0.02
 TILE_COMMAND_CLOCKS = 40
 
 
-def _extents(total: int) -> list[int]:
-    """Tile extents that give distinct tile counts (1 tile, 2 tiles, ...)."""
+def _pairs_last_block(cols: int, channels: int, out_w: int) -> bool:
+    """Whether int8 input channels leave their last block of `cols` lanes at most half full, so
+    that CONV2D_LANE_PAIRS can take its steps two pixels a beat (an even output width: every tile's
+    width even; the array pairs lanes from 4 columns up)."""
+    return cols >= 4 and channels - (ceil_div(channels, cols) - 1) * cols <= cols // 2 and out_w % 2 == 0
+
+
+def _extents(total: int, even: bool = False) -> list[int]:
+    """Tile extents that give distinct tile counts (1 tile, 2 tiles, ...); `even`: even extents
+    only, for an even `total` (every tile then even, the last included)."""
+    if even:
+        return sorted({round_up(ceil_div(total, k), 2) for k in range(1, total + 1)}, reverse=True)
     return sorted({ceil_div(total, k) for k in range(1, total + 1)}, reverse=True)
 
 

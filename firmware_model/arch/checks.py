@@ -211,9 +211,10 @@ def _group_span_rule(name: str, mode: MacMode, lanes: str, where: str) -> Rule:
 # ---- MAC (docs/isa.md, "The MAC command"), in the order the checks apply ----
 MAC_RULES: tuple[Rule, ...] = (
     Rule("mode", Status.BAD_MODE,
-         "the mode is CONV2D, DEPTHWISE, MATMUL, DEPTHWISE_PAIRED or DEPTHWISE_TRIPLE", ("sub",),
+         "the mode is CONV2D, DEPTHWISE, MATMUL, DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE or CONV2D_LANE_PAIRS", ("sub",),
          lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.DEPTHWISE, MacMode.MATMUL,
-                                                MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE))),
+                                                MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE,
+                                                MacMode.CONV2D_LANE_PAIRS))),
     Rule("depthwise operands", Status.BAD_MODE,
          "a DEPTHWISE, DEPTHWISE_PAIRED or DEPTHWISE_TRIPLE command takes int8 inputs, one input word per "
          "pixel (IFM_CBLOCKS = 1) and at most min(mac.rows, mac.cols) output channels (row r reads "
@@ -223,6 +224,12 @@ MAC_RULES: tuple[Rule, ...] = (
              r.ifm_dtype != DType.INT8, r.ifm_cblocks != 1, r.ofm_c > min(cfg.mac_rows, cfg.mac_cols)))),
     _group_span_rule("paired span", MacMode.DEPTHWISE_PAIRED, "mac.cols / 2", "each half"),
     _group_span_rule("triple span", MacMode.DEPTHWISE_TRIPLE, "mac.cols // 3", "each third"),
+    Rule("lane pairs", Status.BAD_MODE,
+         "a CONV2D_LANE_PAIRS command takes int8 inputs and an even OFM_W (a beat of its last input-channel "
+         "block takes output pixels two at a time along a row)",
+         ("sub", "IFM_DTYPE", "OFM_W"),
+         lambda x, r, sub, cfg: x.all(sub == MacMode.CONV2D_LANE_PAIRS, x.any(
+             r.ifm_dtype != DType.INT8, x.not_(x.aligned(r.ofm_w, 2))))),
     Rule("input SRAM", Status.BAD_MODE,
          "IFM_SRAM is INPUT or OUTPUT (an earlier command's result read where it was written)", ("IFM_SRAM",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_sram, Sram.INPUT, Sram.OUTPUT))),

@@ -280,7 +280,7 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
                        kernel_w: int, ifm_cblocks: int, write_clocks: int = 1, vector: bool = False,
                        ofm_addr: int = 0, ofm_row_stride: int = 0, ofm_pix_stride: int = 0,
                        element_bytes: int = 1, depthwise: bool = False, stride_w: int = 1,
-                       dilation_w: int = 1, kernel_rows: int = 1) -> int:
+                       dilation_w: int = 1, kernel_rows: int = 1, lane_pairs: bool = False) -> int:
     """Clocks of a MAC command from its start to its done pulse.
 
     Per block of `rows` output channels: the reduction steps (kernel position x input-channel
@@ -299,6 +299,8 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     (depthwise_passes), each streaming its input words (depthwise_stream_clocks) instead of one
     vector per pixel; with `kernel_rows` 2 or 3 (MacMode.DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE) a step
     per that many kernel rows (depthwise_kernel_steps), each row's one pass in its group of lanes.
+    With `lane_pairs` (MacMode.CONV2D_LANE_PAIRS) the steps of the last input-channel block stream
+    two output pixels a beat (conv_streams).
 
     A vector-path command of one block of output channels starts its output engine with the
     block's last step (mac_early_output_cycles): the engine drains each pixel as soon as the last
@@ -311,7 +313,7 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
             depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n, kernel_rows)
             for n in depthwise_passes(cfg, kernel_w, dilation_w)]
     else:
-        streams = kernel_h * kernel_w * ifm_cblocks * [pixels]
+        streams = conv_streams(kernel_h, kernel_w, ifm_cblocks, pixels, lane_pairs)
     n_ocb = -(-ofm_c // rows)
     if not vector:
         return (MAC_FIXED + n_ocb * (mac_block_cycles(cfg, streams) + pixels + MAC_OUTPUT_DRAIN)
@@ -326,11 +328,21 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
             beats = (np.arange(ofm_h, dtype=np.int64)[:, None] * (first + (ofm_w - 1) * step)
                      + (first - 1) + np.arange(ofm_w, dtype=np.int64)[None, :] * step).reshape(-1)
         else:
-            beats = np.arange(pixels, dtype=np.int64)
+            # a lane-paired last step accumulates pixels 2i and 2i+1 with its beat i
+            beats = np.arange(pixels, dtype=np.int64) // (2 if lane_pairs else 1)
         return mac_early_output_cycles(cfg, streams, beats, pixel_words)
     words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
                                     min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]
     return mac_vector_cycles(cfg, pixels, streams, words)
+
+
+def conv_streams(kernel_h: int, kernel_w: int, ifm_cblocks: int, pixels: int, lane_pairs: bool = False) -> list[int]:
+    """Stream clocks of each step of a CONV2D or MATMUL block, in the order (ky, kx, input-channel
+    block): one input vector per output pixel, P; with `lane_pairs` (MacMode.CONV2D_LANE_PAIRS) a
+    step of the last input-channel block takes two pixels a beat, ceil(P / 2) (the rule 'lane
+    pairs' makes OFM_W, so P, even)."""
+    per_position = (ifm_cblocks - 1) * [pixels] + [-(-pixels // 2) if lane_pairs else pixels]
+    return kernel_h * kernel_w * per_position
 
 
 def mac_early_output_cycles(cfg: NpuConfig, streams: list[int], beats: np.ndarray, words: np.ndarray) -> int:

@@ -30,7 +30,7 @@ from firmware_model.arch.fields import FieldTable
 from firmware_model.errors import IsaError
 from firmware_model.tosa_ops.dtypes import DType
 
-ISA_VERSION = 6          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
+ISA_VERSION = 7          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
                          # 3: VAR CHECK and MARK, for variables kept in external memory;
                          # 4: ELTWISE A_FROM_OUTPUT; a queued transfer's latency runs from its push;
                          #    commands that complete at decode chain (one clock each)
@@ -38,6 +38,8 @@ ISA_VERSION = 6          # 2: the DMA runs beside the compute units (docs/isa.md
                          #    (SET, NOP, MARK, DMA_AHEAD transfers); every cycle count moves
                          # 6: ELTWISE B_FROM_OUTPUT; POOL reads IFM_SRAM (its input box from the
                          #    output SRAM with OUTPUT)
+                         # 7: MAC CONV2D_LANE_PAIRS (two output pixels a beat over a half-full
+                         #    last input-channel block)
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command
@@ -116,6 +118,8 @@ class MacMode(enum.IntEnum):
     MATMUL = 2      # a 1x1 convolution whose weights were loaded at run time
     DEPTHWISE_PAIRED = 3   # DEPTHWISE over two kernel rows a step: each half of the lanes a row (docs/isa.md)
     DEPTHWISE_TRIPLE = 4   # DEPTHWISE over three kernel rows a step: each third of the lanes a row
+    CONV2D_LANE_PAIRS = 5  # CONV2D whose last input-channel block's steps take two output pixels a beat,
+                           # each half of the lanes one pixel's word (docs/isa.md)
 
 
 DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE)

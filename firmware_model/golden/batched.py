@@ -53,7 +53,8 @@ from firmware_model.arch.config import ACC_BITS
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Opcode, Reg, Sram,
                                      decode_param_records)
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.mac_unit import accumulate, accumulator_bound, exact_dot, lanes_per_word, record_operands
+from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, exact_dot, lane_pair_weights, lanes_per_word,
+                                           record_operands)
 from firmware_model.golden.eltwise_unit import SMALL_COUNT
 from firmware_model.golden.memories import memory_bytes
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
@@ -262,6 +263,8 @@ class _Group:
         self.in_dtype = np.dtype(np.int8 if L // lanes == 1 else "<i2")
         self.P, self.K, self.oc, self.R, self.L = oh * ow, kh * kw * cb * lanes, oc, R, L
         self.kblocks = kh * kw * cb
+        # CONV2D_LANE_PAIRS: the odd pixels meet other weights than the even ones
+        self.lane_pairs = (sub == MacMode.CONV2D_LANE_PAIRS, kh * kw, cb)
         self.ifm_zp, self.wgt_zp = r.ifm_zp, r.wgt_zp
         self.bound = bound = accumulator_bound(self.K, ifm_dtype, self.ifm_zp, self.wgt_zp)
         self.acc_wraps = bound >= 1 << (ACC_BITS - 1)
@@ -307,6 +310,23 @@ class _Group:
     def sizes(self) -> int:
         return self.x.size + self.w.size + self.p.size
 
+    def _products(self, x: np.ndarray, weights: list[np.ndarray]) -> np.ndarray:
+        """The tiles' sums (G, P', oc) from the input boxes' vectors x (boxes, P', K) and each
+        part's weight matrix."""
+        nx, P, K = x.shape
+        oc = self.oc
+        if self.single:                     # one input box per tile, one weight block: no reordering
+            return exact_dot(x.reshape(-1, K), weights[0]).reshape(nx, P, -1)[:, :, :oc]
+        if self.shared_x:                   # the box's product with every tile's block: (P, G, N) -> (G, P, oc)
+            return exact_dot(x.reshape(-1, K), weights[0]).reshape(P, self.G, -1)[:, :, :oc].transpose(1, 0, 2)
+        N = self.n_ocb * self.R
+        acc = np.empty((self.G, P, oc), dtype=np.int64)
+        for (xis, wset, ts, xpos, wpos), b in zip(self.parts, weights):
+            a = x[xis].reshape(-1, K)
+            sums = exact_dot(a, b).reshape(len(xis), P, len(wset), N)
+            acc[ts] = sums[xpos, :, wpos, :oc]
+        return acc
+
     def run(self, V: np.ndarray, probe) -> None:
         P, K, oc = self.P, self.K, self.oc
         nx = len(self.x)
@@ -314,17 +334,12 @@ class _Group:
         x = V[self.x].view(self.in_dtype).astype(np.float64).reshape(nx, P, K)
         x -= self.ifm_zp
         weights = self._weights(_take(V, self.w_get))
-        if self.single:                     # one input box per tile, one weight block: no reordering
-            acc = exact_dot(x.reshape(-1, K), weights[0]).reshape(nx, P, -1)[:, :, :oc]
-        elif self.shared_x:                 # the box's product with every tile's block: (P, G, N) -> (G, P, oc)
-            acc = exact_dot(x.reshape(-1, K), weights[0]).reshape(P, self.G, -1)[:, :, :oc].transpose(1, 0, 2)
-        else:
-            N = self.n_ocb * self.R
+        if self.lane_pairs[0]:              # the even pixels and the odd ones (mac_unit.lane_pair_dot)
             acc = np.empty((self.G, P, oc), dtype=np.int64)
-            for (xis, wset, ts, xpos, wpos), b in zip(self.parts, weights):
-                a = x[xis].reshape(-1, K)
-                sums = exact_dot(a, b).reshape(len(xis), P, len(wset), N)
-                acc[ts] = sums[xpos, :, wpos, :oc]
+            acc[:, 0::2] = self._products(x[:, 0::2], weights[0])
+            acc[:, 1::2] = self._products(x[:, 1::2], weights[1])
+        else:
+            acc = self._products(x, weights)
         if self.acc_wraps:
             acc = accumulate(0, acc)
         bias, multiplier, shift, ops, bias_fits = self._records(_take(V, self.p_get))
@@ -356,6 +371,10 @@ class _Group:
         w = w.transpose(0, 2, 4, 1, 3).reshape(nw, K, self.n_ocb * R)
         w -= self.wgt_zp
         made = [np.ascontiguousarray(w[wset].transpose(1, 0, 2).reshape(K, -1)) for _, wset, _, _, _ in self.parts]
+        paired, positions, cb = self.lane_pairs
+        if paired:
+            pairs = [lane_pair_weights(m, positions, cb, L) for m in made]
+            made = ([e for e, _ in pairs], [o for _, o in pairs])
         self._w_memo = (key, made)
         return made
 

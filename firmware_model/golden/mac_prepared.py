@@ -46,10 +46,10 @@ from __future__ import annotations
 import numpy as np
 
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, Sram
+from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Sram
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, box_holds_pixel, depthwise_lanes, exact_dot,
-                                           finish_accumulator, lanes_per_word, record_operands)
+                                           finish_accumulator, lane_pair_weights, lanes_per_word, record_operands)
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -203,13 +203,24 @@ def prepare_conv(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     out_dtype = f"<i{esize}"
     dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
     dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
+    lane_pairs = mode == MacMode.CONV2D_LANE_PAIRS
+
     @_last_bytes
-    def weights(raw: np.ndarray) -> np.ndarray:
-        """(K, OFM_C) float64: execute_mac's weight matrix less WGT_ZP, its first OFM_C columns."""
+    def weights(raw: np.ndarray):
+        """(K, OFM_C) float64: execute_mac's weight matrix less WGT_ZP, its first OFM_C columns;
+        CONV2D_LANE_PAIRS: the even and the odd pixels' (mac_unit.lane_pair_weights)."""
         w = raw.reshape(w_shape)[..., :lanes].view(np.int8).astype(np.float64)
         w = np.ascontiguousarray(w.transpose(1, 3, 0, 2).reshape(K, n_ocb * R)[:, :oc])
         w -= wgt_zp
-        return w
+        return lane_pair_weights(w, kh * kw, cb, L) if lane_pairs else w
+
+    def dot(x: np.ndarray, w) -> np.ndarray:
+        if not lane_pairs:
+            return exact_dot(x, w)
+        acc = np.empty((P, oc), dtype=np.int64)
+        acc[0::2] = exact_dot(x[0::2], w[0])
+        acc[1::2] = exact_dot(x[1::2], w[1])
+        return acc
 
     records = _last_bytes(lambda raw: _spread_records(raw, ifm_dtype, stage_plan_, P, oc, bound, acc32_wraps))
 
@@ -218,7 +229,7 @@ def prepare_conv(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
                              strides=in_strides)
         x = vectors.astype(np.float64).reshape(P, K)
         x -= ifm_zp
-        acc = exact_dot(x, weights(mem.sram[Sram.WEIGHT][wa:wb]))             # (P, oc)
+        acc = dot(x, weights(mem.sram[Sram.WEIGHT][wa:wb]))                   # (P, oc)
         if acc_wraps:
             acc = accumulate(0, acc)
         bias, multiplier, shift, ops, fits = records(mem.sram[Sram.PARAM][pa:pb])

@@ -38,8 +38,8 @@ import numpy as np
 
 from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, element_write_clocks, mac_command_cycles,
-                                             uses_vector_output)
+from firmware_model.arch.cycle_model import (conv_streams, depthwise_kernel_steps, depthwise_passes, element_write_clocks,
+                                             mac_command_cycles, uses_vector_output)
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECORD_BYTES, MacMode, Sram,
                                      decode_param_records, depthwise_group_lanes, depthwise_rows)
 from firmware_model.arch.registers import Registers
@@ -194,8 +194,11 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     check_range(cfg, in_sram, lo * L, hi * L, "MAC input")
     depthwise = mode in DEPTHWISE_MODES
     rows = depthwise_rows(mode)
+    lane_pairs = mode == MacMode.CONV2D_LANE_PAIRS
     steps = (depthwise_kernel_steps(kh, rows) * len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise
              else kh * kw * cb)
+    # the array's beats a block takes (a lane-paired step: one a pixel pair)
+    beats = steps * oh * ow if not lane_pairs else sum(conv_streams(kh, kw, cb, oh * ow, True))
     wword0 = r.wgt_addr // L
     n_wwords = n_ocb * steps * R
     check_range(cfg, Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
@@ -215,8 +218,8 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
                                   vector=uses_vector_output(ofm_dtype, r.lut_mode), ofm_addr=r.ofm_addr,
                                   ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
                                   element_bytes=esize, depthwise=depthwise, stride_w=r.stride_w,
-                                  dilation_w=r.dilation_w, kernel_rows=rows),
-        macs=n_ocb * steps * oh * ow * R * lanes_per_word(L, ifm_dtype),
+                                  dilation_w=r.dilation_w, kernel_rows=rows, lane_pairs=lane_pairs),
+        macs=n_ocb * beats * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
                          output=(first, last), lut=stage.lut_range if stage is not None else None,
@@ -263,8 +266,37 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
     w -= r.wgt_zp
 
     # Products are exact; the accumulator lanes hold 48 bits.
-    acc = accumulate(0, exact_dot(x, w))[:, :oc]                               # (P, oc)
+    if mode == MacMode.CONV2D_LANE_PAIRS:
+        acc = lane_pair_dot(x, w, kh * kw, cb, L)
+    else:
+        acc = exact_dot(x, w)
+    acc = accumulate(0, acc)[:, :oc]                                          # (P, oc)
     return _finish_mac(cfg, mem, regs, r, plan, acc, probe)
+
+
+def lane_pair_weights(w: np.ndarray, positions: int, cb: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """The weight matrices of a CONV2D_LANE_PAIRS command (docs/isa.md) for its even and its odd
+    output pixels, from execute_mac's (K, n) matrix, K = positions x cb x cols in the order
+    (kernel position, input-channel block, lane): a step of the last block multiplies the low half
+    of a pixel's word, lanes 0 .. cols/2-1, by weight lanes 0 .. cols/2-1 for an even pixel (raster
+    order in the tile) and by lanes cols/2 .. cols-1 for an odd one; its upper input lanes meet
+    nothing."""
+    h = cols // 2
+    blocks = w.reshape(positions, cb, cols, -1)
+    even, odd = blocks.copy(), blocks.copy()
+    even[:, cb - 1, h:] = 0
+    odd[:, cb - 1, :h] = blocks[:, cb - 1, h:]
+    odd[:, cb - 1, h:] = 0
+    return even.reshape(w.shape), odd.reshape(w.shape)
+
+
+def lane_pair_dot(x: np.ndarray, w: np.ndarray, positions: int, cb: int, cols: int) -> np.ndarray:
+    """exact_dot(x, w) for a CONV2D_LANE_PAIRS command (lane_pair_weights): (P, n) sums."""
+    even, odd = lane_pair_weights(w, positions, cb, cols)
+    acc = np.empty((x.shape[0], w.shape[1]), dtype=np.int64)
+    acc[0::2] = exact_dot(x[0::2], even)
+    acc[1::2] = exact_dot(x[1::2], odd)
+    return acc
 
 
 def depthwise_lanes(cfg: NpuConfig, mode: int, kernel_h: int, kernel_w: int,

@@ -404,7 +404,7 @@ def coverage_sample(p: MacProgram) -> dict:
 
 MUTATIONS = (
     Mutation("acc_bit_stuck", "accumulator write data: lane 0 bit 20 stuck at 1",
-             r"(acc_mem\[acc_wr__addr\] <= )(\{[^;]*\});", r"\1\2 | 48'h000000100000;"),
+             r"(acc_mem\[.*?\] <= )(\{[^;]*\});", r"\1\2 | 48'h000000100000;"),
     Mutation("input_zp_dropped", "the input zero point is not subtracted (every int8 lane)",
              r"(\$signed\(x__payload\[\d+:\d+\]\)) - \$signed\(x__payload\[\d+:\d+\]\)", r"\1",
              count=SMALL[1]),

@@ -304,6 +304,22 @@ def one_step_full_block_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     return directed_tile(cfg, rng, tile_id, accept, f"of one step and {cfg.mac_rows} channels")
 
 
+def lane_paired_tile(cfg: NpuConfig, rng, tile_id: int, blocks: int) -> TileSpec:
+    """A random CONV2D_LANE_PAIRS tile with `blocks` output-channel blocks (one: its output engine
+    starts with the last, lane-paired step and drains pixels two a beat behind it; two: the
+    blocks alternate accumulator halves) over two input-channel blocks (a whole step before each
+    lane-paired one), on the vector output path."""
+    from firmware_model.arch.cycle_model import uses_vector_output
+    from firmware_model.arch.isa import MacMode
+
+    def accept(t) -> bool:
+        regs = t["regs"]
+        return (t["mode"] == MacMode.CONV2D_LANE_PAIRS and regs[int(Reg.IFM_CBLOCKS)] == 2
+                and -(-regs[int(Reg.OFM_C)] // cfg.mac_rows) == blocks
+                and uses_vector_output(regs[int(Reg.OFM_DTYPE)], regs[int(Reg.LUT_MODE)]))
+    return directed_tile(cfg, rng, tile_id, accept, f"in CONV2D_LANE_PAIRS of {blocks} output blocks")
+
+
 # Draws a directed tile may take before its generator gives up (it needs about a hundred).
 DIRECTED_DRAWS = 20_000
 

@@ -166,6 +166,11 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         regs.update({Reg.IFM_PAD_TOP: top, Reg.IFM_PAD_LEFT: left,
                      Reg.IFM_IN_H: int(side.integers(1, ih - top + 2)), Reg.IFM_IN_W: int(side.integers(1, iw - left + 2))})
     regs = {int(k): int(v) for k, v in regs.items()}
+    # Two fifths of the int8 CONV2D tiles with an even OFM_W take lane pairs (CONV2D_LANE_PAIRS: the
+    # last input-channel block's steps two pixels a beat), from a stream of their own.
+    pairs = np.random.default_rng((tile_id, in_addr, w_addr, out_addr, 3))
+    if mode == MacMode.CONV2D and not int16 and ow % 2 == 0 and pairs.random() < 0.4:
+        mode = MacMode.CONV2D_LANE_PAIRS
     before = mem.sram[Sram.OUTPUT].copy()
     result = execute_mac(cfg, mem, regs, mode)
     a, b = result.region.output

@@ -200,7 +200,8 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "dw_pixel_step_uses_stride",
        "a DEPTHWISE stream steps to a pixel's next word by the pixel stride step (STRIDE_W words), "
        "not by one word",
-       r"= dwm? \? \\\$\d+  : (\{ 1'h0, pix_step \});", r"= \g<1>;"),
+       r"(assign (\\\$\d+)  = lp_step \? \\\$\d+  : \{ 1'h0, pix_step \};\n  assign \\\$\d+  = )dwm \? \\\$\d+  : \\\$\d+ ;",
+       r"\g<1>\g<2> ;"),
     _m("mac_sequencer", "dw_two_words_advance_one",
        "a DEPTHWISE clock that reads two words moves the stream on by one word: the next clock reads "
        "the second word again",
@@ -263,7 +264,25 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        "the last step of a KERNEL_H that is no multiple of 3 keeps the third window group's lanes: the "
        "first row's words read again add to the sum",
        r"(assign \\\$\d+  = )third_row \? (\\\$\d+ \[\d+:0\]) : \d+'h0;", r"\g<1>\g<2>;"),
-    # ---- the MAC array's window (DEPTHWISE mode), inside the core ----
+    _m("mac_sequencer", "lane_pair_second_word_not_offset",
+       "a CONV2D_LANE_PAIRS step's second port reads the even pixel's word again, not the next pixel's",
+       r"(assign \\\$\d+  = )lp_step \? pix_step : (\\\$\d+ );", r"\g<1>\g<2>;"),
+    _m("mac_sequencer", "lane_pair_pointer_one_pixel",
+       "a CONV2D_LANE_PAIRS step's input pointer advances one pixel a beat, not two: the pairs read "
+       "the wrong words",
+       r"(assign \\\$\d+  = )lp_step \? \\\$\d+  : (\{ 1'h0, pix_step \});", r"\g<1>\g<2>;"),
+    # ---- the MAC array's window (DEPTHWISE mode) and accumulator pairs, inside the core ----
+    _m("mac_window", "lane_pair_upper_lane_own_word",
+       "in a lane-paired beat, the upper half's first lane multiplies the even pixel's word, not the "
+       "odd pixel's",
+       r"(assign xp_2 = )lane_pair \? x2_0 : (x_2;)", r"\g<1>\g<2>"),
+    _m("mac_window", "lane_pair_writes_one_pixel",
+       "a lane-paired beat writes only the even pixel's accumulators: the odd pixel keeps its old sum "
+       "(every row of the tiny core's 4)",
+       r"(assign \\\$\d+  = )s1_pair \? \{ 1'h0, \\\$\d+ \[47:0\] \} : (\\\$\d+ );", r"\g<1>\g<2>;", count=4),
+    _m("mac_window", "acc_output_half_swapped",
+       "the output engine's accumulator read takes the other pixel of the word (each pair's pixels swapped)",
+       r"(assign out_data = )out_half \?", r"\g<1>~out_half ?"),
     _m("mac_window", "lane1_past_length_kept",
        "window lane 1 of channel 0 is not cleared past the pass length: a stale word adds to the sum",
        r"(assign wview_1_0 = )\\\$\d+  \? (\\\$\d+)  : 10'h000;", r"\g<1>\g<2> ;"),

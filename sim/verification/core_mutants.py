@@ -342,6 +342,9 @@ def core_run(name: str) -> CoreRun:
             tiles.append(rp.triple_depthwise_tile(cfg, rng, len(tiles)))
             # and a CONV2D tile reading its input from the output SRAM
             tiles.append(rp.output_sram_input_tile(cfg, rng, len(tiles)))
+            # and CONV2D_LANE_PAIRS tiles of one output block (the early engine) and of two
+            for blocks in (1, 2):
+                tiles.append(rp.lane_paired_tile(cfg, rng, len(tiles), blocks))
             # and a tile of each window mode with padding on four sides of its input box
             for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE):
                 tiles.append(rp.padded_window_tile(cfg, rng, len(tiles), mode))

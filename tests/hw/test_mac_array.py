@@ -117,6 +117,20 @@ def test_mac_array_back_to_back_amaranth_sim():
     assert got[0, 0] != 0
 
 
+def _word(v) -> list[int]:
+    """A word's bytes as the array's ports take them."""
+    return [int(b) & 0xFF for b in v]
+
+
+async def _load_weight_rows(ctx, dut, w: np.ndarray, wzp: int) -> None:
+    """Weight rows w (rows x cols int8) into the array's active block, one a clock."""
+    for r in range(len(w)):
+        ctx.set(dut.w.payload, {"data": _word(w[r]), "row": r, "zp": wzp, "int16": 0})
+        ctx.set(dut.w.valid, 1)
+        await ctx.tick()
+    ctx.set(dut.w.valid, 0)
+
+
 @pytest.mark.parametrize("rows_a_step", [1, 2, 3], ids=["DEPTHWISE", "PAIRED", "TRIPLE"])
 @pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 8), (6, 4, 8), (16, 16, 8)])
 def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
@@ -171,15 +185,8 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
                 written.add(acc)
     got = {}
 
-    def word(v):
-        return [int(b) & 0xFF for b in v]
-
     async def tb(ctx):
-        for r in range(rows):
-            ctx.set(dut.w.payload, {"data": word(w[r]), "row": r, "zp": wzp, "int16": 0})
-            ctx.set(dut.w.valid, 1)
-            await ctx.tick()
-        ctx.set(dut.w.valid, 0)
+        await _load_weight_rows(ctx, dut, w, wzp)
         ctx.set(dut.dw, 1)
         ctx.set(dut.pair, k == 2)
         ctx.set(dut.triple, k == 3)
@@ -191,9 +198,9 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
             ctx.set(dut.win_shift, words is not None)
             ctx.set(dut.x.valid, acc is not None)
             words = words if words is not None else [np.zeros(cols, dtype=np.int64)] * 3
-            ctx.set(dut.x.payload, {"data": word(words[0]), "zp": zp, "int16": 0, "acc": acc or 0, "first": int(first)})
-            ctx.set(dut.x2_data, word(words[1]))
-            ctx.set(dut.x3_data, word(words[2]))
+            ctx.set(dut.x.payload, {"data": _word(words[0]), "zp": zp, "int16": 0, "acc": acc or 0, "first": int(first)})
+            ctx.set(dut.x2_data, _word(words[1]))
+            ctx.set(dut.x3_data, _word(words[2]))
             await ctx.tick()
         ctx.set(dut.x.valid, 0)
         ctx.set(dut.win_shift, 0)
@@ -211,6 +218,90 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
     assert written, "the script made no beat"
     for a in sorted(written):
         assert got[a] == want[a].tolist(), f"accumulator {a}: {got[a]} != {want[a].tolist()}"
+
+
+@pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 16), (6, 8, 8), (16, 16, 8)])
+def test_mac_array_lane_pairs_amaranth_sim(geometry):
+    """Lane pairs (MacMode.CONV2D_LANE_PAIRS): a `lane_pair` beat at an even accumulator a adds, in
+    every row, the low half of the lanes' products (the `x` word's low half) into a and the upper
+    half's (the low half of `x2_data`, which those lanes take) into a + 1; the other beats, int8 and
+    int16, add the whole row into their own accumulator, at odd addresses too; beats back to back
+    on one accumulator word; some clocks idle. Read back through `rd_addr` and the output port."""
+    from amaranth.sim import Simulator
+
+    from hw.mac_array import MacArray
+
+    rows, cols, depth = geometry
+    h = cols // 2
+    rng = seeds.rng(sum(geometry), "mac array lane pairs")
+    dut = MacArray(rows, cols, depth, output_port=True, window=True, lane_pairs=True)
+    wzp = int(rng.integers(-128, 128))
+    w = rng.integers(-128, 128, (rows, cols))
+    want = np.zeros((depth, rows), dtype=np.int64)
+    written = set()
+    script = []          # (x word, x2 word, zp, int16, acc or None, first, pair)
+    for _ in range(40 * cols):
+        kind = int(rng.integers(0, 6))
+        x1, x2 = rng.integers(-128, 128, cols), rng.integers(-128, 128, cols)
+        zp = int(rng.integers(-128, 128))
+        if kind == 0:                                   # an idle clock
+            script.append((x1, x2, zp, 0, None, 0, 0))
+            continue
+        pair = kind >= 3
+        int16 = kind == 1
+        acc = int(rng.integers(0, depth // 2)) * 2 if pair else int(rng.integers(0, depth))
+        if script and script[-1][4] is not None and rng.integers(0, 3) == 0:
+            acc = script[-1][4] & ~1 if pair else script[-1][4] ^ int(rng.integers(0, 2))   # the same word
+        first = int(rng.integers(0, 4) == 0 or (acc not in written) or (pair and acc + 1 not in written))
+        if int16:
+            # the block was loaded as int8 rows: lane 2i's low byte meets weight 2i, the high byte
+            # (signed, shifted by 8) weight 2i + 1
+            zp = 0
+            b = x1.astype(np.uint8).astype(np.int64)
+            low, high = b[0::2], np.where(b[1::2] >= 128, b[1::2] - 256, b[1::2])
+            sums = ((low[None, :] * (w[:, 0::2] - wzp)).sum(axis=1)
+                    + 256 * (high[None, :] * (w[:, 1::2] - wzp)).sum(axis=1))
+        else:
+            sums = ((x1 - zp)[None, :] * (w - wzp)).sum(axis=1)
+        if pair:
+            lo = ((x1[:h] - zp)[None, :] * (w[:, :h] - wzp)).sum(axis=1)
+            hi = ((x2[:h] - zp)[None, :] * (w[:, h:] - wzp)).sum(axis=1)
+            for a, v in ((acc, lo), (acc + 1, hi)):
+                want[a] = v if first else want[a] + v
+                written.add(a)
+        else:
+            want[acc] = sums if first else want[acc] + sums
+            written.add(acc)
+        script.append((x1, x2, zp, int(int16), acc, first, int(pair)))
+    got, got_out = {}, {}
+
+    async def tb(ctx):
+        await _load_weight_rows(ctx, dut, w, wzp)
+        for x1, x2, zp, int16, acc, first, pair in script:
+            ctx.set(dut.x.valid, acc is not None)
+            ctx.set(dut.x.payload, {"data": _word(x1), "zp": zp, "int16": int16, "acc": acc or 0, "first": first})
+            ctx.set(dut.x2_data, _word(x2))
+            ctx.set(dut.lane_pair, pair)
+            await ctx.tick()
+        ctx.set(dut.x.valid, 0)
+        await ctx.tick()
+        await ctx.tick()
+        for a in sorted(written):
+            ctx.set(dut.rd_addr, a)
+            ctx.set(dut.out_addr, a)
+            await ctx.tick()
+            v, o = ctx.get(dut.rd_data), ctx.get(dut.out_data)
+            got[a] = [int(v[r]) for r in range(rows)]
+            got_out[a] = [int(o[r]) for r in range(rows)]
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert any(s[6] for s in script) and any(s[4] is not None and not s[6] for s in script)
+    for a in sorted(written):
+        assert got[a] == want[a].tolist(), f"accumulator {a}: {got[a]} != {want[a].tolist()}"
+        assert got_out[a] == want[a].tolist(), f"accumulator {a} (output port)"
 
 
 # ---------------------------------------------------------------------------------------------

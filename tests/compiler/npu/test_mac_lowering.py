@@ -149,6 +149,51 @@ def test_conv2d_on_the_mac_array(tmp_path, seed):
     check_on_configs(tmp_path, mlir, (1, H, W, C), rng)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_lane_paired_conv2d_on_the_mac_array(tmp_path, seed, monkeypatch):
+    """A convolution whose last input-channel block fills at most half the lanes runs in
+    CONV2D_LANE_PAIRS (two output pixels a beat in that block's steps, docs/isa.md) when its output
+    width is even, on default or large: one block of more than a third of the lanes under kernels
+    up to 3x3 (a width unfold would take as many steps), or two or three blocks under a 1xKH
+    kernel (none to unfold); strides and dilations, images that tile (every tile's width even);
+    bit-exact against Arm's model; the array spends fewer lane slots than the same layer without
+    lane pairs, in no more MAC cycles (fewer where the accumulation, not the output engine's one
+    pixel a clock, bounds a command)."""
+    from compiler.npu import conv as conv_lowering
+
+    rng = seeds.rng(250 + seed)
+    cfg = load_config(("default", "large")[seed % 2])
+    L = cfg.mac_cols
+    blocks = int(rng.integers(0, 3))
+    while True:
+        (H, W), kernel, stride, dilation, pad = random_geometry(rng)
+        if blocks:
+            kernel, dilation, pad = (kernel[0], 1), (dilation[0], 1), pad[:2] + [0, 0]
+            if (H - 1 + pad[0] + pad[1] - (kernel[0] - 1) * dilation[0]) % stride[0]:
+                continue
+        OW = (W + pad[2] + pad[3] - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1
+        if OW % 2 == 0 and (W + pad[2] + pad[3] - (kernel[1] - 1) * dilation[1] - 1) % stride[1] == 0:
+            break
+    C = blocks * L + int(rng.integers(1 if blocks else L // 3 + 1, L // 2 + 1))
+    H, W = H + 8 * stride[0] * (seed % 3 == 0), W + 8 * stride[1] * (seed % 3 == 0)   # some tile
+    mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), kernel, stride, dilation, pad, cout=int(rng.integers(1, 40)),
+                           clamp=bool(seed % 2))
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    ctx = compile_file(model, cfg)
+    modes = {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC}
+    golden = GoldenModel(ctx.program, cfg)
+    assert np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+    assert modes == {MacMode.CONV2D_LANE_PAIRS}, (C, kernel, modes)
+    monkeypatch.setattr(conv_lowering.NpuConv, "lane_pairs", lambda self, cfg: False)
+    other = GoldenModel(compile_file(model, cfg).program, cfg)
+    monkeypatch.undo()
+    assert np.array_equal(other.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+    assert golden.counters.macs < other.counters.macs
+    assert golden.counters.unit_cycles["mac"] <= other.counters.unit_cycles["mac"]
+
+
 def unfold_geometry(rng, kw: int, size: tuple[int, int], max_stride_w: int):
     """(H, W), KH, stride and padding (on every side, up to the kernel) for a KHxKW convolution
     whose output fits exactly."""
@@ -185,14 +230,16 @@ def test_width_unfolded_conv2d_on_the_mac_array(tmp_path, seed):
     input unfolded along the width (compiler/npu/conv.py, NpuConv.unfolded): all KW taps in a
     word (seeds 0..7) or groups of taps with dilation (8..15); kernels 2..5 wide, strides 1..3,
     padding on every side (columns clipped at both edges), images big enough to tile on tiny;
-    bit-exact against Arm's model on every configuration, and unfolded on large."""
+    bit-exact against Arm's model on every configuration, and on large unfolded or, where that
+    takes no fewer steps, run as it is with lane pairs (two output pixels a beat over a half-full
+    word, NpuConv.lane_pairs)."""
     rng = seeds.rng(300 + seed)
     kw = int(rng.integers(2 if seed < 8 else 3, 6))
     (H, W), kh, stride, pad = unfold_geometry(rng, kw, (3, 30), 3)
     C = int(rng.integers(1, 16 // kw + 1)) if seed < 8 else int(rng.integers(16 // kw + 1, 9))
     unfolded = [cfg.name for cfg, convs in convs_on_every_config(tmp_path, rng, (H, W, C), (kh, kw), stride, pad,
                                                                  bool(seed % 2))
-                if any(c.unfolded(cfg) is not None for c in convs)]
+                if any(c.unfolded(cfg) is not None or c.lane_pairs(cfg) for c in convs)]
     assert "large" in unfolded, (C, kw)
 
 

@@ -68,6 +68,8 @@ def test_random_mac_programs(config, simulator, n):
     # and a DEPTHWISE (two words a clock) and a DEPTHWISE_TRIPLE tile reading the output SRAM
     tiles += [rp.output_sram_window_tile(cfg, rng, n + 8 + i, mode) for i, mode in
               enumerate((MacMode.DEPTHWISE, MacMode.DEPTHWISE_TRIPLE))]
+    # and CONV2D_LANE_PAIRS tiles of one output block (the early engine) and of two
+    tiles += [rp.lane_paired_tile(cfg, rng, n + 10 + i, blocks) for i, blocks in enumerate((1, 2))]
     assert_matches_golden(*run(cfg, simulator, tiles))
 
 
