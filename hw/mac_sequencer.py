@@ -27,6 +27,11 @@ DEPTHWISE_TRIPLE takes three: the third port (`ifm_addr3`) reads the word 2 x DI
 below, and the array's window is three groups of mac.cols // 3 lanes; a step past the last
 kernel row masks its group (as the paired upper half for an odd KERNEL_H).
 
+MacMode CONV2D_LANE_PAIRS runs CONV2D's loop with each kernel position's last input-channel block
+first (isa.lane_pair_blocks); that block's steps stream two output pixels a beat, the next
+pixel's word through the second port (`ifm_addr2`) into the array's upper lanes, and the array
+writes both pixels' accumulators (hw/mac_array.py, lane pairs).
+
 MacMode CONV2D and MATMUL; int8 inputs (int32 accumulator: the sum and the bias add wrap at 32
 bits) and int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per
 word, IFM_ZP 0; the bias add saturates to int48 once); results rescaled to int8/int16/int32, with
@@ -394,25 +399,37 @@ class MacSequencer(wiring.Component):
         ky_inc = Signal(2)          # kernel rows a step takes
         m.d.comb += [ky_inc.eq(Mux(triple, 3, Mux(pair, 2, 1))), second.eq((pair | triple) & (ky + 1 < op.kernel_h)),
                      third_row.eq(triple & (ky + 2 < op.kernel_h))]
-        m.d.comb += has_next.eq(~((icb + 1 >= op.ifm_cblocks) & (kx + 1 >= n_kx) & (ky + ky_inc >= op.kernel_h)))
+        # CONV2D_LANE_PAIRS takes a kernel position's lane-paired last input-channel block first
+        # (isa.lane_pair_blocks): its blocks run IFM_CBLOCKS - 1, 0, 1, .., IFM_CBLOCKS - 2
+        first_icb = Signal(32)
+        reorder = Signal()
+        m.d.comb += [first_icb.eq(Mux(lp_mode, op.ifm_cblocks - 1, 0)), reorder.eq(lp_mode & (op.ifm_cblocks > 1))]
+
+        def position_ends(b, b_next):
+            """block b (b_next = b + 1) is its kernel position's last step"""
+            return Mux(reorder, b + 2 == op.ifm_cblocks, b_next >= op.ifm_cblocks)
+        icb_next = Signal(32)
+        pos_end = Signal()          # the step streaming is its kernel position's last
+        m.d.comb += [icb_next.eq(icb + 1), pos_end.eq(position_ends(icb, icb_next))]
+        m.d.comb += has_next.eq(~(pos_end & (kx + 1 >= n_kx) & (ky + ky_inc >= op.kernel_h)))
         m.d.comb += lp_step.eq(lp_mode & (icb + 1 >= op.ifm_cblocks))
         # The step after this one (when has_next): its indices, bases and span left, for NEXT_STEP
         # and for the stream that runs straight on into it (STREAM's step change).
         nx_icb, nx_kx, nx_ky = Signal(32), Signal(32), Signal(32)
         nx_kx_base, nx_ky_base, nx_rem = Signal(32), Signal(32), Signal(32)
         nx_ky_row, nx_kx_col = Signal(32), Signal(32)
-        with m.If(icb + 1 < op.ifm_cblocks):
-            m.d.comb += [nx_icb.eq(icb + 1), nx_kx.eq(kx), nx_ky.eq(ky), nx_kx_base.eq(kx_base),
+        with m.If(~pos_end):
+            m.d.comb += [nx_icb.eq(Mux(lp_step, 0, icb_next)), nx_kx.eq(kx), nx_ky.eq(ky), nx_kx_base.eq(kx_base),
                          nx_ky_base.eq(ky_base), nx_rem.eq(rem), nx_ky_row.eq(ky_row), nx_kx_col.eq(kx_col)]
         with m.Elif(kx + 1 < n_kx):
-            m.d.comb += [nx_icb.eq(0), nx_kx.eq(kx + 1), nx_ky.eq(ky), nx_kx_base.eq(kx_base + kx_step),
+            m.d.comb += [nx_icb.eq(first_icb), nx_kx.eq(kx + 1), nx_ky.eq(ky), nx_kx_base.eq(kx_base + kx_step),
                          nx_ky_base.eq(ky_base), nx_rem.eq(rem - L), nx_ky_row.eq(ky_row), nx_kx_col.eq(kx_col + L)]
         with m.Else():
-            m.d.comb += [nx_icb.eq(0), nx_kx.eq(0), nx_ky.eq(ky + ky_inc), nx_kx_base.eq(ky_base + ky_adv),
+            m.d.comb += [nx_icb.eq(first_icb), nx_kx.eq(0), nx_ky.eq(ky + ky_inc), nx_kx_base.eq(ky_base + ky_adv),
                          nx_ky_base.eq(ky_base + ky_adv), nx_rem.eq(span),
                          nx_ky_row.eq(ky_row + ky_inc * op.dilation_h), nx_kx_col.eq(0)]
         nx_has_next = Signal()     # ... and it is not the block's last either
-        m.d.comb += nx_has_next.eq(~((nx_icb + 1 >= op.ifm_cblocks) & (nx_kx + 1 >= n_kx)
+        m.d.comb += nx_has_next.eq(~(position_ends(nx_icb, nx_icb + 1) & (nx_kx + 1 >= n_kx)
                                      & (nx_ky + ky_inc >= op.kernel_h)))
         step_on = Signal()         # STREAM runs straight on into the next step (its weights are in)
         swap_next = Signal()       # ... whose weights the array swaps in the clock after
@@ -485,7 +502,7 @@ class MacSequencer(wiring.Component):
                     kx_step.eq(Mux(dwm, pix_words << lg_l, op.dilation_w * pix_words)),
                     n_kx.eq(Mux(dwm, (span + (L - 1)) >> lg_l, op.kernel_w)),
                     rem.eq(span),
-                    ocb.eq(0), ky.eq(0), kx.eq(0), icb.eq(0), k.eq(0),
+                    ocb.eq(0), ky.eq(0), kx.eq(0), icb.eq(first_icb), k.eq(0),
                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), ky_row.eq(0), kx_col.eq(0),
                     wblk.eq(op.wgt_addr >> lg_l),
                     first_step.eq(1),
@@ -600,7 +617,7 @@ class MacSequencer(wiring.Component):
                 with m.Elif(~oe_busy):
                     m.d.comb += oe_start.eq(1)
                     with m.If(more_ocb):
-                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0), rem.eq(span),
+                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(first_icb), rem.eq(span),
                                      ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1),
                                      ky_row.eq(0), kx_col.eq(0), acc_half.eq(acc_half ^ overlap)]
                         with m.If(overlap):
@@ -669,7 +686,7 @@ class MacSequencer(wiring.Component):
                 m.d.sync += drain.eq(drain + 1)
                 with m.If(drain == OUTPUT_DRAIN - 1):
                     with m.If(more_ocb):
-                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(0), rem.eq(span),
+                        m.d.sync += [ocb.eq(ocb + 1), ky.eq(0), kx.eq(0), icb.eq(first_icb), rem.eq(span),
                                      ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), first_step.eq(1),
                                      ky_row.eq(0), kx_col.eq(0)]
                         m.next = "W_LOAD"

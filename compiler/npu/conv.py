@@ -43,7 +43,8 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
                                home_addresses, round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
 from compiler.npu.prefetch import Prefetched, overlaps
-from firmware_model.arch.isa import DEPTHWISE_ROWS, MacMode, Opcode, Reg, Sram, depthwise_group_lanes, depthwise_mode
+from firmware_model.arch.isa import (DEPTHWISE_ROWS, MacMode, Opcode, Reg, Sram, depthwise_group_lanes, depthwise_mode,
+                                     lane_pair_blocks)
 from firmware_model.golden.mac_unit import depthwise_lanes, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
@@ -526,6 +527,8 @@ class NpuConv(NpuOperation):
         if lanes < L:   # int16 inputs: a weight row uses its low `lanes` bytes
             w = np.concatenate([w, np.zeros(w.shape[:-1] + (L - lanes,), np.int8)], axis=-1)
         blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
+        if self.lane_pairs(cfg):    # in step order: the lane-paired block first at each position
+            blocks = blocks[:, :, :, lane_pair_blocks(cb)]
         return np.ascontiguousarray(blocks).tobytes()
 
     def window_blocks(self, cfg: NpuConfig, c0: int, tc: int) -> bytes:

@@ -328,8 +328,9 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
             beats = (np.arange(ofm_h, dtype=np.int64)[:, None] * (first + (ofm_w - 1) * step)
                      + (first - 1) + np.arange(ofm_w, dtype=np.int64)[None, :] * step).reshape(-1)
         else:
-            # a lane-paired last step accumulates pixels 2i and 2i+1 with its beat i
-            beats = np.arange(pixels, dtype=np.int64) // (2 if lane_pairs else 1)
+            # a lane-paired last step (the only step of a kernel position) accumulates pixels 2i
+            # and 2i+1 with its beat i
+            beats = np.arange(pixels, dtype=np.int64) // (2 if lane_pairs and ifm_cblocks == 1 else 1)
         return mac_early_output_cycles(cfg, streams, beats, pixel_words)
     words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
                                     min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]
@@ -340,9 +341,11 @@ def conv_streams(kernel_h: int, kernel_w: int, ifm_cblocks: int, pixels: int, la
     """Stream clocks of each step of a CONV2D or MATMUL block, in the order (ky, kx, input-channel
     block): one input vector per output pixel, P; with `lane_pairs` (MacMode.CONV2D_LANE_PAIRS) a
     step of the last input-channel block takes two pixels a beat, ceil(P / 2) (the rule 'lane
-    pairs' makes OFM_W, so P, even)."""
-    per_position = (ifm_cblocks - 1) * [pixels] + [-(-pixels // 2) if lane_pairs else pixels]
-    return kernel_h * kernel_w * per_position
+    pairs' makes OFM_W, so P, even), and comes first at its kernel position
+    (isa.lane_pair_blocks)."""
+    if lane_pairs:
+        return kernel_h * kernel_w * ([-(-pixels // 2)] + (ifm_cblocks - 1) * [pixels])
+    return kernel_h * kernel_w * ifm_cblocks * [pixels]
 
 
 def mac_early_output_cycles(cfg: NpuConfig, streams: list[int], beats: np.ndarray, words: np.ndarray) -> int:

@@ -128,6 +128,13 @@ DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWIS
 DEPTHWISE_ROWS = {MacMode.DEPTHWISE: 1, MacMode.DEPTHWISE_PAIRED: 2, MacMode.DEPTHWISE_TRIPLE: 3}
 
 
+def lane_pair_blocks(cblocks: int) -> list[int]:
+    """The input-channel block each step of a kernel position takes in CONV2D_LANE_PAIRS, in
+    order: the lane-paired last block first, then the others (the last step of a command is then
+    a whole one, which the early output engine trails pixel for pixel, docs/isa.md)."""
+    return [cblocks - 1] + list(range(cblocks - 1))
+
+
 def depthwise_rows(mode: int) -> int:
     """Kernel rows a step of a window mode takes (1 for DEPTHWISE)."""
     return DEPTHWISE_ROWS.get(mode, 1)

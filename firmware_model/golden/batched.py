@@ -53,8 +53,8 @@ from firmware_model.arch.config import ACC_BITS
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Opcode, Reg, Sram,
                                      decode_param_records)
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, exact_dot, lane_pair_weights, lanes_per_word,
-                                           record_operands)
+from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, blocks_in_channel_order, exact_dot,
+                                           lane_pair_weights, lanes_per_word, record_operands)
 from firmware_model.golden.eltwise_unit import SMALL_COUNT
 from firmware_model.golden.memories import memory_bytes
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
@@ -367,11 +367,13 @@ class _Group:
         R, L, lanes, K = self.R, self.L, self.lanes, self.K
         nw = len(self.w)
         w_rows = raw.reshape(nw, self.n_ocb, self.kblocks, R, L)
+        paired, positions, cb = self.lane_pairs
+        if paired:
+            w_rows = blocks_in_channel_order(w_rows, positions, cb, axis=2)
         w = w_rows[..., :lanes].view(np.int8).astype(np.float64)
         w = w.transpose(0, 2, 4, 1, 3).reshape(nw, K, self.n_ocb * R)
         w -= self.wgt_zp
         made = [np.ascontiguousarray(w[wset].transpose(1, 0, 2).reshape(K, -1)) for _, wset, _, _, _ in self.parts]
-        paired, positions, cb = self.lane_pairs
         if paired:
             pairs = [lane_pair_weights(m, positions, cb, L) for m in made]
             made = ([e for e, _ in pairs], [o for _, o in pairs])

@@ -48,7 +48,8 @@ import numpy as np
 from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Sram
 from firmware_model.arch.registers import Registers
-from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, box_holds_pixel, depthwise_lanes, exact_dot,
+from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, blocks_in_channel_order, box_holds_pixel,
+                                           depthwise_lanes, exact_dot,
                                            finish_accumulator, lane_pair_weights, lanes_per_word, record_operands)
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
@@ -210,6 +211,8 @@ def prepare_conv(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
         """(K, OFM_C) float64: execute_mac's weight matrix less WGT_ZP, its first OFM_C columns;
         CONV2D_LANE_PAIRS: the even and the odd pixels' (mac_unit.lane_pair_weights)."""
         w = raw.reshape(w_shape)[..., :lanes].view(np.int8).astype(np.float64)
+        if lane_pairs:
+            w = blocks_in_channel_order(w, kh * kw, cb, axis=1)
         w = np.ascontiguousarray(w.transpose(1, 3, 0, 2).reshape(K, n_ocb * R)[:, :oc])
         w -= wgt_zp
         return lane_pair_weights(w, kh * kw, cb, L) if lane_pairs else w

@@ -41,7 +41,7 @@ from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.cycle_model import (conv_streams, depthwise_kernel_steps, depthwise_passes, element_write_clocks,
                                              mac_command_cycles, uses_vector_output)
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECORD_BYTES, MacMode, Sram,
-                                     decode_param_records, depthwise_group_lanes, depthwise_rows)
+                                     decode_param_records, depthwise_group_lanes, depthwise_rows, lane_pair_blocks)
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.memories import Memories, box_span, check_range
@@ -261,6 +261,8 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
 
     wa, wb = plan.region.weight
     w_rows = mem.sram[Sram.WEIGHT][wa:wb].reshape(n_ocb, kh * kw * cb, R, L)
+    if mode == MacMode.CONV2D_LANE_PAIRS:
+        w_rows = blocks_in_channel_order(w_rows, kh * kw, cb, axis=1)
     w = w_rows[..., :lanes].view(np.int8).astype(np.float64)                  # weight_elements' lanes
     w = w.transpose(1, 3, 0, 2).reshape(kh * kw * cb * lanes, n_ocb * R)
     w -= r.wgt_zp
@@ -272,6 +274,15 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
         acc = exact_dot(x, w)
     acc = accumulate(0, acc)[:, :oc]                                          # (P, oc)
     return _finish_mac(cfg, mem, regs, r, plan, acc, probe)
+
+
+def blocks_in_channel_order(steps: np.ndarray, positions: int, cb: int, axis: int) -> np.ndarray:
+    """A CONV2D_LANE_PAIRS command's weight blocks, which lie in its step order along `axis`
+    (positions x cb blocks: at each kernel position the last input-channel block first,
+    isa.lane_pair_blocks), in the order (kernel position, input-channel block)."""
+    at_step = np.argsort(lane_pair_blocks(cb))             # the step of each block
+    index = (np.arange(positions)[:, None] * cb + at_step[None, :]).reshape(-1)
+    return np.take(steps, index, axis=axis)
 
 
 def lane_pair_weights(w: np.ndarray, positions: int, cb: int, cols: int) -> tuple[np.ndarray, np.ndarray]:

@@ -167,7 +167,8 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     # ---- MAC sequencer ----
     _m("mac_sequencer", "skips_last_channel_block",
        "the MAC sequencer skips the last input-channel block of the reduction",
-       rf"(assign {_N}  = )({_N})  < op_ifm_cblocks;", r"\g<1>(\g<2>  + 1'h1) < op_ifm_cblocks;"),
+       rf"(assign ({_N})  = icb \+ 1'h1;\n(?:.*\n){{0,4}}?  assign {_N}  = )\2 \[31:0\] >= op_ifm_cblocks;",
+       r"\g<1>(\g<2> [31:0] + 1'h1) >= op_ifm_cblocks;"),
     _m("mac_sequencer", "skips_last_kernel_row",
        "the MAC sequencer skips the last kernel row (a block's steps end a kernel row early)",
        rf"(assign {_N}  = )({_N})  >= op_kernel_h;", r"\g<1>(\g<2>  + 1'h1) >= op_kernel_h;", count=2),
@@ -267,6 +268,10 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "lane_pair_second_word_not_offset",
        "a CONV2D_LANE_PAIRS step's second port reads the even pixel's word again, not the next pixel's",
        r"(assign \\\$\d+  = )lp_step \? pix_step : (\\\$\d+ );", r"\g<1>\g<2>;"),
+    _m("mac_sequencer", "lane_pair_block_not_first",
+       "a CONV2D_LANE_PAIRS kernel position starts at input-channel block 0, not at the lane-paired last "
+       "block: the steps meet the wrong weight blocks and the paired block is never run",
+       rf"(assign {_N}  = )lp_mode \? {_N}  : (33'h0+;)", r"\g<1>\g<2>"),
     _m("mac_sequencer", "lane_pair_pointer_one_pixel",
        "a CONV2D_LANE_PAIRS step's input pointer advances one pixel a beat, not two: the pairs read "
        "the wrong words",

@@ -1,5 +1,5 @@
 """CONV2D_LANE_PAIRS in the golden model (docs/isa.md, "The MAC command"): the steps of the last
-input-channel block take two output pixels a beat, an even pixel (raster order in the tile) with
+input-channel block (the first step of each kernel position) take two output pixels a beat, an even pixel (raster order in the tile) with
 the block's weight lanes 0 .. cols/2-1 and the odd one after it with lanes cols/2 .. cols-1, each
 on the low half of its own input word; every other step is CONV2D's. Checked against sums written
 out here pixel by pixel, and the plan's beats and cycles against CONV2D's."""
@@ -11,7 +11,7 @@ import pytest
 
 from firmware_model.arch.config import load_config
 from firmware_model.arch.cycle_model import conv_streams
-from firmware_model.arch.isa import MacMode, OutMode, Reg, Sram, Status, encode_param_records
+from firmware_model.arch.isa import MacMode, OutMode, Reg, Sram, Status, encode_param_records, lane_pair_blocks
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.mac_unit import execute_mac, mac_plan
 from firmware_model.golden.memories import Memories
@@ -45,7 +45,8 @@ def lane_pair_tile(cfg, rng, oh: int, ow: int):
 def sums_by_hand(cfg, mem, regs) -> np.ndarray:
     """acc[p, c] written out: for each kernel position and input-channel block, the whole word
     against the block's row c, except in the last block: the low half of the word against lanes
-    0 .. cols/2-1 (p even) or cols/2 .. cols-1 (p odd)."""
+    0 .. cols/2-1 (p even) or cols/2 .. cols-1 (p odd). The weight blocks lie in step order: at
+    each kernel position the last input-channel block's first."""
     R, L = cfg.mac_rows, cfg.mac_cols
     g = lambda reg: regs[int(reg)] - (1 << 32 if regs[int(reg)] >= 1 << 31 else 0)   # noqa: E731
     kh, kw, cb = g(Reg.KERNEL_H), g(Reg.KERNEL_W), g(Reg.IFM_CBLOCKS)
@@ -64,7 +65,8 @@ def sums_by_hand(cfg, mem, regs) -> np.ndarray:
                     for b in range(cb):
                         word = (g(Reg.IFM_ADDR) + (oy * g(Reg.STRIDE_H) + ky * g(Reg.DILATION_H)) * g(Reg.IFM_ROW_STRIDE)
                                 + (ox * g(Reg.STRIDE_W) + kx * g(Reg.DILATION_W)) * g(Reg.IFM_PIX_STRIDE) + b * L)
-                        block = (((ocb * kh + ky) * kw + kx) * cb + b) * R * L + r * L
+                        step = lane_pair_blocks(cb).index(b)         # the last block first
+                        block = (((ocb * kh + ky) * kw + kx) * cb + step) * R * L + r * L
                         xs, ws = x[word:word + L] - izp, w[block:block + L] - wzp
                         if b == cb - 1:
                             xs, ws = xs[:h], (ws[h:] if p % 2 else ws[:h])
