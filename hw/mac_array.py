@@ -153,6 +153,9 @@ class MacArray(wiring.Component):
             # from the low lanes of `x` and acc + 1 from the low lanes of `x2_data`, which the upper
             # half of the lanes multiplies (each half of a row's tree sums its own pixel)
             members["lane_pair"] = In(1)
+            # MacMode.CONV2D_ROW_PAIRS, valid with `x`: the upper half of the rows multiplies the
+            # whole `x2_data` word (the odd pixel's), and its sums go to acc + 1's lower lanes
+            members["row_pair"] = In(1)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -209,6 +212,13 @@ class MacArray(wiring.Component):
                 bxs[c] = Signal(signed(10), name=f"xp_{c}")
                 m.d.comb += bxs[c].eq(Mux(self.lane_pair, x2s[c - cols // 2], xs[c]))
         row_xs = [bxs] * rows
+        if self.lane_pairs:
+            # a row-paired beat: the upper half of the rows takes the second word whole
+            uxs = []
+            for c in range(cols):
+                uxs.append(Signal(signed(10), name=f"xu_{c}"))
+                m.d.comb += uxs[c].eq(Mux(self.row_pair, x2s[c], bxs[c]))
+            row_xs = [bxs] * (rows // 2) + [uxs] * (rows - rows // 2)
         if self.window:
             win = [[Signal(signed(10), name=f"win_{l}_{c}") for c in range(cols)] for l in range(cols)]
             view = [[Signal(signed(10), name=f"wview_{l}_{c}") for c in range(cols)] for l in range(cols)]
@@ -246,12 +256,12 @@ class MacArray(wiring.Component):
                     m.d.comb += view[lane][c].eq(Mux(inside, Mux(self.win_shift, newer[c], win[lane][c]), 0))
                     with m.If(self.win_shift):
                         m.d.sync += win[lane][c].eq(view[lane][c])
-            row_xs = []
+            broadcast, row_xs = row_xs, []
             for r in range(rows):
                 per_lane = []
                 for lane in range(cols):
                     f = Signal(signed(10), name=f"xr_{r}_{lane}")
-                    m.d.comb += f.eq(Mux(self.dw, view[lane][r % cols], bxs[lane]))
+                    m.d.comb += f.eq(Mux(self.dw, view[lane][r % cols], broadcast[r][lane]))
                     per_lane.append(f)
                 row_xs.append(per_lane)
 
@@ -326,31 +336,42 @@ class MacArray(wiring.Component):
         """The accumulators of a lane-pairs array: word a // 2 holds pixel a in half a % 2. A beat
         reads the word of its pixel and writes it back whole one clock later (the read port is
         transparent to the write: a beat on the other pixel of the word in the next clock sees
-        it): its pixel's half with the row's sum, or for a lane-paired beat (acc even) the even
-        pixel with the lower half of the lanes' sum and the odd pixel with the rest; the other
-        half as it was. A read for the output stage takes its pixel's half a clock later."""
+        it): its pixel's half with the row's sum; for a lane-paired beat (acc even) the even
+        pixel with the lower half of the lanes' sum and the odd pixel with the rest; for a
+        row-paired one the even pixel's lower lanes with the lower rows' sums and the odd pixel's
+        with the upper rows' (its upper lanes as they were); the other half as it was. A read for
+        the output stage takes its pixel's half a clock later."""
         rows, width = self.rows, ACC_BITS * self.rows
         x = self.x.payload
         s1_pair = Signal()
-        s1_pair_first = Signal()     # the lane-paired beat's odd pixel starts its sum
-        m.d.sync += [s1_pair.eq(self.lane_pair), s1_pair_first.eq(self.lane_pair & x.first)]
+        s1_rows = Signal()
+        s1_second_first = Signal()   # a paired beat's odd pixel starts its sum
+        m.d.sync += [s1_pair.eq(self.lane_pair), s1_rows.eq(self.row_pair),
+                     s1_second_first.eq((self.lane_pair | self.row_pair) & x.first)]
         m.d.comb += acc_rd.addr.eq(rd_pixel >> 1)
         s1_int16 = Signal()
         m.d.sync += s1_int16.eq(x.int16)
         word = [acc_rd.data[:width], acc_rd.data[width:]]
         odd_pixel = s1_acc[0]
         halves = ([], [])
+        wholes = []
+        for r in range(rows):
+            e, o = even_sums[r], odd_sums[r]
+            wholes.append(Signal(signed(SUM_BITS + 9), name=f"whole_{r}"))
+            m.d.comb += wholes[r].eq(Mux(s1_int16, e + (o << 8), e + o))
         for r in range(rows):
             old_even = word[0][ACC_BITS * r:ACC_BITS * (r + 1)].as_signed()
             old_odd = word[1][ACC_BITS * r:ACC_BITS * (r + 1)].as_signed()
-            e, o = even_sums[r], odd_sums[r]
-            whole = Mux(s1_int16, e + (o << 8), e + o)
             mine = Mux(odd_pixel, old_odd, old_even)
             new = Signal(ACC_BITS, name=f"acc_new_{r}")      # (a signal: both halves take it)
-            m.d.comb += new.eq(Mux(s1_first, 0, mine) + Mux(s1_pair, low_sums[r], whole))
-            paired_odd = (Mux(s1_pair_first, 0, old_odd) + (e + o - low_sums[r]))[:ACC_BITS]
+            m.d.comb += new.eq(Mux(s1_first, 0, mine) + Mux(s1_pair, low_sums[r], wholes[r]))
+            odd_old = Mux(s1_second_first, 0, old_odd)
+            paired_odd = (odd_old + (even_sums[r] + odd_sums[r] - low_sums[r]))[:ACC_BITS]
+            single = Mux(odd_pixel, new, old_odd)
+            if r < rows // 2:       # a row-paired beat's odd pixel: the upper rows' sums
+                single = Mux(s1_rows, (odd_old + wholes[r + rows // 2])[:ACC_BITS], single)
             halves[0].append(Mux(odd_pixel, old_even, new)[:ACC_BITS])
-            halves[1].append(Mux(s1_pair, paired_odd, Mux(odd_pixel, new, old_odd))[:ACC_BITS])
+            halves[1].append(Mux(s1_pair, paired_odd, single)[:ACC_BITS])
         rd_half = Signal()
         m.d.sync += rd_half.eq(rd_pixel[0])
         m.d.comb += [

@@ -30,7 +30,10 @@ kernel row masks its group (as the paired upper half for an odd KERNEL_H).
 MacMode CONV2D_LANE_PAIRS runs CONV2D's loop with each kernel position's last input-channel block
 first (isa.lane_pair_blocks); that block's steps stream two output pixels a beat, the next
 pixel's word through the second port (`ifm_addr2`) into the array's upper lanes, and the array
-writes both pixels' accumulators (hw/mac_array.py, lane pairs).
+writes both pixels' accumulators (hw/mac_array.py, lane pairs). CONV2D_ROW_PAIRS streams every
+step of the last block of output channels (at most mac.rows / 2 of them) two pixels a beat, the
+next pixel's word into the array's upper rows; CONV2D_PAIRS does both (lane pairs in the other
+blocks).
 
 MacMode CONV2D and MATMUL; int8 inputs (int32 accumulator: the sum and the bias add wrap at 32
 bits) and int16 inputs (the array's int16 x int8 mode, docs/units.md: cols/2 int16 lanes per
@@ -142,8 +145,11 @@ class MacSequencer(wiring.Component):
         dwm = Signal()              # a MacMode.DEPTHWISE mode (_PAIRED, _TRIPLE too): the array's window mode
         pair = Signal()             # DEPTHWISE_PAIRED: two kernel rows a step
         triple = Signal()           # DEPTHWISE_TRIPLE: three kernel rows a step
-        lp_mode = Signal()          # CONV2D_LANE_PAIRS: the last input-channel block's steps pair pixels
-        lp_step = Signal()          # ... and the step streaming is one: two output pixels a beat
+        lp_mode = Signal()          # CONV2D_LANE_PAIRS, _PAIRS: the last input-channel block's steps pair pixels
+        lp_step = Signal()          # ... and the step streaming is one (not in a row-paired block)
+        rp_mode = Signal()          # CONV2D_ROW_PAIRS, _PAIRS: the last output-channel block pairs pixels
+        rp_block = Signal()         # ... and the block streaming is it
+        two_px = Signal()           # the step streaming takes two output pixels a beat
         ky_adv = Signal(32)         # input words from a step's first kernel row to the next step's
         second = Signal()           # the step streaming has a second kernel row (paired, triple)
         third_row = Signal()        # ... and a third (triple)
@@ -241,7 +247,8 @@ class MacSequencer(wiring.Component):
         s1_first = Signal()
         m.d.sync += s1_valid.eq(0)
         s1_lp = Signal()
-        m.d.comb += mac.lane_pair.eq(s1_lp)
+        s1_rp = Signal()
+        m.d.comb += [mac.lane_pair.eq(s1_lp), mac.row_pair.eq(s1_rp)]
         m.d.comb += [mac.x.valid.eq(s1_valid), mac.x.payload.acc.eq(s1_p), mac.x.payload.first.eq(s1_first)]
 
         # ---- output pipeline: lane select (OUT_LANE) -> bias add (stage B) -> rescale -> write ----
@@ -306,9 +313,9 @@ class MacSequencer(wiring.Component):
         oe_gated = Signal()         # the engine started early: a pixel waits for its last beat
         avail = Signal(32)          # pixels the block's last step has accumulated (readable)
         last_beat = Signal()        # the array's beat of the last step, one clock later
-        last_pair = Signal()        # ... a lane-paired one: two pixels
+        last_pair = Signal()        # ... a paired one: two pixels
         s1_last = Signal()          # the beat's read was its block's last step's
-        m.d.sync += [last_beat.eq(mac.x.valid & s1_last), last_pair.eq(s1_lp),
+        m.d.sync += [last_beat.eq(mac.x.valid & s1_last), last_pair.eq(s1_lp | s1_rp),
                      avail.eq(avail + Mux(last_beat, Mux(last_pair, 2, 1), 0))]
         v_issue = Signal()                       # the clock a pixel's accumulator read is issued
         v_addr = Signal(32)
@@ -412,14 +419,16 @@ class MacSequencer(wiring.Component):
         pos_end = Signal()          # the step streaming is its kernel position's last
         m.d.comb += [icb_next.eq(icb + 1), pos_end.eq(position_ends(icb, icb_next))]
         m.d.comb += has_next.eq(~(pos_end & (kx + 1 >= n_kx) & (ky + ky_inc >= op.kernel_h)))
-        m.d.comb += lp_step.eq(lp_mode & (icb + 1 >= op.ifm_cblocks))
+        last_block = Signal()       # the step streaming is its kernel position's last input-channel block
+        m.d.comb += [last_block.eq(icb + 1 >= op.ifm_cblocks), rp_block.eq(rp_mode & (ocb + 1 >= n_ocb)),
+                     lp_step.eq(lp_mode & last_block & ~rp_block), two_px.eq(lp_step | rp_block)]
         # The step after this one (when has_next): its indices, bases and span left, for NEXT_STEP
         # and for the stream that runs straight on into it (STREAM's step change).
         nx_icb, nx_kx, nx_ky = Signal(32), Signal(32), Signal(32)
         nx_kx_base, nx_ky_base, nx_rem = Signal(32), Signal(32), Signal(32)
         nx_ky_row, nx_kx_col = Signal(32), Signal(32)
         with m.If(~pos_end):
-            m.d.comb += [nx_icb.eq(Mux(lp_step, 0, icb_next)), nx_kx.eq(kx), nx_ky.eq(ky), nx_kx_base.eq(kx_base),
+            m.d.comb += [nx_icb.eq(Mux(lp_mode & last_block, 0, icb_next)), nx_kx.eq(kx), nx_ky.eq(ky), nx_kx_base.eq(kx_base),
                          nx_ky_base.eq(ky_base), nx_rem.eq(rem), nx_ky_row.eq(ky_row), nx_kx_col.eq(kx_col)]
         with m.Elif(kx + 1 < n_kx):
             m.d.comb += [nx_icb.eq(first_icb), nx_kx.eq(kx + 1), nx_ky.eq(ky), nx_kx_base.eq(kx_base + kx_step),
@@ -452,7 +461,7 @@ class MacSequencer(wiring.Component):
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
         m.d.comb += [self.ifm_addr.eq(pix_ptr),
                      # (a lane-paired step: the next pixel's word)
-                     self.ifm_addr2.eq(pix_ptr + Mux(lp_step, pix_step, Mux(second, ky_step, Mux(two, pix_words, 0)))),
+                     self.ifm_addr2.eq(pix_ptr + Mux(two_px, pix_step, Mux(second, ky_step, Mux(two, pix_words, 0)))),
                      self.ifm_addr3.eq(pix_ptr + Mux(third_row, ky_step << 1, 0)), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
@@ -487,7 +496,8 @@ class MacSequencer(wiring.Component):
                                     | (mode == MacMode.DEPTHWISE_TRIPLE)),
                              pair.eq(mode == MacMode.DEPTHWISE_PAIRED),
                              triple.eq(mode == MacMode.DEPTHWISE_TRIPLE),
-                             lp_mode.eq(mode == MacMode.CONV2D_LANE_PAIRS),
+                             lp_mode.eq((mode == MacMode.CONV2D_LANE_PAIRS) | (mode == MacMode.CONV2D_PAIRS)),
+                             rp_mode.eq((mode == MacMode.CONV2D_ROW_PAIRS) | (mode == MacMode.CONV2D_PAIRS)),
                              span.eq(((regs.kernel_w[:24] - 1) * regs.dilation_w[:24] + 1)[:32])]
                 m.next = "CHECK"
             with m.State("CHECK"):
@@ -543,7 +553,8 @@ class MacSequencer(wiring.Component):
                 beat = Signal()
                 m.d.comb += beat.eq(~dwm | (need == 1) | (two & (need == 2)))
                 m.d.sync += [s1_valid.eq(beat), s1_shift.eq(dwm), s1_two.eq(two), s1_p.eq(p + Mux(acc_half, half, 0)),
-                             s1_first.eq(first_step), s1_last.eq(last_stream), s1_lp.eq(lp_step)]
+                             s1_first.eq(first_step), s1_last.eq(last_stream), s1_lp.eq(lp_step),
+                             s1_rp.eq(rp_block)]
                 # the ports' words: port 1 at (row_y, col_x); port 2 the next column (two words)
                 # or the next kernel row; port 3 the row after that
                 m.d.sync += [s1_pad[0].eq(dwm & ~holds_pixel(row_y, col_x)),
@@ -555,8 +566,8 @@ class MacSequencer(wiring.Component):
                                  col_x.eq(col_x + two + 1)]
                 with m.Else():
                     # (a lane-paired step: pixels p and p + 1 of a row, OFM_W even)
-                    m.d.sync += [p.eq(p + 1 + lp_step), need.eq(op.stride_w)]
-                    last_x = ox + 1 + lp_step == op.ofm_w
+                    m.d.sync += [p.eq(p + 1 + two_px), need.eq(op.stride_w)]
+                    last_x = ox + 1 + two_px == op.ofm_w
                     with m.If(last_x):
                         m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
                                      pix_ptr.eq(row_ptr + row_step), need.eq(win_len),
@@ -579,9 +590,9 @@ class MacSequencer(wiring.Component):
                                 m.d.sync += drain.eq(0)
                                 m.next = "STREAM_TAIL"
                     with m.Else():
-                        m.d.sync += [ox.eq(ox + 1 + lp_step),
+                        m.d.sync += [ox.eq(ox + 1 + two_px),
                                      pix_ptr.eq(pix_ptr + Mux(dwm, Mux(two, pix_words << 1, pix_words),
-                                                              Mux(lp_step, pix_step << 1, pix_step))),
+                                                              Mux(two_px, pix_step << 1, pix_step))),
                                      col_x.eq(col_x + two + 1)]
             with m.State("STREAM_TAIL"):
                 # two clocks: the last pixel's MAC, then its accumulator write

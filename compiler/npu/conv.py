@@ -184,12 +184,33 @@ class NpuConv(NpuOperation):
         input-channel block holds at most mac.cols/2 channels, so each of that block's steps takes
         two output pixels a beat, one in each half of the lanes? For int8 CONV2D layers with an even
         output width (the planner then gives every tile an even width)."""
-        return (not self.depthwise and self.ifm_dtype == DType.INT8
-                and _pairs_last_block(cfg.mac_cols, self.in_channels, self.out_shape[2]))
+        return self._pairs_apply(cfg) and _pairs_last_block(cfg.mac_cols, self.in_channels, self.out_shape[2])
 
-    def mac_mode(self, cfg: NpuConfig) -> MacMode:
+    def row_pairs(self, cfg: NpuConfig, tc: int) -> bool:
+        """Does a tile of `tc` output channels take row pairs (CONV2D_ROW_PAIRS, docs/isa.md): its
+        last block of output channels holds at most mac.rows/2 of them, so that each half of the
+        rows takes one of two output pixels a beat? For int8 CONV2D layers with an even output
+        width on an array of a power-of-two number of rows."""
+        R = cfg.mac_rows
+        # (with lane pairs over one input-channel block every step is paired already: nothing to gain)
+        whole_lanes = not self.lane_pairs(cfg) or self.in_channels > cfg.mac_cols
+        return (self._pairs_apply(cfg) and R >= 2 and R & (R - 1) == 0 and 0 < tc % R <= R // 2 and whole_lanes)
+
+    def pixel_pairs(self, cfg: NpuConfig) -> bool:
+        """Do some of the layer's tiles take two output pixels a beat (lane or row pairs)? Then every
+        tile's width is even."""
+        return self.lane_pairs(cfg) or self.row_pairs(cfg, self.out_channels)
+
+    def _pairs_apply(self, cfg: NpuConfig) -> bool:
+        return not self.depthwise and self.ifm_dtype == DType.INT8 and self.out_shape[2] % 2 == 0
+
+    def mac_mode(self, cfg: NpuConfig, tc: int | None = None) -> MacMode:
+        """The MAC mode of the layer's tiles (of one of `tc` output channels: row pairs)."""
         if not self.window_mode(cfg):
-            return MacMode.CONV2D_LANE_PAIRS if self.lane_pairs(cfg) else MacMode.CONV2D
+            rows = tc is not None and self.row_pairs(cfg, tc)
+            if self.lane_pairs(cfg):
+                return MacMode.CONV2D_PAIRS if rows else MacMode.CONV2D_LANE_PAIRS
+            return MacMode.CONV2D_ROW_PAIRS if rows else MacMode.CONV2D
         return depthwise_mode(self.kernel_rows(cfg))
 
     def mac_steps(self, cfg: NpuConfig) -> int:
@@ -381,7 +402,7 @@ class NpuConv(NpuOperation):
                                  ofm_addr=0, ofm_row_stride=tw * g.out_pix_bytes, ofm_pix_stride=g.out_pix_bytes,
                                  element_bytes=esize, depthwise=self.window_mode(cfg), stride_w=self.stride[1],
                                  dilation_w=self.dilation[1], kernel_rows=self.kernel_rows(cfg),
-                                 lane_pairs=self.lane_pairs(cfg))
+                                 lane_pairs=self.lane_pairs(cfg), row_pairs=self.row_pairs(cfg, tc))
         pix = g.in_bytes // (g.in_h * g.in_w)
         row_bytes = (tc if self.depthwise else self.in_shape[3]) * self.ifm_dtype.size_bytes
         load_in = dma_busy_cycles(cfg, Sram.INPUT, sram_addr=0, len0=row_bytes, len1=g.in_w, len2=g.in_h,
@@ -469,7 +490,7 @@ class NpuConv(NpuOperation):
         for share in (2, 1):
             for tc in channel_options:
                 for th in _extents(oh):
-                    for tw in _extents(ow, even=self.lane_pairs(cfg)):
+                    for tw in _extents(ow, even=self.pixel_pairs(cfg)):
                         if not self.fits(self.geometry(cfg, th, tw, tc), cfg, share):
                             continue
                         cost, order = self.traffic(cfg, th, tw, tc)
@@ -524,6 +545,14 @@ class NpuConv(NpuOperation):
             if self.lane_pairs(cfg):
                 # the last block's upper lanes weigh the odd pixels' words: the lower lanes again
                 w[..., cb - 1, L // 2:] = w[..., cb - 1, :L // 2]
+            if self.row_pairs(cfg, tc):
+                # the last block of output channels: its upper rows weigh the odd pixels' words (the
+                # lower rows again), on whole words (no lane pairs there: the upper lanes meet the
+                # input lanes past the channels, which nothing fills)
+                base, h = (n_ocb - 1) * R, R // 2
+                if self.lane_pairs(cfg):
+                    w[base:, :, :, cb - 1, L // 2:] = self.weight_zp
+                w[base + h:base + 2 * h] = w[base:base + h]
         if lanes < L:   # int16 inputs: a weight row uses its low `lanes` bytes
             w = np.concatenate([w, np.zeros(w.shape[:-1] + (L - lanes,), np.int8)], axis=-1)
         blocks = w.reshape(n_ocb, R, kh, kw, cb, L).transpose(0, 2, 3, 4, 1, 5)
@@ -789,7 +818,7 @@ class NpuConv(NpuOperation):
             for reg, value in regs.items():
                 w.set(reg, value)
             slack = 0
-            mode = self.mac_mode(cfg)
+            mode = self.mac_mode(cfg, t.tc)
             ext_out = ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize
             # a one-pixel tile's result is one dense run: the next ELTWISE may read it on chip
             result = (ext_out, t.tc * esize, out_addr) if t.tw == t.th == 1 and cout is None else None

@@ -211,10 +211,12 @@ def _group_span_rule(name: str, mode: MacMode, lanes: str, where: str) -> Rule:
 # ---- MAC (docs/isa.md, "The MAC command"), in the order the checks apply ----
 MAC_RULES: tuple[Rule, ...] = (
     Rule("mode", Status.BAD_MODE,
-         "the mode is CONV2D, DEPTHWISE, MATMUL, DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE or CONV2D_LANE_PAIRS", ("sub",),
+         "the mode is CONV2D, DEPTHWISE, MATMUL, DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE, CONV2D_LANE_PAIRS, "
+         "CONV2D_ROW_PAIRS or CONV2D_PAIRS", ("sub",),
          lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.DEPTHWISE, MacMode.MATMUL,
                                                 MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE,
-                                                MacMode.CONV2D_LANE_PAIRS))),
+                                                MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_ROW_PAIRS,
+                                                MacMode.CONV2D_PAIRS))),
     Rule("depthwise operands", Status.BAD_MODE,
          "a DEPTHWISE, DEPTHWISE_PAIRED or DEPTHWISE_TRIPLE command takes int8 inputs, one input word per "
          "pixel (IFM_CBLOCKS = 1) and at most min(mac.rows, mac.cols) output channels (row r reads "
@@ -224,12 +226,20 @@ MAC_RULES: tuple[Rule, ...] = (
              r.ifm_dtype != DType.INT8, r.ifm_cblocks != 1, r.ofm_c > min(cfg.mac_rows, cfg.mac_cols)))),
     _group_span_rule("paired span", MacMode.DEPTHWISE_PAIRED, "mac.cols / 2", "each half"),
     _group_span_rule("triple span", MacMode.DEPTHWISE_TRIPLE, "mac.cols // 3", "each third"),
-    Rule("lane pairs", Status.BAD_MODE,
-         "a CONV2D_LANE_PAIRS command takes int8 inputs and an even OFM_W (a beat of its last input-channel "
-         "block takes output pixels two at a time along a row)",
+    Rule("pixel pairs", Status.BAD_MODE,
+         "a CONV2D_LANE_PAIRS, CONV2D_ROW_PAIRS or CONV2D_PAIRS command takes int8 inputs and an even OFM_W "
+         "(its paired beats take output pixels two at a time along a row)",
          ("sub", "IFM_DTYPE", "OFM_W"),
-         lambda x, r, sub, cfg: x.all(sub == MacMode.CONV2D_LANE_PAIRS, x.any(
+         lambda x, r, sub, cfg: x.all(x.one_of(sub, MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_ROW_PAIRS,
+                                               MacMode.CONV2D_PAIRS), x.any(
              r.ifm_dtype != DType.INT8, x.not_(x.aligned(r.ofm_w, 2))))),
+    Rule("row pairs", Status.BAD_MODE,
+         "a CONV2D_ROW_PAIRS or CONV2D_PAIRS command's last output-channel block holds at most mac.rows / 2 "
+         "channels (OFM_C mod mac.rows is 1 .. mac.rows / 2): each half of the rows takes one pixel",
+         ("sub", "OFM_C"),
+         lambda x, r, sub, cfg: x.all(x.one_of(sub, MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS), x.any(
+             x.aligned(r.ofm_c, cfg.mac_rows),
+             (r.ofm_c & (cfg.mac_rows - 1)) > cfg.mac_rows // 2))),
     Rule("input SRAM", Status.BAD_MODE,
          "IFM_SRAM is INPUT or OUTPUT (an earlier command's result read where it was written)", ("IFM_SRAM",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_sram, Sram.INPUT, Sram.OUTPUT))),

@@ -280,7 +280,8 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
                        kernel_w: int, ifm_cblocks: int, write_clocks: int = 1, vector: bool = False,
                        ofm_addr: int = 0, ofm_row_stride: int = 0, ofm_pix_stride: int = 0,
                        element_bytes: int = 1, depthwise: bool = False, stride_w: int = 1,
-                       dilation_w: int = 1, kernel_rows: int = 1, lane_pairs: bool = False) -> int:
+                       dilation_w: int = 1, kernel_rows: int = 1, lane_pairs: bool = False,
+                       row_pairs: bool = False) -> int:
     """Clocks of a MAC command from its start to its done pulse.
 
     Per block of `rows` output channels: the reduction steps (kernel position x input-channel
@@ -300,7 +301,8 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     vector per pixel; with `kernel_rows` 2 or 3 (MacMode.DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE) a step
     per that many kernel rows (depthwise_kernel_steps), each row's one pass in its group of lanes.
     With `lane_pairs` (MacMode.CONV2D_LANE_PAIRS) the steps of the last input-channel block stream
-    two output pixels a beat (conv_streams).
+    two output pixels a beat (conv_streams); with `row_pairs` (CONV2D_ROW_PAIRS, CONV2D_PAIRS)
+    every step of the last block of output channels does (row_pair_streams).
 
     A vector-path command of one block of output channels starts its output engine with the
     block's last step (mac_early_output_cycles): the engine drains each pixel as soon as the last
@@ -315,9 +317,11 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     else:
         streams = conv_streams(kernel_h, kernel_w, ifm_cblocks, pixels, lane_pairs)
     n_ocb = -(-ofm_c // rows)
+    # the last block's steps: two pixels a beat in every one with row pairs
+    last_streams = row_pair_streams(streams, pixels) if row_pairs else streams
     if not vector:
-        return (MAC_FIXED + n_ocb * (mac_block_cycles(cfg, streams) + pixels + MAC_OUTPUT_DRAIN)
-                + pixels * ofm_c * write_clocks)
+        return (MAC_FIXED + (n_ocb - 1) * (mac_block_cycles(cfg, streams) + pixels + MAC_OUTPUT_DRAIN)
+                + mac_block_cycles(cfg, last_streams) + pixels + MAC_OUTPUT_DRAIN + pixels * ofm_c * write_clocks)
     pix = (ofm_addr + np.arange(ofm_h, dtype=np.int64)[:, None] * ofm_row_stride
            + np.arange(ofm_w, dtype=np.int64)[None, :] * ofm_pix_stride)
     if n_ocb == 1:
@@ -328,13 +332,20 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
             beats = (np.arange(ofm_h, dtype=np.int64)[:, None] * (first + (ofm_w - 1) * step)
                      + (first - 1) + np.arange(ofm_w, dtype=np.int64)[None, :] * step).reshape(-1)
         else:
-            # a lane-paired last step (the only step of a kernel position) accumulates pixels 2i
-            # and 2i+1 with its beat i
-            beats = np.arange(pixels, dtype=np.int64) // (2 if lane_pairs and ifm_cblocks == 1 else 1)
-        return mac_early_output_cycles(cfg, streams, beats, pixel_words)
+            # a paired last step (row pairs, or lane pairs of one block: the only step of a kernel
+            # position) accumulates pixels 2i and 2i+1 with its beat i
+            paired = row_pairs or (lane_pairs and ifm_cblocks == 1)
+            beats = np.arange(pixels, dtype=np.int64) // (2 if paired else 1)
+        return mac_early_output_cycles(cfg, last_streams, beats, pixel_words)
     words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
                                     min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]
-    return mac_vector_cycles(cfg, pixels, streams, words)
+    return mac_vector_cycles(cfg, pixels, streams, words, last_streams)
+
+
+def row_pair_streams(streams: list[int], pixels: int) -> list[int]:
+    """The steps of a block whose beats take two output pixels each (the last block of a
+    CONV2D_ROW_PAIRS or CONV2D_PAIRS command): ceil(P / 2) clocks every one."""
+    return len(streams) * [-(-pixels // 2)]
 
 
 def conv_streams(kernel_h: int, kernel_w: int, ifm_cblocks: int, pixels: int, lane_pairs: bool = False) -> list[int]:
@@ -425,16 +436,19 @@ def mac_block_cycles(cfg: NpuConfig, streams: list[int]) -> int:
     return (rows + 1) + sum(mac_step_clocks(cfg, s) for s in streams[:-1]) + (streams[-1] + 3)
 
 
-def mac_vector_cycles(cfg: NpuConfig, pixels: int, streams: list[int], words: list[int]) -> int:
-    """A vector-path MAC command's clocks from its steps' stream clocks (mac_block_cycles) and its
-    blocks' write words (`words[b]`: the output-SRAM words block b's pixels touch): each block's
-    accumulation, and the output engine's O_b = words + the drain, beside the next block's
-    accumulation when `pixels` fit half the accumulators."""
+def mac_vector_cycles(cfg: NpuConfig, pixels: int, streams: list[int], words: list[int],
+                      last_streams: list[int] | None = None) -> int:
+    """A vector-path MAC command's clocks from its steps' stream clocks (mac_block_cycles; the last
+    block's `last_streams` when they differ) and its blocks' write words (`words[b]`: the
+    output-SRAM words block b's pixels touch): each block's accumulation, and the output engine's
+    O_b = words + the drain, beside the next block's accumulation when `pixels` fit half the
+    accumulators."""
     block = mac_block_cycles(cfg, streams)
+    blocks = [block] * (len(words) - 1) + [mac_block_cycles(cfg, last_streams or streams)]
     drains = [w + MAC_VECTOR_DRAIN for w in words]
     overlap = pixels <= cfg.acc_depth // 2
-    between = sum((1 + max(block, o)) if overlap else (2 + o + block) for o in drains[:-1])
-    return MAC_FIXED + 2 + block + between + drains[-1]
+    between = sum((1 + max(a, o)) if overlap else (2 + o + a) for a, o in zip(blocks[1:], drains[:-1]))
+    return MAC_FIXED + 2 + blocks[0] + between + drains[-1]
 
 
 # The host CPU is modelled, not simulated: an assumed cost of a fixed hand-over plus one NPU

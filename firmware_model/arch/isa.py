@@ -39,7 +39,8 @@ ISA_VERSION = 7          # 2: the DMA runs beside the compute units (docs/isa.md
                          # 6: ELTWISE B_FROM_OUTPUT; POOL reads IFM_SRAM (its input box from the
                          #    output SRAM with OUTPUT)
                          # 7: MAC CONV2D_LANE_PAIRS (two output pixels a beat over a half-full
-                         #    last input-channel block)
+                         #    last input-channel block), CONV2D_ROW_PAIRS (... over a half-full
+                         #    last output-channel block), CONV2D_PAIRS (both)
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command
@@ -120,6 +121,14 @@ class MacMode(enum.IntEnum):
     DEPTHWISE_TRIPLE = 4   # DEPTHWISE over three kernel rows a step: each third of the lanes a row
     CONV2D_LANE_PAIRS = 5  # CONV2D whose last input-channel block's steps take two output pixels a beat,
                            # each half of the lanes one pixel's word (docs/isa.md)
+    CONV2D_ROW_PAIRS = 6   # CONV2D whose last output-channel block (at most mac.rows/2 channels) takes
+                           # two output pixels a beat, each half of the rows one pixel
+    CONV2D_PAIRS = 7       # both: lane pairs in the other blocks, row pairs in the last
+
+
+LANE_PAIR_MODES = (MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_PAIRS)
+ROW_PAIR_MODES = (MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS)
+PIXEL_PAIR_MODES = (MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS)
 
 
 DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE)

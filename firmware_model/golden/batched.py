@@ -50,11 +50,12 @@ from __future__ import annotations
 import numpy as np
 
 from firmware_model.arch.config import ACC_BITS
-from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Opcode, Reg, Sram,
+from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, LANE_PAIR_MODES, OUTPUT_STAGE_REGS,
+                                     PIXEL_PAIR_MODES, MacMode, Opcode, Reg, Sram,
                                      decode_param_records)
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, blocks_in_channel_order, exact_dot,
-                                           lane_pair_weights, lanes_per_word, record_operands)
+                                           lanes_per_word, pixel_pair_weights, record_operands)
 from firmware_model.golden.eltwise_unit import SMALL_COUNT
 from firmware_model.golden.memories import memory_bytes
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
@@ -263,8 +264,8 @@ class _Group:
         self.in_dtype = np.dtype(np.int8 if L // lanes == 1 else "<i2")
         self.P, self.K, self.oc, self.R, self.L = oh * ow, kh * kw * cb * lanes, oc, R, L
         self.kblocks = kh * kw * cb
-        # CONV2D_LANE_PAIRS: the odd pixels meet other weights than the even ones
-        self.lane_pairs = (sub == MacMode.CONV2D_LANE_PAIRS, kh * kw, cb)
+        # pixel pairs (CONV2D_LANE_PAIRS, _ROW_PAIRS, _PAIRS): the odd pixels meet other weights
+        self.sub, self.positions, self.cb = sub, kh * kw, cb
         self.ifm_zp, self.wgt_zp = r.ifm_zp, r.wgt_zp
         self.bound = bound = accumulator_bound(self.K, ifm_dtype, self.ifm_zp, self.wgt_zp)
         self.acc_wraps = bound >= 1 << (ACC_BITS - 1)
@@ -334,7 +335,7 @@ class _Group:
         x = V[self.x].view(self.in_dtype).astype(np.float64).reshape(nx, P, K)
         x -= self.ifm_zp
         weights = self._weights(_take(V, self.w_get))
-        if self.lane_pairs[0]:              # the even pixels and the odd ones (mac_unit.lane_pair_dot)
+        if self.sub in PIXEL_PAIR_MODES:    # the even pixels and the odd ones (mac_unit.pixel_pair_dot)
             acc = np.empty((self.G, P, oc), dtype=np.int64)
             acc[:, 0::2] = self._products(x[:, 0::2], weights[0])
             acc[:, 1::2] = self._products(x[:, 1::2], weights[1])
@@ -367,15 +368,14 @@ class _Group:
         R, L, lanes, K = self.R, self.L, self.lanes, self.K
         nw = len(self.w)
         w_rows = raw.reshape(nw, self.n_ocb, self.kblocks, R, L)
-        paired, positions, cb = self.lane_pairs
-        if paired:
-            w_rows = blocks_in_channel_order(w_rows, positions, cb, axis=2)
+        if self.sub in LANE_PAIR_MODES:
+            w_rows = blocks_in_channel_order(w_rows, self.positions, self.cb, axis=2)
         w = w_rows[..., :lanes].view(np.int8).astype(np.float64)
         w = w.transpose(0, 2, 4, 1, 3).reshape(nw, K, self.n_ocb * R)
         w -= self.wgt_zp
         made = [np.ascontiguousarray(w[wset].transpose(1, 0, 2).reshape(K, -1)) for _, wset, _, _, _ in self.parts]
-        if paired:
-            pairs = [lane_pair_weights(m, positions, cb, L) for m in made]
+        if self.sub in PIXEL_PAIR_MODES:
+            pairs = [pixel_pair_weights(m, self.sub, self.positions, self.cb, L, R, self.n_ocb) for m in made]
             made = ([e for e, _ in pairs], [o for _, o in pairs])
         self._w_memo = (key, made)
         return made

@@ -46,11 +46,12 @@ from __future__ import annotations
 import numpy as np
 
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.isa import ELEMENT_BYTES, OUTPUT_STAGE_REGS, MacMode, Sram
+from firmware_model.arch.isa import ELEMENT_BYTES, LANE_PAIR_MODES, OUTPUT_STAGE_REGS, PIXEL_PAIR_MODES, Sram
 from firmware_model.arch.registers import Registers
 from firmware_model.golden.mac_unit import (accumulate, accumulator_bound, blocks_in_channel_order, box_holds_pixel,
                                            depthwise_lanes, exact_dot,
-                                           finish_accumulator, lane_pair_weights, lanes_per_word, record_operands)
+                                           finish_accumulator, lanes_per_word, pixel_pair_dot, pixel_pair_weights,
+                                           record_operands)
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.output_stage import Scale32Operands, prepare_output_stage
 from firmware_model.tosa_ops.dtypes import DType, wrap
@@ -204,26 +205,22 @@ def prepare_conv(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
     out_dtype = f"<i{esize}"
     dst_shape, dst_offset = (oh, ow, oc * esize), plan.region.output[0]
     dst_strides = (r.ofm_row_stride, r.ofm_pix_stride, 1)
-    lane_pairs = mode == MacMode.CONV2D_LANE_PAIRS
+    paired = mode in PIXEL_PAIR_MODES
 
     @_last_bytes
     def weights(raw: np.ndarray):
         """(K, OFM_C) float64: execute_mac's weight matrix less WGT_ZP, its first OFM_C columns;
-        CONV2D_LANE_PAIRS: the even and the odd pixels' (mac_unit.lane_pair_weights)."""
+        with pixel pairs the even and the odd pixels' (mac_unit.pixel_pair_weights)."""
         w = raw.reshape(w_shape)[..., :lanes].view(np.int8).astype(np.float64)
-        if lane_pairs:
+        if mode in LANE_PAIR_MODES:
             w = blocks_in_channel_order(w, kh * kw, cb, axis=1)
-        w = np.ascontiguousarray(w.transpose(1, 3, 0, 2).reshape(K, n_ocb * R)[:, :oc])
-        w -= wgt_zp
-        return lane_pair_weights(w, kh * kw, cb, L) if lane_pairs else w
+        w = w.transpose(1, 3, 0, 2).reshape(K, n_ocb * R) - wgt_zp
+        if paired:
+            return tuple(np.ascontiguousarray(m[:, :oc]) for m in pixel_pair_weights(w, mode, kh * kw, cb, L, R, n_ocb))
+        return np.ascontiguousarray(w[:, :oc])
 
     def dot(x: np.ndarray, w) -> np.ndarray:
-        if not lane_pairs:
-            return exact_dot(x, w)
-        acc = np.empty((P, oc), dtype=np.int64)
-        acc[0::2] = exact_dot(x[0::2], w[0])
-        acc[1::2] = exact_dot(x[1::2], w[1])
-        return acc
+        return pixel_pair_dot(x, *w) if paired else exact_dot(x, w)
 
     records = _last_bytes(lambda raw: _spread_records(raw, ifm_dtype, stage_plan_, P, oc, bound, acc32_wraps))
 

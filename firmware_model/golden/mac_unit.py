@@ -39,8 +39,9 @@ import numpy as np
 from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.cycle_model import (conv_streams, depthwise_kernel_steps, depthwise_passes, element_write_clocks,
-                                             mac_command_cycles, uses_vector_output)
-from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECORD_BYTES, MacMode, Sram,
+                                             mac_command_cycles, row_pair_streams, uses_vector_output)
+from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, LANE_PAIR_MODES, PARAM_RECORD_BYTES,
+                                     PIXEL_PAIR_MODES, ROW_PAIR_MODES, MacMode, Sram,
                                      decode_param_records, depthwise_group_lanes, depthwise_rows, lane_pair_blocks)
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
@@ -194,11 +195,14 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     check_range(cfg, in_sram, lo * L, hi * L, "MAC input")
     depthwise = mode in DEPTHWISE_MODES
     rows = depthwise_rows(mode)
-    lane_pairs = mode == MacMode.CONV2D_LANE_PAIRS
+    lane_pairs, row_pairs = mode in LANE_PAIR_MODES, mode in ROW_PAIR_MODES
     steps = (depthwise_kernel_steps(kh, rows) * len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise
              else kh * kw * cb)
-    # the array's beats a block takes (a lane-paired step: one a pixel pair)
-    beats = steps * oh * ow if not lane_pairs else sum(conv_streams(kh, kw, cb, oh * ow, True))
+    # the array's beats the blocks take (a paired step: one a pixel pair)
+    beats = n_ocb * steps * oh * ow
+    if lane_pairs or row_pairs:
+        streams = conv_streams(kh, kw, cb, oh * ow, lane_pairs)
+        beats = (n_ocb - 1) * sum(streams) + sum(row_pair_streams(streams, oh * ow) if row_pairs else streams)
     wword0 = r.wgt_addr // L
     n_wwords = n_ocb * steps * R
     check_range(cfg, Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
@@ -218,8 +222,9 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
                                   vector=uses_vector_output(ofm_dtype, r.lut_mode), ofm_addr=r.ofm_addr,
                                   ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
                                   element_bytes=esize, depthwise=depthwise, stride_w=r.stride_w,
-                                  dilation_w=r.dilation_w, kernel_rows=rows, lane_pairs=lane_pairs),
-        macs=n_ocb * beats * R * lanes_per_word(L, ifm_dtype),
+                                  dilation_w=r.dilation_w, kernel_rows=rows, lane_pairs=lane_pairs,
+                                  row_pairs=row_pairs),
+        macs=beats * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
                          output=(first, last), lut=stage.lut_range if stage is not None else None,
@@ -261,15 +266,15 @@ def execute_mac(cfg: NpuConfig, mem: Memories, regs: dict[int, int], mode: int, 
 
     wa, wb = plan.region.weight
     w_rows = mem.sram[Sram.WEIGHT][wa:wb].reshape(n_ocb, kh * kw * cb, R, L)
-    if mode == MacMode.CONV2D_LANE_PAIRS:
+    if mode in LANE_PAIR_MODES:
         w_rows = blocks_in_channel_order(w_rows, kh * kw, cb, axis=1)
     w = w_rows[..., :lanes].view(np.int8).astype(np.float64)                  # weight_elements' lanes
     w = w.transpose(1, 3, 0, 2).reshape(kh * kw * cb * lanes, n_ocb * R)
     w -= r.wgt_zp
 
     # Products are exact; the accumulator lanes hold 48 bits.
-    if mode == MacMode.CONV2D_LANE_PAIRS:
-        acc = lane_pair_dot(x, w, kh * kw, cb, L)
+    if mode in PIXEL_PAIR_MODES:
+        acc = pixel_pair_dot(x, *pixel_pair_weights(w, mode, kh * kw, cb, L, R, n_ocb))
     else:
         acc = exact_dot(x, w)
     acc = accumulate(0, acc)[:, :oc]                                          # (P, oc)
@@ -285,26 +290,37 @@ def blocks_in_channel_order(steps: np.ndarray, positions: int, cb: int, axis: in
     return np.take(steps, index, axis=axis)
 
 
-def lane_pair_weights(w: np.ndarray, positions: int, cb: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """The weight matrices of a CONV2D_LANE_PAIRS command (docs/isa.md) for its even and its odd
-    output pixels, from execute_mac's (K, n) matrix, K = positions x cb x cols in the order
-    (kernel position, input-channel block, lane): a step of the last block multiplies the low half
-    of a pixel's word, lanes 0 .. cols/2-1, by weight lanes 0 .. cols/2-1 for an even pixel (raster
-    order in the tile) and by lanes cols/2 .. cols-1 for an odd one; its upper input lanes meet
-    nothing."""
-    h = cols // 2
-    blocks = w.reshape(positions, cb, cols, -1)
+def pixel_pair_weights(w: np.ndarray, mode: int, positions: int, cb: int, cols: int, rows: int,
+                       n_ocb: int) -> tuple[np.ndarray, np.ndarray]:
+    """The weight matrices of a CONV2D_LANE_PAIRS, _ROW_PAIRS or _PAIRS command (docs/isa.md) for
+    its even and its odd output pixels (raster order in the tile), from execute_mac's (K, n)
+    matrix, K = positions x cb x cols in the order (kernel position, input-channel block, lane),
+    n = groups x n_ocb x rows (a batch of tiles' weights side by side):
+    - lane pairs (every block but a row-paired one): a step of the last input-channel block
+      multiplies the low half of a pixel's word, lanes 0 .. cols/2-1, by weight lanes
+      0 .. cols/2-1 for an even pixel and by lanes cols/2 .. cols-1 for an odd one; its upper
+      input lanes meet nothing;
+    - row pairs (the last block of output channels, at most rows/2 of them): an even pixel's
+      channel r takes weight row r, an odd pixel's row rows/2 + r, each on its own whole word."""
+    K = w.shape[0]
+    blocks = w.reshape(positions, cb, cols, -1, n_ocb, rows)
     even, odd = blocks.copy(), blocks.copy()
-    even[:, cb - 1, h:] = 0
-    odd[:, cb - 1, :h] = blocks[:, cb - 1, h:]
-    odd[:, cb - 1, h:] = 0
-    return even.reshape(w.shape), odd.reshape(w.shape)
+    paired_rows = mode in ROW_PAIR_MODES
+    if mode in LANE_PAIR_MODES:
+        h, lp = cols // 2, slice(0, n_ocb - 1 if paired_rows else n_ocb)
+        even[:, cb - 1, h:, :, lp] = 0
+        odd[:, cb - 1, :h, :, lp] = blocks[:, cb - 1, h:, :, lp]
+        odd[:, cb - 1, h:, :, lp] = 0
+    if paired_rows:
+        h = rows // 2
+        odd[..., n_ocb - 1, :h] = blocks[..., n_ocb - 1, h:2 * h]
+    return even.reshape(K, -1), odd.reshape(K, -1)
 
 
-def lane_pair_dot(x: np.ndarray, w: np.ndarray, positions: int, cb: int, cols: int) -> np.ndarray:
-    """exact_dot(x, w) for a CONV2D_LANE_PAIRS command (lane_pair_weights): (P, n) sums."""
-    even, odd = lane_pair_weights(w, positions, cb, cols)
-    acc = np.empty((x.shape[0], w.shape[1]), dtype=np.int64)
+def pixel_pair_dot(x: np.ndarray, even: np.ndarray, odd: np.ndarray) -> np.ndarray:
+    """The sums (P, n) of a command whose even and odd output pixels meet their own weight
+    matrices (pixel_pair_weights)."""
+    acc = np.empty((x.shape[0], even.shape[1]), dtype=np.int64)
     acc[0::2] = exact_dot(x[0::2], even)
     acc[1::2] = exact_dot(x[1::2], odd)
     return acc

@@ -304,11 +304,24 @@ def one_step_full_block_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     return directed_tile(cfg, rng, tile_id, accept, f"of one step and {cfg.mac_rows} channels")
 
 
+def row_paired_tile(cfg: NpuConfig, rng, tile_id: int, mode) -> TileSpec:
+    """A random CONV2D_ROW_PAIRS or CONV2D_PAIRS tile of two output blocks, the last of at most
+    mac.rows/2 channels (its steps two pixels a beat, each half of the rows one), over two
+    input-channel blocks, storing its raw accumulators (no RESCALE: a wrong row shows in the
+    result instead of being rounded or clamped away)."""
+    def accept(t) -> bool:
+        regs = t["regs"]
+        return (t["mode"] == mode and regs[int(Reg.IFM_CBLOCKS)] == 2
+                and -(-regs[int(Reg.OFM_C)] // cfg.mac_rows) == 2
+                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
+    return directed_tile(cfg, rng, tile_id, accept, f"in {mode.name} of 2 output blocks")
+
+
 def lane_paired_tile(cfg: NpuConfig, rng, tile_id: int, blocks: int) -> TileSpec:
     """A random CONV2D_LANE_PAIRS tile with `blocks` output-channel blocks (one: its output engine
     starts with the last, lane-paired step and drains pixels two a beat behind it; two: the
-    blocks alternate accumulator halves) over two input-channel blocks (a whole step before each
-    lane-paired one), on the vector output path."""
+    blocks alternate accumulator halves) over two input-channel blocks (a whole step after each
+    lane-paired one), on the vector output path, storing its raw accumulators (no RESCALE)."""
     from firmware_model.arch.cycle_model import uses_vector_output
     from firmware_model.arch.isa import MacMode
 
@@ -316,7 +329,8 @@ def lane_paired_tile(cfg: NpuConfig, rng, tile_id: int, blocks: int) -> TileSpec
         regs = t["regs"]
         return (t["mode"] == MacMode.CONV2D_LANE_PAIRS and regs[int(Reg.IFM_CBLOCKS)] == 2
                 and -(-regs[int(Reg.OFM_C)] // cfg.mac_rows) == blocks
-                and uses_vector_output(regs[int(Reg.OFM_DTYPE)], regs[int(Reg.LUT_MODE)]))
+                and uses_vector_output(regs[int(Reg.OFM_DTYPE)], regs[int(Reg.LUT_MODE)])
+                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
     return directed_tile(cfg, rng, tile_id, accept, f"in CONV2D_LANE_PAIRS of {blocks} output blocks")
 
 

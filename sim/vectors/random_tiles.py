@@ -168,9 +168,13 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     regs = {int(k): int(v) for k, v in regs.items()}
     # Two fifths of the int8 CONV2D tiles with an even OFM_W take lane pairs (CONV2D_LANE_PAIRS: the
     # last input-channel block's steps two pixels a beat), from a stream of their own.
+    # Of those whose last output block holds at most mac.rows/2 channels, half take row pairs too
+    # (CONV2D_PAIRS) or instead (CONV2D_ROW_PAIRS).
     pairs = np.random.default_rng((tile_id, in_addr, w_addr, out_addr, 3))
     if mode == MacMode.CONV2D and not int16 and ow % 2 == 0 and pairs.random() < 0.4:
         mode = MacMode.CONV2D_LANE_PAIRS
+        if R % 2 == 0 and 0 < oc % R <= R // 2 and pairs.random() < 0.5:
+            mode = MacMode.CONV2D_PAIRS if pairs.random() < 0.5 else MacMode.CONV2D_ROW_PAIRS
     before = mem.sram[Sram.OUTPUT].copy()
     result = execute_mac(cfg, mem, regs, mode)
     a, b = result.region.output

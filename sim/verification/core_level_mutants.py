@@ -201,7 +201,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "dw_pixel_step_uses_stride",
        "a DEPTHWISE stream steps to a pixel's next word by the pixel stride step (STRIDE_W words), "
        "not by one word",
-       r"(assign (\\\$\d+)  = lp_step \? \\\$\d+  : \{ 1'h0, pix_step \};\n  assign \\\$\d+  = )dwm \? \\\$\d+  : \\\$\d+ ;",
+       r"(assign (\\\$\d+)  = two_px \? \\\$\d+  : \{ 1'h0, pix_step \};\n  assign \\\$\d+  = )dwm \? \\\$\d+  : \\\$\d+ ;",
        r"\g<1>\g<2> ;"),
     _m("mac_sequencer", "dw_two_words_advance_one",
        "a DEPTHWISE clock that reads two words moves the stream on by one word: the next clock reads "
@@ -267,15 +267,19 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        r"(assign \\\$\d+  = )third_row \? (\\\$\d+ \[\d+:0\]) : \d+'h0;", r"\g<1>\g<2>;"),
     _m("mac_sequencer", "lane_pair_second_word_not_offset",
        "a CONV2D_LANE_PAIRS step's second port reads the even pixel's word again, not the next pixel's",
-       r"(assign \\\$\d+  = )lp_step \? pix_step : (\\\$\d+ );", r"\g<1>\g<2>;"),
+       r"(assign \\\$\d+  = )two_px \? pix_step : (\\\$\d+ );", r"\g<1>\g<2>;"),
     _m("mac_sequencer", "lane_pair_block_not_first",
        "a CONV2D_LANE_PAIRS kernel position starts at input-channel block 0, not at the lane-paired last "
        "block: the steps meet the wrong weight blocks and the paired block is never run",
        rf"(assign {_N}  = )lp_mode \? {_N}  : (33'h0+;)", r"\g<1>\g<2>"),
+    _m("mac_sequencer", "row_pair_block_not_paired",
+       "a CONV2D_ROW_PAIRS command's last output block streams one pixel a beat (its upper rows' "
+       "copies of the lower rows' channels computed for nothing): the command takes the wrong clocks",
+       r"(assign rp_block = )rp_mode & \\\$\d+ ;", r"\g<1>1'h0;"),
     _m("mac_sequencer", "lane_pair_pointer_one_pixel",
        "a CONV2D_LANE_PAIRS step's input pointer advances one pixel a beat, not two: the pairs read "
        "the wrong words",
-       r"(assign \\\$\d+  = )lp_step \? \\\$\d+  : (\{ 1'h0, pix_step \});", r"\g<1>\g<2>;"),
+       r"(assign \\\$\d+  = )two_px \? \\\$\d+  : (\{ 1'h0, pix_step \});", r"\g<1>\g<2>;"),
     # ---- the MAC array's window (DEPTHWISE mode) and accumulator pairs, inside the core ----
     _m("mac_window", "lane_pair_upper_lane_own_word",
        "in a lane-paired beat, the upper half's first lane multiplies the even pixel's word, not the "
@@ -285,6 +289,14 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        "a lane-paired beat writes only the even pixel's accumulators: the odd pixel keeps its old sum "
        "(every row of the tiny core's 4)",
        r"(assign \\\$\d+  = )s1_pair \? \{ 1'h0, \\\$\d+ \[47:0\] \} : (\\\$\d+ );", r"\g<1>\g<2>;", count=4),
+    _m("mac_window", "row_pair_upper_rows_even_word",
+       "in a row-paired beat the upper rows' first lane multiplies the even pixel's word, not the odd pixel's",
+       r"(assign xu_0 = )row_pair \? x2_0 : (x_0;)", r"\g<1>\g<2>"),
+    _m("mac_window", "row_pair_odd_pixel_unwritten",
+       "a row-paired beat leaves the odd pixel's accumulators as they were (every lower lane: the tiny "
+       "core's 2)",
+       r"(assign \\\$\d+  = )s1_rows \? \{ 1'h0, \\\$\d+ \[47:0\] \} : (\\\$\d+ );", r"\g<1>\g<2>;",
+       count=2),
     _m("mac_window", "acc_output_half_swapped",
        "the output engine's accumulator read takes the other pixel of the word (each pair's pixels swapped)",
        r"(assign out_data = )out_half \?", r"\g<1>~out_half ?"),

@@ -345,6 +345,9 @@ def core_run(name: str) -> CoreRun:
             # and CONV2D_LANE_PAIRS tiles of one output block (the early engine) and of two
             for blocks in (1, 2):
                 tiles.append(rp.lane_paired_tile(cfg, rng, len(tiles), blocks))
+            # and CONV2D_ROW_PAIRS and CONV2D_PAIRS tiles of two output blocks
+            for mode in (MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS):
+                tiles.append(rp.row_paired_tile(cfg, rng, len(tiles), mode))
             # and a tile of each window mode with padding on four sides of its input box
             for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE):
                 tiles.append(rp.padded_window_tile(cfg, rng, len(tiles), mode))

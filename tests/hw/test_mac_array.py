@@ -224,9 +224,13 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
 def test_mac_array_lane_pairs_amaranth_sim(geometry):
     """Lane pairs (MacMode.CONV2D_LANE_PAIRS): a `lane_pair` beat at an even accumulator a adds, in
     every row, the low half of the lanes' products (the `x` word's low half) into a and the upper
-    half's (the low half of `x2_data`, which those lanes take) into a + 1; the other beats, int8 and
-    int16, add the whole row into their own accumulator, at odd addresses too; beats back to back
-    on one accumulator word; some clocks idle. Read back through `rd_addr` and the output port."""
+    half's (the low half of `x2_data`, which those lanes take) into a + 1. Row pairs
+    (CONV2D_ROW_PAIRS): a `row_pair` beat at an even a adds row r's sum over the `x` word into
+    a's lane r and row rows/2 + r's over `x2_data` into a + 1's lane r (r < rows/2); the upper lanes
+    of a take their rows' sums over `x2_data`, those of a + 1 stay (lanes past a row-paired block's
+    channels: the unit's own behaviour, no command reads them). The other beats, int8 and int16,
+    add the whole row into their own accumulator, at odd addresses too; beats back to back on one
+    accumulator word; some clocks idle. Read back through `rd_addr` and the output port."""
     from amaranth.sim import Simulator
 
     from hw.mac_array import MacArray
@@ -239,15 +243,16 @@ def test_mac_array_lane_pairs_amaranth_sim(geometry):
     w = rng.integers(-128, 128, (rows, cols))
     want = np.zeros((depth, rows), dtype=np.int64)
     written = set()
-    script = []          # (x word, x2 word, zp, int16, acc or None, first, pair)
+    script = []          # (x word, x2 word, zp, int16, acc or None, first, lane pair, row pair)
     for _ in range(40 * cols):
-        kind = int(rng.integers(0, 6))
+        kind = int(rng.integers(0, 8))
         x1, x2 = rng.integers(-128, 128, cols), rng.integers(-128, 128, cols)
         zp = int(rng.integers(-128, 128))
         if kind == 0:                                   # an idle clock
-            script.append((x1, x2, zp, 0, None, 0, 0))
+            script.append((x1, x2, zp, 0, None, 0, 0, 0))
             continue
-        pair = kind >= 3
+        rowp = kind >= 6
+        pair = 3 <= kind < 6 or rowp
         int16 = kind == 1
         acc = int(rng.integers(0, depth // 2)) * 2 if pair else int(rng.integers(0, depth))
         if script and script[-1][4] is not None and rng.integers(0, 3) == 0:
@@ -263,7 +268,21 @@ def test_mac_array_lane_pairs_amaranth_sim(geometry):
                     + 256 * (high[None, :] * (w[:, 1::2] - wzp)).sum(axis=1))
         else:
             sums = ((x1 - zp)[None, :] * (w - wzp)).sum(axis=1)
-        if pair:
+        if rowp:
+            hr = rows // 2
+            even = sums.copy()
+            even[hr:] = ((x2 - zp)[None, :] * (w[hr:] - wzp)).sum(axis=1)
+            odd = np.zeros(rows, dtype=np.int64)
+            odd[:hr] = ((x2 - zp)[None, :] * (w[hr:2 * hr] - wzp)).sum(axis=1)
+            want[acc] = even if first else want[acc] + even
+            base = np.zeros(rows, dtype=np.int64) if first else want[acc + 1].copy()
+            base[:hr] += odd[:hr]
+            if not first:
+                want[acc + 1] = base
+            else:
+                want[acc + 1][:hr] = odd[:hr]
+            written.update((acc, acc + 1))
+        elif pair:
             lo = ((x1[:h] - zp)[None, :] * (w[:, :h] - wzp)).sum(axis=1)
             hi = ((x2[:h] - zp)[None, :] * (w[:, h:] - wzp)).sum(axis=1)
             for a, v in ((acc, lo), (acc + 1, hi)):
@@ -272,16 +291,17 @@ def test_mac_array_lane_pairs_amaranth_sim(geometry):
         else:
             want[acc] = sums if first else want[acc] + sums
             written.add(acc)
-        script.append((x1, x2, zp, int(int16), acc, first, int(pair)))
+        script.append((x1, x2, zp, int(int16), acc, first, int(pair and not rowp), int(rowp)))
     got, got_out = {}, {}
 
     async def tb(ctx):
         await _load_weight_rows(ctx, dut, w, wzp)
-        for x1, x2, zp, int16, acc, first, pair in script:
+        for x1, x2, zp, int16, acc, first, pair, rowp in script:
             ctx.set(dut.x.valid, acc is not None)
             ctx.set(dut.x.payload, {"data": _word(x1), "zp": zp, "int16": int16, "acc": acc or 0, "first": first})
             ctx.set(dut.x2_data, _word(x2))
             ctx.set(dut.lane_pair, pair)
+            ctx.set(dut.row_pair, rowp)
             await ctx.tick()
         ctx.set(dut.x.valid, 0)
         await ctx.tick()
@@ -298,7 +318,8 @@ def test_mac_array_lane_pairs_amaranth_sim(geometry):
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
-    assert any(s[6] for s in script) and any(s[4] is not None and not s[6] for s in script)
+    assert any(s[6] for s in script) and any(s[7] for s in script)
+    assert any(s[4] is not None and not s[6] and not s[7] for s in script)
     for a in sorted(written):
         assert got[a] == want[a].tolist(), f"accumulator {a}: {got[a]} != {want[a].tolist()}"
         assert got_out[a] == want[a].tolist(), f"accumulator {a} (output port)"

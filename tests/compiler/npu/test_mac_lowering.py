@@ -12,6 +12,7 @@ import pytest
 from sim import seeds
 from sim.paths import MODELS_DIR, TEST_DATA
 from compiler.pipeline import compile_file
+from firmware_model.golden.mac_unit import mac_plan
 from firmware_model.golden.model import GoldenModel
 from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import MacMode, Opcode
@@ -185,13 +186,58 @@ def test_lane_paired_conv2d_on_the_mac_array(tmp_path, seed, monkeypatch):
     modes = {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC}
     golden = GoldenModel(ctx.program, cfg)
     assert np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
-    assert modes == {MacMode.CONV2D_LANE_PAIRS}, (C, kernel, modes)
+    # (a tile whose last output block holds at most mac.rows/2 channels takes row pairs too)
+    assert modes and modes <= {MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_PAIRS}, modes
     monkeypatch.setattr(conv_lowering.NpuConv, "lane_pairs", lambda self, cfg: False)
     other = GoldenModel(compile_file(model, cfg).program, cfg)
     monkeypatch.undo()
     assert np.array_equal(other.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
     assert golden.counters.macs < other.counters.macs
     assert golden.counters.unit_cycles["mac"] <= other.counters.unit_cycles["mac"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_row_paired_conv2d_on_the_mac_array(tmp_path, seed, monkeypatch):
+    """A convolution whose last block of output channels holds at most mac.rows/2 of them takes
+    row pairs in the tiles holding it (CONV2D_ROW_PAIRS, or CONV2D_PAIRS with lane pairs: two
+    output pixels a beat, each half of the rows one, docs/isa.md), its output width even: more than
+    half a word of input channels, 1 to 3 blocks of channels out on default or large, kernels up to 3x3 with strides and dilations;
+    bit-exact against Arm's model, in fewer lane slots than without; each row-paired command in
+    fewer clocks than the same registers without row pairs (the planner may pick other tiles)."""
+    from compiler.npu import conv as conv_lowering
+
+    rng = seeds.rng(280 + seed)
+    cfg = load_config(("default", "large")[seed % 2])
+    R = cfg.mac_rows
+    while True:
+        (H, W), kernel, stride, dilation, pad = random_geometry(rng)
+        OW = (W + pad[2] + pad[3] - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1
+        if OW % 2 == 0:
+            break
+    # (more than half a word of input channels: with fewer, lane pairs pair every step already)
+    C = int(rng.integers(cfg.mac_cols // 2 + 1, 2 * cfg.mac_cols + 1))
+    OC = int(rng.integers(0, 3)) * R + int(rng.integers(1, R // 2 + 1))
+    mlir = conv_layer_mlir(rng, "conv2d", (H, W, C), kernel, stride, dilation, pad, cout=OC, clamp=bool(seed % 2))
+    model = serialize(mlir, tmp_path)
+    x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
+    ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
+    ctx = compile_file(model, cfg)
+    modes = {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC}
+    assert modes & {MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS}, (C, OC, modes)
+    golden = GoldenModel(ctx.program, cfg)
+    assert np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+    monkeypatch.setattr(conv_lowering.NpuConv, "row_pairs", lambda self, cfg, tc: False)
+    other = GoldenModel(compile_file(model, cfg).program, cfg)
+    monkeypatch.undo()
+    assert np.array_equal(other.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
+    assert golden.counters.macs < other.counters.macs
+    without = {MacMode.CONV2D_PAIRS: MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_ROW_PAIRS: MacMode.CONV2D}
+    regs = {}
+    for c in ctx.program.commands:
+        if c.opcode == Opcode.SET:
+            regs[c.sub] = c.value
+        elif c.opcode == Opcode.MAC and c.sub in without:
+            assert mac_plan(cfg, regs, c.sub).cycles < mac_plan(cfg, regs, without[c.sub]).cycles
 
 
 def unfold_geometry(rng, kw: int, size: tuple[int, int], max_stride_w: int):

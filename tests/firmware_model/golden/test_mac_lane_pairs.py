@@ -42,11 +42,13 @@ def lane_pair_tile(cfg, rng, oh: int, ow: int):
     return mem, {int(k): int(v) for k, v in regs.items()}, bias
 
 
-def sums_by_hand(cfg, mem, regs) -> np.ndarray:
+def sums_by_hand(cfg, mem, regs, mode=MacMode.CONV2D_LANE_PAIRS) -> np.ndarray:
     """acc[p, c] written out: for each kernel position and input-channel block, the whole word
     against the block's row c, except in the last block: the low half of the word against lanes
     0 .. cols/2-1 (p even) or cols/2 .. cols-1 (p odd). The weight blocks lie in step order: at
-    each kernel position the last input-channel block's first."""
+    each kernel position the last input-channel block's first. With row pairs the last output
+    block's channel r takes weight row r for an even pixel, rows/2 + r for an odd one, on whole
+    words (no lane pairs there)."""
     R, L = cfg.mac_rows, cfg.mac_cols
     g = lambda reg: regs[int(reg)] - (1 << 32 if regs[int(reg)] >= 1 << 31 else 0)   # noqa: E731
     kh, kw, cb = g(Reg.KERNEL_H), g(Reg.KERNEL_W), g(Reg.IFM_CBLOCKS)
@@ -55,20 +57,25 @@ def sums_by_hand(cfg, mem, regs) -> np.ndarray:
     w = mem.sram[Sram.WEIGHT].view(np.int8).astype(np.int64)
     izp, wzp, h = g(Reg.IFM_ZP), g(Reg.WGT_ZP), L // 2
     acc = np.zeros((oh * ow, oc), dtype=np.int64)
+    n_ocb = -(-oc // R)
+    lanes_paired = mode in (MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_PAIRS)
     for p in range(oh * ow):
         oy, ox = divmod(p, ow)
         for c in range(oc):
             ocb, r = divmod(c, R)
+            rows_paired = mode in (MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS) and ocb == n_ocb - 1
+            if rows_paired and p % 2:
+                r += R // 2
             total = 0
             for ky in range(kh):
                 for kx in range(kw):
                     for b in range(cb):
                         word = (g(Reg.IFM_ADDR) + (oy * g(Reg.STRIDE_H) + ky * g(Reg.DILATION_H)) * g(Reg.IFM_ROW_STRIDE)
                                 + (ox * g(Reg.STRIDE_W) + kx * g(Reg.DILATION_W)) * g(Reg.IFM_PIX_STRIDE) + b * L)
-                        step = lane_pair_blocks(cb).index(b)         # the last block first
+                        step = lane_pair_blocks(cb).index(b) if lanes_paired else b   # the last block first
                         block = (((ocb * kh + ky) * kw + kx) * cb + step) * R * L + r * L
                         xs, ws = x[word:word + L] - izp, w[block:block + L] - wzp
-                        if b == cb - 1:
+                        if lanes_paired and not rows_paired and b == cb - 1:
                             xs, ws = xs[:h], (ws[h:] if p % 2 else ws[:h])
                         total += int((xs * ws).sum())
             acc[p, c] = total
@@ -90,6 +97,35 @@ def test_lane_paired_sums_equal_the_definition(config, seed):
     assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mode", [MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS])
+@pytest.mark.parametrize("config", ["tiny", "large"])
+def test_row_paired_sums_equal_the_definition(config, mode, seed):
+    cfg = load_config(config)
+    rng = seeds.rng(seed, f"row pairs {config} {int(mode)}")
+    oh, ow = int(rng.integers(1, 5)), 2 * int(rng.integers(1, 4))
+    mem, regs, bias = lane_pair_tile(cfg, rng, oh, ow)
+    R = cfg.mac_rows
+    oc = int(rng.integers(0, 3)) * R + int(rng.integers(1, R // 2 + 1))     # a last block of <= R/2
+    regs.update({int(Reg.OFM_C): oc, int(Reg.OFM_ROW_STRIDE): ow * oc * 4, int(Reg.OFM_PIX_STRIDE): oc * 4})
+    rec = np.frombuffer(encode_param_records(rng.integers(-(1 << 20), 1 << 20, oc), np.ones(oc, np.int64),
+                                             np.zeros(oc, np.int64)), np.uint8)
+    mem.sram[Sram.PARAM][:len(rec)] = rec
+    bias = decode_bias(rec)
+    result = execute_mac(cfg, mem, regs, mode)
+    a, b = result.region.output
+    got = mem.sram[Sram.OUTPUT][a:b].view("<i4").reshape(oh * ow, -1)
+    want = (sums_by_hand(cfg, mem, regs, mode) + bias) & 0xFFFFFFFF
+    want = np.where(want >= 1 << 31, want - (1 << 32), want)
+    assert np.array_equal(got, want)
+
+
+def decode_bias(rec) -> np.ndarray:
+    from firmware_model.arch.isa import decode_param_records
+
+    return decode_param_records(rec)[0]
+
+
 def test_lane_pairs_halve_the_last_blocks_beats():
     """The plan spends half the beats in each last-block step (conv_streams) and takes fewer
     cycles than CONV2D over the same registers; an odd OFM_W and int16 inputs are refused."""
@@ -105,4 +141,15 @@ def test_lane_pairs_halve_the_last_blocks_beats():
     for change in ({int(Reg.OFM_W): 7}, {int(Reg.IFM_DTYPE): int(DType.INT16), int(Reg.IFM_ZP): 0}):
         with pytest.raises(GoldenModelError) as err:
             mac_plan(cfg, {**regs, **change}, MacMode.CONV2D_LANE_PAIRS)
-        assert err.value.status == Status.BAD_MODE and "lane pairs" in str(err.value)
+        assert err.value.status == Status.BAD_MODE and "pixel pairs" in str(err.value)
+    # row pairs: the last output block must hold at most mac.rows / 2 channels
+    R = cfg.mac_rows
+    for oc, refused in ((R + R // 2, False), (R + R // 2 + 1, True), (2 * R, True)):
+        change = {int(Reg.OFM_C): oc, int(Reg.OFM_ROW_STRIDE): 8 * oc * 4, int(Reg.OFM_PIX_STRIDE): oc * 4}
+        for mode in (MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS):
+            if refused:
+                with pytest.raises(GoldenModelError, match="row pairs"):
+                    mac_plan(cfg, {**regs, **change}, mode)
+            else:
+                rows = mac_plan(cfg, {**regs, **change}, mode)
+                assert rows.cycles < mac_plan(cfg, {**regs, **change}, MacMode.CONV2D).cycles

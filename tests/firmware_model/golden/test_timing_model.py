@@ -15,7 +15,7 @@ import pytest
 
 from compiler.pipeline import compile_file
 from firmware_model.arch.config import load_config
-from firmware_model.arch.isa import Command, DType, Opcode, Reg, Sram, Status, VarOp
+from firmware_model.arch.isa import Command, DType, MacMode, Opcode, Reg, Sram, Status, VarOp
 from firmware_model.arch.program import Program
 from firmware_model.arch.registers import RecordingRegisters
 from firmware_model.errors import GoldenModelError
@@ -198,7 +198,7 @@ def faulty_program(what: str) -> tuple[object, Program, list[dict]]:
         "DMA outside external memory": [Command(Opcode.SET, Reg.DMA_EXT_ADDR, 0, cfg.ext_size - 1)] + [
             Command(Opcode.SET, r, 0, v) for r, v in ((Reg.DMA_LEN0, 8), (Reg.DMA_LEN1, 1), (Reg.DMA_LEN2, 1))] + [
             Command(Opcode.DMA_LOAD, Sram.INPUT)],
-        "MAC of no mode": [Command(Opcode.MAC, 7)],
+        "MAC of no mode": [Command(Opcode.MAC, max(MacMode) + 1)],
         "ELTWISE of no operation": [Command(Opcode.ELTWISE, 99)],
         "POOL of no mode": [Command(Opcode.POOL, 9)],
         "VAR of no mode": [Command(Opcode.VAR, 9)],

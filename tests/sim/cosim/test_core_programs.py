@@ -70,6 +70,9 @@ def test_random_mac_programs(config, simulator, n):
               enumerate((MacMode.DEPTHWISE, MacMode.DEPTHWISE_TRIPLE))]
     # and CONV2D_LANE_PAIRS tiles of one output block (the early engine) and of two
     tiles += [rp.lane_paired_tile(cfg, rng, n + 10 + i, blocks) for i, blocks in enumerate((1, 2))]
+    # and CONV2D_ROW_PAIRS and CONV2D_PAIRS tiles of two output blocks
+    tiles += [rp.row_paired_tile(cfg, rng, n + 12 + i, mode) for i, mode in
+              enumerate((MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS))]
     assert_matches_golden(*run(cfg, simulator, tiles))
 
 
