@@ -193,6 +193,15 @@ def _mac_input_end(x, r, cfg: NpuConfig):
             + _mul(x, r.ifm_cblocks, cfg.word_bytes))
 
 
+def _row_pairs_refused(x, r, cfg: NpuConfig):
+    """OFM_C's last block of mac.rows channels holds more than mac.rows / 2 of them (or every
+    block is whole); every row-paired command on an array whose rows are no power of two."""
+    R = cfg.mac_rows
+    if R < 2 or R & (R - 1):
+        return True
+    return x.any(x.aligned(r.ofm_c, R), (r.ofm_c & (R - 1)) > R // 2)
+
+
 def _mac_raw48(x, r):
     return x.all(r.ofm_dtype == DType.INT48, x.not_(x.flag(r.out_mode, _RESCALE)))
 
@@ -235,11 +244,11 @@ MAC_RULES: tuple[Rule, ...] = (
              r.ifm_dtype != DType.INT8, x.not_(x.aligned(r.ofm_w, 2))))),
     Rule("row pairs", Status.BAD_MODE,
          "a CONV2D_ROW_PAIRS or CONV2D_PAIRS command's last output-channel block holds at most mac.rows / 2 "
-         "channels (OFM_C mod mac.rows is 1 .. mac.rows / 2): each half of the rows takes one pixel",
+         "channels (OFM_C mod mac.rows is 1 .. mac.rows / 2; mac.rows a power of two): each half of the rows "
+         "takes one pixel",
          ("sub", "OFM_C"),
-         lambda x, r, sub, cfg: x.all(x.one_of(sub, MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS), x.any(
-             x.aligned(r.ofm_c, cfg.mac_rows),
-             (r.ofm_c & (cfg.mac_rows - 1)) > cfg.mac_rows // 2))),
+         lambda x, r, sub, cfg: x.all(x.one_of(sub, MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS),
+                                      _row_pairs_refused(x, r, cfg))),
     Rule("input SRAM", Status.BAD_MODE,
          "IFM_SRAM is INPUT or OUTPUT (an earlier command's result read where it was written)", ("IFM_SRAM",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_sram, Sram.INPUT, Sram.OUTPUT))),
