@@ -103,14 +103,13 @@ class MacArray(wiring.Component):
         self.prefetch = prefetch
         self.window = window
         self.lane_pairs = lane_pairs
-        if lane_pairs and (not window or depth % 2 or cols < 4):
-            raise ValueError("lane pairs take the window mode's second word, an even accumulator depth and "
-                             "at least 4 columns")
+        if lane_pairs and not window:
+            # (and the window mode takes 4 columns or more: cols/2 lanes a half of even size)
+            raise ValueError("lane pairs take the window mode's second word (x2_data)")
         # The accumulator SRAM (a bench may load or read it by backdoor). With lane pairs a word
-        # holds two pixels' accumulators (pixel a in half a % 2 of word a // 2), written a pixel
-        # (a granule) at a time or both at once.
+        # holds two pixels' accumulators (pixel a in half a % 2 of word a // 2), written back whole.
         if lane_pairs:
-            self.acc_mem = memory.Memory(shape=unsigned(2 * ACC_BITS * rows), depth=depth // 2, init=[])
+            self.acc_mem = memory.Memory(shape=unsigned(2 * ACC_BITS * rows), depth=(depth + 1) // 2, init=[])
         else:
             self.acc_mem = memory.Memory(shape=unsigned(ACC_BITS * rows), depth=depth, init=[])
         members = {
@@ -310,7 +309,7 @@ class MacArray(wiring.Component):
         rd_pixel = Signal.like(x.acc)
         m.d.comb += rd_pixel.eq(Mux(self.x.valid, x.acc, self.rd_addr))
         if self.lane_pairs:
-            self._paired_accumulators(m, acc_rd, acc_wr, rd_pixel, s1_valid, s1_acc, s1_first, low_sums,
+            self._paired_accumulators(m, acc_rd, acc_wr, rd_pixel, s1_valid, s1_acc, s1_first, s1_int16, low_sums,
                                       even_sums, odd_sums)
             return m
         m.d.comb += acc_rd.addr.eq(rd_pixel)
@@ -331,7 +330,7 @@ class MacArray(wiring.Component):
         ]
         return m
 
-    def _paired_accumulators(self, m, acc_rd, acc_wr, rd_pixel, s1_valid, s1_acc, s1_first, low_sums,
+    def _paired_accumulators(self, m, acc_rd, acc_wr, rd_pixel, s1_valid, s1_acc, s1_first, s1_int16, low_sums,
                              even_sums, odd_sums):
         """The accumulators of a lane-pairs array: word a // 2 holds pixel a in half a % 2. A beat
         reads the word of its pixel and writes it back whole one clock later (the read port is
@@ -349,8 +348,6 @@ class MacArray(wiring.Component):
         m.d.sync += [s1_pair.eq(self.lane_pair), s1_rows.eq(self.row_pair),
                      s1_second_first.eq((self.lane_pair | self.row_pair) & x.first)]
         m.d.comb += acc_rd.addr.eq(rd_pixel >> 1)
-        s1_int16 = Signal()
-        m.d.sync += s1_int16.eq(x.int16)
         word = [acc_rd.data[:width], acc_rd.data[width:]]
         odd_pixel = s1_acc[0]
         halves = ([], [])

@@ -48,7 +48,7 @@ from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import MacMode, OutMode, Status, depthwise_group_lanes
+from firmware_model.arch.isa import LANE_PAIR_MODES, ROW_PAIR_MODES, MacMode, OutMode, Status, depthwise_group_lanes
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.checks import MAC_RTL_GAPS, MAC_RULES
@@ -460,7 +460,7 @@ class MacSequencer(wiring.Component):
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
         m.d.comb += [self.ifm_addr.eq(pix_ptr),
-                     # (a lane-paired step: the next pixel's word)
+                     # (a paired step: the next pixel's word)
                      self.ifm_addr2.eq(pix_ptr + Mux(two_px, pix_step, Mux(second, ky_step, Mux(two, pix_words, 0)))),
                      self.ifm_addr3.eq(pix_ptr + Mux(third_row, ky_step << 1, 0)), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
@@ -496,8 +496,8 @@ class MacSequencer(wiring.Component):
                                     | (mode == MacMode.DEPTHWISE_TRIPLE)),
                              pair.eq(mode == MacMode.DEPTHWISE_PAIRED),
                              triple.eq(mode == MacMode.DEPTHWISE_TRIPLE),
-                             lp_mode.eq((mode == MacMode.CONV2D_LANE_PAIRS) | (mode == MacMode.CONV2D_PAIRS)),
-                             rp_mode.eq((mode == MacMode.CONV2D_ROW_PAIRS) | (mode == MacMode.CONV2D_PAIRS)),
+                             lp_mode.eq(Cat(*(mode == m for m in LANE_PAIR_MODES)).any()),
+                             rp_mode.eq(Cat(*(mode == m for m in ROW_PAIR_MODES)).any()),
                              span.eq(((regs.kernel_w[:24] - 1) * regs.dilation_w[:24] + 1)[:32])]
                 m.next = "CHECK"
             with m.State("CHECK"):

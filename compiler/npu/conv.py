@@ -220,16 +220,6 @@ class NpuConv(NpuOperation):
             return depthwise_kernel_steps(kh, self.kernel_rows(cfg)) * len(depthwise_passes(cfg, kw, self.dilation[1]))
         return kh * kw * (1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)))
 
-    def mac_streams(self, cfg: NpuConfig, th: int, tw: int) -> list[int]:
-        """Each step's stream clocks for a th x tw tile (cycle_model.mac_block_cycles)."""
-        kh, kw = self.kernel
-        if self.window_mode(cfg):
-            rows = self.kernel_rows(cfg)
-            return depthwise_kernel_steps(kh, rows) * [
-                depthwise_stream_clocks(th, tw, self.stride[1], n, rows) for n in depthwise_passes(cfg, kw, self.dilation[1])]
-        return conv_streams(kh, kw, 1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)), th * tw,
-                            self.lane_pairs(cfg))
-
     @property
     def kernel(self) -> tuple[int, int]:
         return self.weights.shape[1], self.weights.shape[2]
@@ -980,8 +970,8 @@ TILE_COMMAND_CLOCKS = 40
 def _pairs_last_block(cols: int, channels: int, out_w: int) -> bool:
     """Whether int8 input channels leave their last block of `cols` lanes at most half full, so
     that CONV2D_LANE_PAIRS can take its steps two pixels a beat (an even output width: every tile's
-    width even; the array pairs lanes from 4 columns up)."""
-    return cols >= 4 and channels - (ceil_div(channels, cols) - 1) * cols <= cols // 2 and out_w % 2 == 0
+    width even)."""
+    return channels - (ceil_div(channels, cols) - 1) * cols <= cols // 2 and out_w % 2 == 0
 
 
 def _extents(total: int, even: bool = False) -> list[int]:

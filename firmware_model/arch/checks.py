@@ -23,7 +23,8 @@ from typing import Callable
 
 from firmware_model.arch.config import SRAM_MAX_BYTES, NpuConfig
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, PARAM_RECORD_BYTES, EltMode, EltOp, LutMode,
-                                     MacMode, OutMode, PoolMode, Sram, Status, depthwise_group_lanes, depthwise_rows)
+                                     MacMode, OutMode, PIXEL_PAIR_MODES, PoolMode, ROW_PAIR_MODES, Sram, Status,
+                                     depthwise_group_lanes, depthwise_rows)
 from firmware_model.tosa_ops.dtypes import DType
 
 
@@ -220,12 +221,8 @@ def _group_span_rule(name: str, mode: MacMode, lanes: str, where: str) -> Rule:
 # ---- MAC (docs/isa.md, "The MAC command"), in the order the checks apply ----
 MAC_RULES: tuple[Rule, ...] = (
     Rule("mode", Status.BAD_MODE,
-         "the mode is CONV2D, DEPTHWISE, MATMUL, DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE, CONV2D_LANE_PAIRS, "
-         "CONV2D_ROW_PAIRS or CONV2D_PAIRS", ("sub",),
-         lambda x, r, sub, cfg: x.not_(x.one_of(sub, MacMode.CONV2D, MacMode.DEPTHWISE, MacMode.MATMUL,
-                                                MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE,
-                                                MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_ROW_PAIRS,
-                                                MacMode.CONV2D_PAIRS))),
+         "the mode is " + ", ".join(m.name for m in list(MacMode)[:-1]) + " or " + list(MacMode)[-1].name, ("sub",),
+         lambda x, r, sub, cfg: x.not_(x.one_of(sub, *MacMode))),
     Rule("depthwise operands", Status.BAD_MODE,
          "a DEPTHWISE, DEPTHWISE_PAIRED or DEPTHWISE_TRIPLE command takes int8 inputs, one input word per "
          "pixel (IFM_CBLOCKS = 1) and at most min(mac.rows, mac.cols) output channels (row r reads "
@@ -239,16 +236,14 @@ MAC_RULES: tuple[Rule, ...] = (
          "a CONV2D_LANE_PAIRS, CONV2D_ROW_PAIRS or CONV2D_PAIRS command takes int8 inputs and an even OFM_W "
          "(its paired beats take output pixels two at a time along a row)",
          ("sub", "IFM_DTYPE", "OFM_W"),
-         lambda x, r, sub, cfg: x.all(x.one_of(sub, MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_ROW_PAIRS,
-                                               MacMode.CONV2D_PAIRS), x.any(
+         lambda x, r, sub, cfg: x.all(x.one_of(sub, *PIXEL_PAIR_MODES), x.any(
              r.ifm_dtype != DType.INT8, x.not_(x.aligned(r.ofm_w, 2))))),
     Rule("row pairs", Status.BAD_MODE,
          "a CONV2D_ROW_PAIRS or CONV2D_PAIRS command's last output-channel block holds at most mac.rows / 2 "
          "channels (OFM_C mod mac.rows is 1 .. mac.rows / 2; mac.rows a power of two): each half of the rows "
          "takes one pixel",
          ("sub", "OFM_C"),
-         lambda x, r, sub, cfg: x.all(x.one_of(sub, MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS),
-                                      _row_pairs_refused(x, r, cfg))),
+         lambda x, r, sub, cfg: x.all(x.one_of(sub, *ROW_PAIR_MODES), _row_pairs_refused(x, r, cfg))),
     Rule("input SRAM", Status.BAD_MODE,
          "IFM_SRAM is INPUT or OUTPUT (an earlier command's result read where it was written)", ("IFM_SRAM",),
          lambda x, r, sub, cfg: x.not_(x.one_of(r.ifm_sram, Sram.INPUT, Sram.OUTPUT))),

@@ -351,7 +351,7 @@ def row_pair_streams(streams: list[int], pixels: int) -> list[int]:
 def conv_streams(kernel_h: int, kernel_w: int, ifm_cblocks: int, pixels: int, lane_pairs: bool = False) -> list[int]:
     """Stream clocks of each step of a CONV2D or MATMUL block, in the order (ky, kx, input-channel
     block): one input vector per output pixel, P; with `lane_pairs` (MacMode.CONV2D_LANE_PAIRS) a
-    step of the last input-channel block takes two pixels a beat, ceil(P / 2) (the rule 'lane
+    step of the last input-channel block takes two pixels a beat, ceil(P / 2) (the rule 'pixel
     pairs' makes OFM_W, so P, even), and comes first at its kernel position
     (isa.lane_pair_blocks)."""
     if lane_pairs:

@@ -220,7 +220,7 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
         assert got[a] == want[a].tolist(), f"accumulator {a}: {got[a]} != {want[a].tolist()}"
 
 
-@pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 16), (6, 8, 8), (16, 16, 8)])
+@pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 16), (6, 8, 8), (16, 16, 8), (3, 4, 9)])
 def test_mac_array_lane_pairs_amaranth_sim(geometry):
     """Lane pairs (MacMode.CONV2D_LANE_PAIRS): a `lane_pair` beat at an even accumulator a adds, in
     every row, the low half of the lanes' products (the `x` word's low half) into a and the upper
@@ -230,7 +230,8 @@ def test_mac_array_lane_pairs_amaranth_sim(geometry):
     of a take their rows' sums over `x2_data`, those of a + 1 stay (lanes past a row-paired block's
     channels: the unit's own behaviour, no command reads them). The other beats, int8 and int16,
     add the whole row into their own accumulator, at odd addresses too; beats back to back on one
-    accumulator word; some clocks idle. Read back through `rd_addr` and the output port."""
+    accumulator word; some clocks idle. Read back through `rd_addr` and the output port. Odd
+    rows and an odd accumulator depth (its last word holds one pixel) included."""
     from amaranth.sim import Simulator
 
     from hw.mac_array import MacArray
@@ -257,6 +258,7 @@ def test_mac_array_lane_pairs_amaranth_sim(geometry):
         acc = int(rng.integers(0, depth // 2)) * 2 if pair else int(rng.integers(0, depth))
         if script and script[-1][4] is not None and rng.integers(0, 3) == 0:
             acc = script[-1][4] & ~1 if pair else script[-1][4] ^ int(rng.integers(0, 2))   # the same word
+            acc = min(acc, depth - 2 if pair else depth - 1)       # (an odd depth's last word holds one pixel)
         first = int(rng.integers(0, 4) == 0 or (acc not in written) or (pair and acc + 1 not in written))
         if int16:
             # the block was loaded as int8 rows: lane 2i's low byte meets weight 2i, the high byte
