@@ -44,7 +44,12 @@ in `x2_data`, the next kernel row's word read in the same clock, masked with `wi
 row's adder tree sums two kernel rows' taps a beat (mac_unit.depthwise_lanes). With `triple`
 (MacMode.DEPTHWISE_TRIPLE) the window splits into three groups of cols // 3 lanes (the lanes past
 them hold zero): the first as before, the second shifting in `x2_data` (masked with
-`win_len_hi`), the third `x3_data`, the kernel row after it (masked with `win_len_3`). In the
+`win_len_hi`), the third `x3_data`, the kernel row after it (masked with `win_len_3`). With
+`packed` (MacMode.DEPTHWISE_PACKED) the groups have the lengths of the step's windows
+(isa.packed_groups): the second starts at lane `grp1` and takes `x2_data`, the third at `grp2` and
+takes `x3_data`, the lanes from `win_len` on hold zero. Every window shifts with the stream: one
+keeps the last words its port read, and the sequencer gives a window shorter than the longest the
+right ones (its pointer held at the window's first word until the words are due). In the
 DEPTHWISE mode a shift with `win_double` takes two words at once, the `x` word and the next
 pixel's in `x2_data` (newer, at lane 0): the sequencer fills a window, and steps a stride of 2, at
 two words a clock through the second port the other modes use for kernel rows.
@@ -147,6 +152,12 @@ class MacArray(wiring.Component):
             # DEPTHWISE, a clock with two words: `x2_data` (the next pixel's word, the newer) shifts
             # in at lane 0 and the `x` word at lane 1, the older words moving up two lanes
             members["win_double"] = In(1)
+            # DEPTHWISE_PACKED: up to three windows side by side, the second from lane `grp1`
+            # taking `x2_data`, the third from lane `grp2` taking `x3_data` (cols: no such
+            # window), the lanes at or past `win_len` holding zero
+            members["packed"] = In(1)
+            members["grp1"] = In(range(cols + 1))
+            members["grp2"] = In(range(cols + 1))
         if lane_pairs:
             # MacMode.CONV2D_LANE_PAIRS, valid with `x`: the beat takes two output pixels, acc (even)
             # from the low lanes of `x` and acc + 1 from the low lanes of `x2_data`, which the upper
@@ -245,6 +256,10 @@ class MacArray(wiring.Component):
                 # two words a clock (DEPTHWISE only): the window moves up two lanes
                 doubled = x2s if lane == 0 else xs if lane == 1 else win[lane - 2]
                 newer = [Mux(self.win_double, doubled[c], newer[c]) for c in range(cols)]
+                # packed: a lane that starts the second or third window takes its word
+                starts2, starts3 = Signal(name=f"grp1_at_{lane}"), Signal(name=f"grp2_at_{lane}")
+                m.d.comb += [starts2.eq(self.packed & (self.grp1 == lane)), starts3.eq(self.packed & (self.grp2 == lane))]
+                newer = [Mux(starts2, x2s[c], Mux(starts3, x3s[c], newer[c])) for c in range(cols)]
                 pair_inside = lane < self.win_len if lane < half else lane - half < self.win_len_hi
                 group = lane // third
                 triple_inside = (lane < self.win_len if group == 0 else

@@ -26,6 +26,12 @@ half takes (mac_unit.depthwise_lanes); the step count halves (rounded up), nothi
 DEPTHWISE_TRIPLE takes three: the third port (`ifm_addr3`) reads the word 2 x DILATION_H rows
 below, and the array's window is three groups of mac.cols // 3 lanes; a step past the last
 kernel row masks its group (as the paired upper half for an odd KERNEL_H).
+DEPTHWISE_PACKED takes the kernel's taps mac.cols a step in raster order (isa.packed_groups): a
+cursor (the kernel row and offset the step starts at) gives the step's windows, up to three side
+by side in the lanes, each read through its own port (the second and third from their own
+pointers, a kernel row on); the stream primes the longest window, a shorter one's port holds
+its first word until its words are due, and one shorter than STRIDE_W shifts the words between
+its beats through (each window keeps the last words its port read).
 
 MacMode CONV2D_LANE_PAIRS runs CONV2D's loop with each kernel position's last input-channel block
 first (isa.lane_pair_blocks); that block's steps stream two output pixels a beat, the next
@@ -48,7 +54,8 @@ from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from firmware_model.arch.isa import LANE_PAIR_MODES, ROW_PAIR_MODES, MacMode, OutMode, Status, depthwise_group_lanes
+from firmware_model.arch.isa import (DEPTHWISE_MODES, LANE_PAIR_MODES, ROW_PAIR_MODES, MacMode, OutMode, Status,
+                                     depthwise_group_lanes)
 from firmware_model.arch.config import NpuConfig
 from firmware_model.tosa_ops.dtypes import DType
 from firmware_model.arch.checks import MAC_RTL_GAPS, MAC_RULES
@@ -142,9 +149,11 @@ class MacSequencer(wiring.Component):
         esize = Signal(4)
         rescale_on = Signal()
         int16 = Signal()            # IFM_DTYPE is INT16: the array's int16 x int8 mode
-        dwm = Signal()              # a MacMode.DEPTHWISE mode (_PAIRED, _TRIPLE too): the array's window mode
+        dwm = Signal()              # a MacMode.DEPTHWISE mode (_PAIRED, _TRIPLE, _PACKED too): the array's window mode
         pair = Signal()             # DEPTHWISE_PAIRED: two kernel rows a step
         triple = Signal()           # DEPTHWISE_TRIPLE: three kernel rows a step
+        packed = Signal()           # DEPTHWISE_PACKED: mac.cols taps a step in raster order
+        span_adv = Signal(32)       # packed: words from a kernel row's tap `span` to the next row's tap 0
         lp_mode = Signal()          # CONV2D_LANE_PAIRS, _PAIRS: the last input-channel block's steps pair pixels
         lp_step = Signal()          # ... and the step streaming is one (not in a row-paired block)
         rp_mode = Signal()          # CONV2D_ROW_PAIRS, _PAIRS: the last output-channel block pairs pixels
@@ -164,6 +173,11 @@ class MacSequencer(wiring.Component):
         kx_col = Signal(32)         # the pass's first column
         row_y = Signal(32)          # the box row the stream reads (its first kernel row)
         col_x = Signal(32)          # the box column of the port-1 word
+        # packed: the second and third windows' pointers and box columns, group 1's row start
+        # (group 0 is the port-1 stream), and whether the output row had its first beat
+        ptr1, ptr2, row1_ptr = Signal(32, name="ptr1"), Signal(32, name="ptr2"), Signal(32, name="row1_ptr")
+        col1, col2 = Signal(32, name="col1"), Signal(32, name="col2")
+        primed = Signal()
 
         # ---- loop state ----
         ocb = Signal(32)
@@ -212,12 +226,39 @@ class MacSequencer(wiring.Component):
             mac.x.payload.int16.eq(int16),
         ]
 
-        m.d.comb += win_len.eq(Mux(rem < L, rem, L))
+        # packed: the windows of the step whose cursor is (kernel row `ky`, offset `t`), and the
+        # kernel rows the cursor wraps into when it moves on mac.cols taps (isa.packed_groups)
+        def packed_windows(ky_v, t_v, name):
+            n0, n1, n2 = (Signal(range(L + 1), name=f"{name}_n{g}") for g in range(3))
+            r1, r2 = Signal(range(L + 1), name=f"{name}_r1"), Signal(range(L + 1), name=f"{name}_r2")
+            longest = Signal(range(L + 1), name=f"{name}_longest")
+            left = (span - t_v)[:32]
+            m.d.comb += [n0.eq(Mux(left < L, left, L)), r1.eq(L - n0),
+                         n1.eq(Mux(ky_v + 1 < op.kernel_h, Mux(span < r1, span, r1), 0)), r2.eq(r1 - n1),
+                         n2.eq(Mux(ky_v + 2 < op.kernel_h, Mux(span < r2, span, r2), 0)),
+                         longest.eq(Mux((n1 > n0) & (n1 >= n2), n1, Mux(n2 > n0, n2, n0)))]
+            return n0, n1, n2, longest
+
+        def packed_advance(t_v, name):
+            wraps = Signal(2, name=f"{name}_wraps")
+            t_next = Signal(32, name=f"{name}_t")
+            t1 = (t_v + L)[:32]
+            t2 = (t1 - span)[:32]
+            m.d.comb += [wraps.eq(Mux(t1 >= span, Mux(t2 >= span, 2, 1), 0)),
+                         t_next.eq(Mux(t1 >= span, Mux(t2 >= span, t2 - span, t2), t1))]
+            return wraps, t_next
+        pk_n0, pk_n1, pk_n2, pk_longest = packed_windows(ky, kx_col, "pk")
+        pk_wraps, pk_t = packed_advance(kx_col, "pk_next")
+        m.d.comb += win_len.eq(Mux(packed, pk_longest, Mux(rem < L, rem, L)))
         # the array masks a word's lanes with the length of the pass that read it: a clock later
         # (a stream that runs on into the next pass changes the length with its last read)
         win_len_d = Signal.like(win_len)
-        m.d.sync += win_len_d.eq(win_len)
+        m.d.sync += win_len_d.eq(Mux(packed, pk_n0 + pk_n1 + pk_n2, win_len))
         m.d.comb += [mac.dw.eq(dwm), mac.win_len.eq(win_len_d)]
+        # packed: where the second and third windows start (L: none)
+        grp1_d, grp2_d = Signal(range(L + 1), name="grp1_d"), Signal(range(L + 1), name="grp2_d")
+        m.d.sync += [grp1_d.eq(Mux(pk_n1 != 0, pk_n0, L)), grp2_d.eq(Mux(pk_n2 != 0, pk_n0 + pk_n1, L))]
+        m.d.comb += [mac.packed.eq(packed), mac.grp1.eq(grp1_d), mac.grp2.eq(grp2_d)]
         # paired: the upper half's word is the next kernel row's, at the same column; a step
         # without one (the last of an odd KERNEL_H) reads the first row's word again, masked
         win_len_hi_d = Signal(range(depthwise_group_lanes(L, 2) + 1))
@@ -237,7 +278,7 @@ class MacSequencer(wiring.Component):
         two = Signal()
         s1_two = Signal()
         m.d.sync += s1_two.eq(0)
-        m.d.comb += [two.eq(dwm & ~pair & ~triple & (need >= 2)), mac.win_double.eq(s1_two)]
+        m.d.comb += [two.eq(dwm & ~pair & ~triple & ~packed & (need >= 2)), mac.win_double.eq(s1_two)]
 
         # ---- accumulate pipeline: clock t issues the input read of pixel p; t+1 has the vector
         # and hands it to the MAC array (which reads acc[p] then); the array writes acc[p] at the
@@ -404,7 +445,8 @@ class MacSequencer(wiring.Component):
         has_next = Signal()        # the step about to stream is not its block's last
         start_loader = Signal()
         ky_inc = Signal(2)          # kernel rows a step takes
-        m.d.comb += [ky_inc.eq(Mux(triple, 3, Mux(pair, 2, 1))), second.eq((pair | triple) & (ky + 1 < op.kernel_h)),
+        m.d.comb += [ky_inc.eq(Mux(packed, pk_wraps, Mux(triple, 3, Mux(pair, 2, 1)))),
+                     second.eq((pair | triple) & (ky + 1 < op.kernel_h)),
                      third_row.eq(triple & (ky + 2 < op.kernel_h))]
         # CONV2D_LANE_PAIRS takes a kernel position's lane-paired last input-channel block first
         # (isa.lane_pair_blocks): its blocks run IFM_CBLOCKS - 1, 0, 1, .., IFM_CBLOCKS - 2
@@ -430,6 +472,13 @@ class MacSequencer(wiring.Component):
         with m.If(~pos_end):
             m.d.comb += [nx_icb.eq(Mux(lp_mode & last_block, 0, icb_next)), nx_kx.eq(kx), nx_ky.eq(ky), nx_kx_base.eq(kx_base),
                          nx_ky_base.eq(ky_base), nx_rem.eq(rem), nx_ky_row.eq(ky_row), nx_kx_col.eq(kx_col)]
+        with m.Elif(packed):
+            # the cursor moves on mac.cols taps, into the next rows when it passes a row's span
+            m.d.comb += [nx_icb.eq(0), nx_kx.eq(0), nx_ky.eq(ky + pk_wraps), nx_rem.eq(span),
+                         nx_kx_base.eq(kx_base + kx_step + Mux(pk_wraps == 2, span_adv << 1, Mux(pk_wraps == 1, span_adv, 0))),
+                         nx_ky_base.eq(ky_base + Mux(pk_wraps == 2, ky_step << 1, Mux(pk_wraps == 1, ky_step, 0))),
+                         nx_ky_row.eq(ky_row + Mux(pk_wraps == 2, op.dilation_h << 1, Mux(pk_wraps == 1, op.dilation_h, 0))),
+                         nx_kx_col.eq(pk_t)]
         with m.Elif(kx + 1 < n_kx):
             m.d.comb += [nx_icb.eq(first_icb), nx_kx.eq(kx + 1), nx_ky.eq(ky), nx_kx_base.eq(kx_base + kx_step),
                          nx_ky_base.eq(ky_base), nx_rem.eq(rem - L), nx_ky_row.eq(ky_row), nx_kx_col.eq(kx_col + L)]
@@ -438,8 +487,10 @@ class MacSequencer(wiring.Component):
                          nx_ky_base.eq(ky_base + ky_adv), nx_rem.eq(span),
                          nx_ky_row.eq(ky_row + ky_inc * op.dilation_h), nx_kx_col.eq(0)]
         nx_has_next = Signal()     # ... and it is not the block's last either
+        nx_wraps, _ = packed_advance(nx_kx_col, "nx_next")
         m.d.comb += nx_has_next.eq(~(position_ends(nx_icb, nx_icb + 1) & (nx_kx + 1 >= n_kx)
-                                     & (nx_ky + ky_inc >= op.kernel_h)))
+                                     & (nx_ky + Mux(packed, nx_wraps, ky_inc) >= op.kernel_h)))
+        _, _, _, nx_longest = packed_windows(nx_ky, nx_kx_col, "nx")
         step_on = Signal()         # STREAM runs straight on into the next step (its weights are in)
         swap_next = Signal()       # ... whose weights the array swaps in the clock after
         m.d.sync += swap_next.eq(step_on)
@@ -461,8 +512,9 @@ class MacSequencer(wiring.Component):
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
         m.d.comb += [self.ifm_addr.eq(pix_ptr),
                      # (a paired step: the next pixel's word)
-                     self.ifm_addr2.eq(pix_ptr + Mux(two_px, pix_step, Mux(second, ky_step, Mux(two, pix_words, 0)))),
-                     self.ifm_addr3.eq(pix_ptr + Mux(third_row, ky_step << 1, 0)), mac.rd_addr.eq(p)]
+                     self.ifm_addr2.eq(Mux(packed, ptr1, pix_ptr + Mux(two_px, pix_step, Mux(second, ky_step,
+                                                                                          Mux(two, pix_words, 0))))),
+                     self.ifm_addr3.eq(Mux(packed, ptr2, pix_ptr + Mux(third_row, ky_step << 1, 0))), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
         m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
         m.d.comb += [mac.w.valid.eq(loading & (kl != 0)), mac.w.payload.row.eq(Mux(loading, kl - 1, k - 1)),
@@ -492,10 +544,10 @@ class MacSequencer(wiring.Component):
                 m.d.sync += [getattr(op, name).eq(getattr(regs, name)) for name in LATCHED]
                 m.d.sync += int16.eq(regs.ifm_dtype == DType.INT16)
                 # (24-bit operands: a span the weight-range rule accepts is below 2^24)
-                m.d.sync += [dwm.eq((mode == MacMode.DEPTHWISE) | (mode == MacMode.DEPTHWISE_PAIRED)
-                                    | (mode == MacMode.DEPTHWISE_TRIPLE)),
+                m.d.sync += [dwm.eq(Cat(*(mode == m for m in DEPTHWISE_MODES)).any()),
                              pair.eq(mode == MacMode.DEPTHWISE_PAIRED),
                              triple.eq(mode == MacMode.DEPTHWISE_TRIPLE),
+                             packed.eq(mode == MacMode.DEPTHWISE_PACKED),
                              lp_mode.eq(Cat(*(mode == m for m in LANE_PAIR_MODES)).any()),
                              rp_mode.eq(Cat(*(mode == m for m in ROW_PAIR_MODES)).any()),
                              span.eq(((regs.kernel_w[:24] - 1) * regs.dilation_w[:24] + 1)[:32])]
@@ -510,7 +562,8 @@ class MacSequencer(wiring.Component):
                                   Mux(pair, (op.dilation_h * row_words) << 1, op.dilation_h * row_words))),
                     # a DEPTHWISE pass starts mac.cols pixels after the one before
                     kx_step.eq(Mux(dwm, pix_words << lg_l, op.dilation_w * pix_words)),
-                    n_kx.eq(Mux(dwm, (span + (L - 1)) >> lg_l, op.kernel_w)),
+                    n_kx.eq(Mux(packed, 1, Mux(dwm, (span + (L - 1)) >> lg_l, op.kernel_w))),
+                    span_adv.eq(op.dilation_h * row_words - span * pix_words),
                     rem.eq(span),
                     ocb.eq(0), ky.eq(0), kx.eq(0), icb.eq(first_icb), k.eq(0),
                     ky_base.eq(ifm_word0), kx_base.eq(ifm_word0), ky_row.eq(0), kx_col.eq(0),
@@ -534,7 +587,9 @@ class MacSequencer(wiring.Component):
                 with m.If(k == R):
                     m.d.sync += [k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
                                  row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len),
-                                 last_stream.eq(~has_next), row_y.eq(ky_row), col_x.eq(kx_col)]
+                                 last_stream.eq(~has_next), row_y.eq(ky_row), col_x.eq(kx_col),
+                                 row1_ptr.eq(ky_base + ky_step), ptr1.eq(ky_base + ky_step),
+                                 ptr2.eq(ky_base + (ky_step << 1)), col1.eq(0), col2.eq(0), primed.eq(0)]
                     m.d.comb += [start_loader.eq(1), oe_start.eq(early & ~has_next)]
                     m.next = "STREAM"
             with m.State("SWAP"):
@@ -544,7 +599,9 @@ class MacSequencer(wiring.Component):
                     m.d.comb += [mac.swap.eq(1), start_loader.eq(1), oe_start.eq(early & ~has_next)]
                     m.d.sync += [loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
                                  row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len),
-                                 last_stream.eq(~has_next), row_y.eq(ky_row), col_x.eq(kx_col)]
+                                 last_stream.eq(~has_next), row_y.eq(ky_row), col_x.eq(kx_col),
+                                 row1_ptr.eq(ky_base + ky_step), ptr1.eq(ky_base + ky_step),
+                                 ptr2.eq(ky_base + (ky_step << 1)), col1.eq(0), col2.eq(0), primed.eq(0)]
                     m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += self.busy.eq(1)
@@ -557,35 +614,55 @@ class MacSequencer(wiring.Component):
                              s1_rp.eq(rp_block)]
                 # the ports' words: port 1 at (row_y, col_x); port 2 the next column (two words)
                 # or the next kernel row; port 3 the row after that
+                # (packed: each window's port reads at its own column, the second and third a
+                # kernel row and two below the first's)
                 m.d.sync += [s1_pad[0].eq(dwm & ~holds_pixel(row_y, col_x)),
-                             s1_pad[1].eq(dwm & ~Mux(second, holds_pixel(row_y + op.dilation_h, col_x),
-                                                     holds_pixel(row_y, col_x + 1))),
-                             s1_pad[2].eq(dwm & ~holds_pixel(row_y + (op.dilation_h << 1), col_x))]
+                             s1_pad[1].eq(dwm & ~Mux(packed, holds_pixel(row_y + op.dilation_h, col1),
+                                                     Mux(second, holds_pixel(row_y + op.dilation_h, col_x),
+                                                         holds_pixel(row_y, col_x + 1)))),
+                             s1_pad[2].eq(dwm & ~holds_pixel(row_y + (op.dilation_h << 1), Mux(packed, col2, col_x)))]
+                # packed: a window's port holds its first word of an output row until the row's
+                # words are due (the longest window's need has come down to its length), then
+                # runs on a word a clock (a window shifts every word in and keeps the last ones
+                # its port read: the held copies, or those a window shorter than STRIDE_W passes
+                # between its beats, leave it before the beat)
+                adv = [primed | (need <= n) for n in (pk_n0, pk_n1, pk_n2)]
                 with m.If(~beat):
-                    m.d.sync += [need.eq(need - Mux(two, 2, 1)), pix_ptr.eq(pix_ptr + Mux(two, pix_words << 1, pix_words)),
-                                 col_x.eq(col_x + two + 1)]
+                    m.d.sync += need.eq(need - Mux(two, 2, 1))
+                    with m.If(~packed | adv[0]):
+                        m.d.sync += [pix_ptr.eq(pix_ptr + Mux(two, pix_words << 1, pix_words)), col_x.eq(col_x + two + 1)]
+                    with m.If(adv[1]):
+                        m.d.sync += [ptr1.eq(ptr1 + pix_words), col1.eq(col1 + 1)]
+                    with m.If(adv[2]):
+                        m.d.sync += [ptr2.eq(ptr2 + pix_words), col2.eq(col2 + 1)]
                 with m.Else():
                     # (a lane-paired step: pixels p and p + 1 of a row, OFM_W even)
-                    m.d.sync += [p.eq(p + 1 + two_px), need.eq(op.stride_w)]
+                    m.d.sync += [p.eq(p + 1 + two_px), need.eq(op.stride_w), primed.eq(1),
+                                 ptr1.eq(ptr1 + pix_words), col1.eq(col1 + 1),
+                                 ptr2.eq(ptr2 + pix_words), col2.eq(col2 + 1)]
                     last_x = ox + 1 + two_px == op.ofm_w
                     with m.If(last_x):
                         m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_ptr.eq(row_ptr + row_step),
                                      pix_ptr.eq(row_ptr + row_step), need.eq(win_len),
-                                     row_y.eq(row_y + op.stride_h), col_x.eq(kx_col)]
+                                     row_y.eq(row_y + op.stride_h), col_x.eq(kx_col),
+                                     row1_ptr.eq(row1_ptr + row_step), ptr1.eq(row1_ptr + row_step),
+                                     ptr2.eq(row1_ptr + row_step + ky_step), col1.eq(0), col2.eq(0), primed.eq(0)]
                         with m.If(oy + 1 == op.ofm_h):
                             with m.If(has_next & loaded):
                                 # the step's last read: the next step streams from the next clock
                                 # (the accumulate pipeline keeps their beats apart), its weights
                                 # swapped in after this step's last beat
                                 m.d.comb += [step_on.eq(1), oe_start.eq(early & ~nx_has_next)]
-                                nx_win_len = Mux(nx_rem < L, nx_rem, L)
+                                nx_win_len = Mux(packed, nx_longest, Mux(nx_rem < L, nx_rem, L))
                                 m.d.sync += [first_step.eq(0), wblk.eq(wblk + R), icb.eq(nx_icb), kx.eq(nx_kx),
                                              ky.eq(nx_ky), kx_base.eq(nx_kx_base), ky_base.eq(nx_ky_base),
                                              rem.eq(nx_rem), loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
                                              row_ptr.eq(nx_kx_base + nx_icb), pix_ptr.eq(nx_kx_base + nx_icb),
                                              need.eq(nx_win_len), last_stream.eq(~nx_has_next),
                                              ky_row.eq(nx_ky_row), kx_col.eq(nx_kx_col),
-                                             row_y.eq(nx_ky_row), col_x.eq(nx_kx_col)]
+                                             row_y.eq(nx_ky_row), col_x.eq(nx_kx_col),
+                                             row1_ptr.eq(nx_ky_base + ky_step), ptr1.eq(nx_ky_base + ky_step),
+                                             ptr2.eq(nx_ky_base + (ky_step << 1)), col1.eq(0), col2.eq(0)]
                             with m.Else():
                                 m.d.sync += drain.eq(0)
                                 m.next = "STREAM_TAIL"

@@ -43,12 +43,12 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
                                home_addresses, round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
 from compiler.npu.prefetch import Prefetched, overlaps
-from firmware_model.arch.isa import (DEPTHWISE_ROWS, MacMode, Opcode, Reg, Sram, depthwise_group_lanes, depthwise_mode,
-                                     lane_pair_blocks)
+from firmware_model.arch.isa import (DEPTHWISE_ROWS, MacMode, Opcode, Reg, Sram, depthwise_group_lanes,
+                                     lane_pair_blocks, packed_span_fits)
 from firmware_model.golden.mac_unit import depthwise_lanes, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
-from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, depthwise_stream_clocks, dma_beats,
+from firmware_model.arch.cycle_model import (depthwise_stream_clocks, depthwise_windows, dma_beats,
                                              dma_busy_cycles,
                                              conv_streams, element_write_clocks, mac_command_cycles,
                                              uses_vector_output)
@@ -165,19 +165,30 @@ class NpuConv(NpuOperation):
         one lane per row."""
         return self.depthwise and self.ifm_dtype == DType.INT8 and cfg.mac_rows >= cfg.mac_cols
 
-    def kernel_rows(self, cfg: NpuConfig) -> int:
-        """Kernel rows a step of the window-mode layer takes: 3 (MacMode.DEPTHWISE_TRIPLE), 2
-        (DEPTHWISE_PAIRED) or 1 (DEPTHWISE). k rows a step split the lanes into k groups, each
-        reading its own row through its own input-SRAM read port; a kernel row must span at most a
-        group's lanes (isa.depthwise_group_lanes). The fewest steps win, then the fewer rows: a
-        5x5 layer on 16 lanes takes 2 steps (3 + 2 rows) instead of 3 paired or 5 alone, a 3x3 one
-        a single step."""
+    def window_mac_mode(self, cfg: NpuConfig) -> MacMode:
+        """The window mode of the layer (docs/isa.md): DEPTHWISE (a kernel row and window pass a
+        step, two input words a clock), DEPTHWISE_PAIRED or _TRIPLE (two or three kernel rows a
+        step, one group of lanes and one input-SRAM read port each; a kernel row spans at most a
+        group's lanes, isa.depthwise_group_lanes) or DEPTHWISE_PACKED (the kernel's taps mac.cols a
+        step in raster order, isa.packed_span_fits). The fewest stream clocks over an output row
+        of the layer's width win (cycle_model.depthwise_windows), then the fewest steps, then the
+        fewer kernel rows a step: a 5x5 layer takes 2 steps on 16 lanes (TRIPLE: 3 + 2 rows), 4
+        on 8 (PACKED: 8 + 8 + 8 + 1 taps) where DEPTHWISE takes 5; at stride 2 on 8 lanes
+        DEPTHWISE's two words a clock beat PACKED's one."""
         kh, kw = self.kernel
-        if not self.window_mode(cfg) or kh == 1:
-            return 1
         span = (kw - 1) * self.dilation[1] + 1
-        fitting = [k for k in DEPTHWISE_ROWS.values() if k == 1 or span <= depthwise_group_lanes(cfg.mac_cols, k)]
-        return min(fitting, key=lambda k: (depthwise_kernel_steps(kh, k), k))
+        L, width, stride = cfg.mac_cols, self.out_shape[2], self.stride[1]
+        if kh == 1:
+            return MacMode.DEPTHWISE
+        fitting = [mode for mode, k in DEPTHWISE_ROWS.items() if k == 1 or span <= depthwise_group_lanes(L, k)]
+        if packed_span_fits(L, span):
+            fitting.append(MacMode.DEPTHWISE_PACKED)
+
+        def cost(mode):
+            windows = depthwise_windows(cfg, mode, kh, kw, self.dilation[1])
+            return (sum(depthwise_stream_clocks(1, width, stride, n, two) for n, two in windows),
+                    len(windows), DEPTHWISE_ROWS.get(mode, 4))
+        return min(fitting, key=cost)
 
     def lane_pairs(self, cfg: NpuConfig) -> bool:
         """Does the layer run in the MAC array's CONV2D_LANE_PAIRS mode (docs/isa.md): its last
@@ -211,13 +222,13 @@ class NpuConv(NpuOperation):
             if self.lane_pairs(cfg):
                 return MacMode.CONV2D_PAIRS if rows else MacMode.CONV2D_LANE_PAIRS
             return MacMode.CONV2D_ROW_PAIRS if rows else MacMode.CONV2D
-        return depthwise_mode(self.kernel_rows(cfg))
+        return self.window_mac_mode(cfg)
 
     def mac_steps(self, cfg: NpuConfig) -> int:
         """Reduction steps (weight blocks) per block of output channels."""
         kh, kw = self.kernel
         if self.window_mode(cfg):
-            return depthwise_kernel_steps(kh, self.kernel_rows(cfg)) * len(depthwise_passes(cfg, kw, self.dilation[1]))
+            return len(depthwise_windows(cfg, self.window_mac_mode(cfg), kh, kw, self.dilation[1]))
         return kh * kw * (1 if self.depthwise else ceil_div(self.in_channels, self.lanes(cfg)))
 
     @property
@@ -390,8 +401,8 @@ class NpuConv(NpuOperation):
                                  write_clocks=element_write_clocks(cfg, esize),
                                  vector=uses_vector_output(self.out_dtype, self.stage.lut_mode),
                                  ofm_addr=0, ofm_row_stride=tw * g.out_pix_bytes, ofm_pix_stride=g.out_pix_bytes,
-                                 element_bytes=esize, depthwise=self.window_mode(cfg), stride_w=self.stride[1],
-                                 dilation_w=self.dilation[1], kernel_rows=self.kernel_rows(cfg),
+                                 element_bytes=esize, window=self.mac_mode(cfg) if self.window_mode(cfg) else None,
+                                 stride_w=self.stride[1], dilation_w=self.dilation[1],
                                  lane_pairs=self.lane_pairs(cfg), row_pairs=self.row_pairs(cfg, tc))
         pix = g.in_bytes // (g.in_h * g.in_w)
         row_bytes = (tc if self.depthwise else self.in_shape[3]) * self.ifm_dtype.size_bytes

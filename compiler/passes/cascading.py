@@ -18,7 +18,7 @@ number of words, channel c at byte c); each consumer reads it there (IFM_SRAM OU
 instead of loading it back from external memory, and is planned again knowing that its input is on
 chip and that its own buffers stay below the region.
 
-Into depthwise convolutions too, in a window mode (DEPTHWISE, _PAIRED, _TRIPLE), any stride and
+Into depthwise convolutions too, in a window mode (DEPTHWISE, _PAIRED, _TRIPLE, _PACKED), any stride and
 padding, over a result of C a whole number of words: a tile reads the word of its channels in each
 pixel of its box straight from the region, the box's padding read as IFM_ZP (IFM_PAD_TOP ..
 IFM_IN_W), so the box may start above and left of the region and end below and right of it: the

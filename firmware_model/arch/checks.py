@@ -177,6 +177,12 @@ def depthwise_pass_count(x, r, cfg: NpuConfig):
     return (span + (cfg.mac_cols - 1)) >> (cfg.mac_cols.bit_length() - 1)
 
 
+def _packed_steps(x, r, cfg: NpuConfig):
+    """A DEPTHWISE_PACKED command's steps (isa.packed_groups): ceil(KERNEL_H x span / mac.cols)."""
+    span = _mul(x, r.kernel_w - 1, r.dilation_w) + 1
+    return (_mul(x, r.kernel_h, span) + (cfg.mac_cols - 1)) >> (cfg.mac_cols.bit_length() - 1)
+
+
 def _triple_weights_out(x, r, cfg: NpuConfig):
     """A DEPTHWISE_TRIPLE command's ceil(KERNEL_H / 3) weight blocks (one block of output channels:
     the depthwise operands rule comes first) do not fit from WGT_ADDR: written without a division,
@@ -224,7 +230,8 @@ MAC_RULES: tuple[Rule, ...] = (
          "the mode is " + ", ".join(m.name for m in list(MacMode)[:-1]) + " or " + list(MacMode)[-1].name, ("sub",),
          lambda x, r, sub, cfg: x.not_(x.one_of(sub, *MacMode))),
     Rule("depthwise operands", Status.BAD_MODE,
-         "a DEPTHWISE, DEPTHWISE_PAIRED or DEPTHWISE_TRIPLE command takes int8 inputs, one input word per "
+         "a " + ", ".join(m.name for m in DEPTHWISE_MODES[:-1]) + " or " + DEPTHWISE_MODES[-1].name
+         + " command takes int8 inputs, one input word per "
          "pixel (IFM_CBLOCKS = 1) and at most min(mac.rows, mac.cols) output channels (row r reads "
          "channel r of the window's words)",
          ("sub", "IFM_DTYPE", "IFM_CBLOCKS", "OFM_C"),
@@ -232,6 +239,13 @@ MAC_RULES: tuple[Rule, ...] = (
              r.ifm_dtype != DType.INT8, r.ifm_cblocks != 1, r.ofm_c > min(cfg.mac_rows, cfg.mac_cols)))),
     _group_span_rule("paired span", MacMode.DEPTHWISE_PAIRED, "mac.cols / 2", "each half"),
     _group_span_rule("triple span", MacMode.DEPTHWISE_TRIPLE, "mac.cols // 3", "each third"),
+    Rule("packed span", Status.BAD_MODE,
+         "a DEPTHWISE_PACKED command's kernel row spans at least (mac.cols - 1) / 2 input pixels "
+         "(mac.cols <= 2 x ((KERNEL_W - 1) x DILATION_W + 1) + 1): a step's mac.cols taps then meet at most "
+         "three kernel rows, one input-SRAM read port each",
+         ("sub", "KERNEL_W", "DILATION_W"),
+         lambda x, r, sub, cfg: x.all(sub == MacMode.DEPTHWISE_PACKED,
+                                      2 * (_mul(x, r.kernel_w - 1, r.dilation_w) + 1) + 1 < cfg.mac_cols)),
     Rule("pixel pairs", Status.BAD_MODE,
          "a CONV2D_LANE_PAIRS, CONV2D_ROW_PAIRS or CONV2D_PAIRS command takes int8 inputs and an even OFM_W "
          "(its paired beats take output pixels two at a time along a row)",
@@ -281,15 +295,17 @@ MAC_RULES: tuple[Rule, ...] = (
          > x.mux(r.ifm_sram == Sram.OUTPUT, cfg.output_sram, cfg.input_sram)),
     Rule("weight range", Status.ADDRESS_RANGE,
          "the weight blocks lie inside the weight SRAM (a DEPTHWISE command: one block per kernel row and "
-         "window pass; DEPTHWISE_PAIRED: one per pair of kernel rows; DEPTHWISE_TRIPLE: one per three)",
+         "window pass; DEPTHWISE_PAIRED: one per pair of kernel rows; DEPTHWISE_TRIPLE: one per three; "
+         "DEPTHWISE_PACKED: one per mac.cols of the KERNEL_H x span taps)",
          ("sub", "WGT_ADDR", "OFM_C", "KERNEL_H", "KERNEL_W", "IFM_CBLOCKS", "DILATION_W"),
          lambda x, r, sub, cfg: x.mux(
              sub == MacMode.DEPTHWISE_TRIPLE, _triple_weights_out(x, r, cfg),
              r.wgt_addr + _mul(x, (r.ofm_c + cfg.mac_rows - 1) // cfg.mac_rows,
                                x.mux(sub == MacMode.DEPTHWISE_PAIRED, (r.kernel_h + 1) >> 1,
+                               x.mux(sub == MacMode.DEPTHWISE_PACKED, _packed_steps(x, r, cfg),
                                      _mul(x, r.kernel_h, x.mux(
                                          sub == MacMode.DEPTHWISE, depthwise_pass_count(x, r, cfg),
-                                         _mul(x, r.kernel_w, r.ifm_cblocks)))),
+                                         _mul(x, r.kernel_w, r.ifm_cblocks))))),
                                cfg.mac_rows * cfg.word_bytes)
              > cfg.weight_sram)),
     Rule("record range", Status.ADDRESS_RANGE,

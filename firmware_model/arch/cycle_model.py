@@ -16,7 +16,7 @@ from collections import deque
 import numpy as np
 
 from firmware_model.arch.config import LUT_ENTRY_BYTES, NpuConfig
-from firmware_model.arch.isa import PARAM_RECORD_BYTES, LutMode, PoolMode, Sram
+from firmware_model.arch.isa import PARAM_RECORD_BYTES, LutMode, MacMode, PoolMode, Sram, depthwise_rows, packed_groups
 from firmware_model.tosa_ops.dtypes import DType
 
 # Command processor (hw/command_processor.py): a command's DECODE clock, with a FETCH clock before
@@ -279,9 +279,8 @@ def element_write_clocks(cfg: NpuConfig, element_bytes: int) -> int:
 def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
                        kernel_w: int, ifm_cblocks: int, write_clocks: int = 1, vector: bool = False,
                        ofm_addr: int = 0, ofm_row_stride: int = 0, ofm_pix_stride: int = 0,
-                       element_bytes: int = 1, depthwise: bool = False, stride_w: int = 1,
-                       dilation_w: int = 1, kernel_rows: int = 1, lane_pairs: bool = False,
-                       row_pairs: bool = False) -> int:
+                       element_bytes: int = 1, window: int | None = None, stride_w: int = 1,
+                       dilation_w: int = 1, lane_pairs: bool = False, row_pairs: bool = False) -> int:
     """Clocks of a MAC command from its start to its done pulse.
 
     Per block of `rows` output channels: the reduction steps (kernel position x input-channel
@@ -296,10 +295,9 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
       halves), else the next block waits for it; each hand-over takes a clock, and the command
       ends when the engine has finished the last block.
 
-    A `depthwise` command (MacMode.DEPTHWISE) takes a step per kernel row and window pass
-    (depthwise_passes), each streaming its input words (depthwise_stream_clocks) instead of one
-    vector per pixel; with `kernel_rows` 2 or 3 (MacMode.DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE) a step
-    per that many kernel rows (depthwise_kernel_steps), each row's one pass in its group of lanes.
+    A window-mode command (`window`: its MacMode, DEPTHWISE, _PAIRED, _TRIPLE or _PACKED) takes
+    the steps of depthwise_windows, each streaming its input words (depthwise_stream_clocks)
+    instead of one vector per pixel.
     With `lane_pairs` (MacMode.CONV2D_LANE_PAIRS) the steps of the last input-channel block stream
     two output pixels a beat (conv_streams); with `row_pairs` (CONV2D_ROW_PAIRS, CONV2D_PAIRS)
     every step of the last block of output channels does (row_pair_streams).
@@ -310,10 +308,9 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     """
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
-    if depthwise:
-        streams = depthwise_kernel_steps(kernel_h, kernel_rows) * [
-            depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n, kernel_rows)
-            for n in depthwise_passes(cfg, kernel_w, dilation_w)]
+    if window is not None:
+        windows = depthwise_windows(cfg, window, kernel_h, kernel_w, dilation_w)
+        streams = [depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n, two) for n, two in windows]
     else:
         streams = conv_streams(kernel_h, kernel_w, ifm_cblocks, pixels, lane_pairs)
     n_ocb = -(-ofm_c // rows)
@@ -326,9 +323,8 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
            + np.arange(ofm_w, dtype=np.int64)[None, :] * ofm_pix_stride)
     if n_ocb == 1:
         pixel_words = vector_write_words(cfg.word_bytes, pix, ofm_c * element_bytes).reshape(-1)
-        if depthwise:
-            n = depthwise_passes(cfg, kernel_w, dilation_w)[-1]
-            first, step = depthwise_beat_clocks(n, stride_w, kernel_rows)
+        if window is not None:
+            first, step = depthwise_beat_clocks(*windows[-1], stride_w)
             beats = (np.arange(ofm_h, dtype=np.int64)[:, None] * (first + (ofm_w - 1) * step)
                      + (first - 1) + np.arange(ofm_w, dtype=np.int64)[None, :] * step).reshape(-1)
         else:
@@ -397,21 +393,40 @@ def depthwise_kernel_steps(kernel_h: int, rows: int = 1) -> int:
     return -(-kernel_h // rows)
 
 
-def depthwise_stream_clocks(ofm_h: int, ofm_w: int, stride_w: int, length: int, kernel_rows: int = 1) -> int:
-    """Clocks a DEPTHWISE step streams its input words: per output row, the pass's `length`
+def depthwise_windows(cfg: NpuConfig, mode: int, kernel_h: int, kernel_w: int, dilation_w: int) -> list[tuple[int, bool]]:
+    """The steps of a window-mode command, each as (its window's length: the input words an
+    output row's first beat needs, whether its words come two a clock):
+    - DEPTHWISE: a step per kernel row and window pass (depthwise_passes), two words a clock (its
+      one window takes the second read port too);
+    - DEPTHWISE_PAIRED, _TRIPLE: a step per two or three kernel rows (depthwise_kernel_steps), the
+      row's span long, one word a clock (each row's window has its own port);
+    - DEPTHWISE_PACKED: a step per mac.cols taps in raster order (isa.packed_groups), as long as
+      its longest window, one word a clock (a port per window; a shorter window starts reading
+      later and ends on the same beat)."""
+    span = (kernel_w - 1) * dilation_w + 1
+    if mode == MacMode.DEPTHWISE_PACKED:
+        return [(max(n for _, _, n in groups), False) for groups in packed_groups(cfg.mac_cols, kernel_h, span)]
+    rows = depthwise_rows(mode)
+    if rows > 1:
+        return depthwise_kernel_steps(kernel_h, rows) * [(span, False)]
+    return kernel_h * [(n, True) for n in depthwise_passes(cfg, kernel_w, dilation_w)]
+
+
+def depthwise_stream_clocks(ofm_h: int, ofm_w: int, stride_w: int, length: int, two: bool) -> int:
+    """Clocks a window-mode step streams its input words: per output row, the window's `length`
     words for the first pixel, then STRIDE_W more per pixel (the window shifts them in), each
-    beat on the clock of a pixel's last word. With one kernel row a step the words come two a
-    clock while a beat still needs two or more (the second through the input SRAM's second port,
-    which DEPTHWISE_PAIRED and _TRIPLE use for their other rows): ceil(length / 2) clocks for the
-    first pixel, ceil(STRIDE_W / 2) for each next one; else one a clock."""
-    first, step = depthwise_beat_clocks(length, stride_w, kernel_rows)
+    beat on the clock of a pixel's last word. With `two` (DEPTHWISE: one window, the second read
+    port free) the words come two a clock while a beat still needs two or more:
+    ceil(length / 2) clocks for the first pixel, ceil(STRIDE_W / 2) for each next one; else one a
+    clock (depthwise_windows)."""
+    first, step = depthwise_beat_clocks(length, two, stride_w)
     return ofm_h * (first + (ofm_w - 1) * step)
 
 
-def depthwise_beat_clocks(length: int, stride_w: int, kernel_rows: int = 1) -> tuple[int, int]:
-    """(clocks to an output row's first beat, clocks between its beats) of a DEPTHWISE step
+def depthwise_beat_clocks(length: int, two: bool, stride_w: int) -> tuple[int, int]:
+    """(clocks to an output row's first beat, clocks between its beats) of a window-mode step
     (depthwise_stream_clocks)."""
-    if kernel_rows == 1:
+    if two:
         return -(-length // 2), -(-stride_w // 2)
     return length, stride_w
 

@@ -30,7 +30,7 @@ from firmware_model.arch.fields import FieldTable
 from firmware_model.errors import IsaError
 from firmware_model.tosa_ops.dtypes import DType
 
-ISA_VERSION = 7          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
+ISA_VERSION = 8          # 2: the DMA runs beside the compute units (docs/isa.md, "Timing");
                          # 3: VAR CHECK and MARK, for variables kept in external memory;
                          # 4: ELTWISE A_FROM_OUTPUT; a queued transfer's latency runs from its push;
                          #    commands that complete at decode chain (one clock each)
@@ -41,6 +41,8 @@ ISA_VERSION = 7          # 2: the DMA runs beside the compute units (docs/isa.md
                          # 7: MAC CONV2D_LANE_PAIRS (two output pixels a beat over a half-full
                          #    last input-channel block), CONV2D_ROW_PAIRS (... over a half-full
                          #    last output-channel block), CONV2D_PAIRS (both)
+                         # 8: MAC DEPTHWISE_PACKED (the kernel's taps in raster order, mac.cols a
+                         #    step, up to three kernel rows' windows side by side)
 WORD_BYTES = 8
 
 # The command word (the diagram above), from bit 0 up. The encoder below and the command
@@ -124,6 +126,8 @@ class MacMode(enum.IntEnum):
     CONV2D_ROW_PAIRS = 6   # CONV2D whose last output-channel block (at most mac.rows/2 channels) takes
                            # two output pixels a beat, each half of the rows one pixel
     CONV2D_PAIRS = 7       # both: lane pairs in the other blocks, row pairs in the last
+    DEPTHWISE_PACKED = 8   # DEPTHWISE whose steps take the kernel's taps mac.cols at a time in raster
+                           # order, a kernel row split across steps where the lanes run out
 
 
 LANE_PAIR_MODES = (MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_PAIRS)
@@ -131,7 +135,7 @@ ROW_PAIR_MODES = (MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS)
 PIXEL_PAIR_MODES = (MacMode.CONV2D_LANE_PAIRS, MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS)
 
 
-DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE)
+DEPTHWISE_MODES = (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE, MacMode.DEPTHWISE_PACKED)
 # Kernel rows a step of each window mode takes; each row reads its own input word a clock (one
 # input-SRAM read port per row: the input SRAM has three for the MAC).
 DEPTHWISE_ROWS = {MacMode.DEPTHWISE: 1, MacMode.DEPTHWISE_PAIRED: 2, MacMode.DEPTHWISE_TRIPLE: 3}
@@ -152,6 +156,33 @@ def depthwise_rows(mode: int) -> int:
 def depthwise_mode(rows: int) -> MacMode:
     """The window mode that takes `rows` kernel rows a step (DEPTHWISE_ROWS read backwards)."""
     return next(mode for mode, k in DEPTHWISE_ROWS.items() if k == rows)
+
+
+def packed_span_fits(cols: int, span: int) -> bool:
+    """Does a DEPTHWISE_PACKED step of `cols` taps touch at most three kernel rows (one input-SRAM
+    read port each) for a kernel row of `span` input pixels? mac.cols consecutive taps in raster
+    order meet at most ceil((cols - 1) / span) + 1 rows: three while cols <= 2 x span + 1."""
+    return cols <= 2 * span + 1
+
+
+def packed_groups(cols: int, kernel_h: int, span: int) -> list[list[tuple[int, int, int]]]:
+    """The steps of a DEPTHWISE_PACKED command, each a list of its windows (kernel row, first
+    offset in the row's span, length): step s takes the taps s*cols .. s*cols + cols - 1 of the
+    kernel in raster order (row by row, each row's `span` input pixels), so a row the lanes run out
+    in goes on at the start of the next step. The windows lie side by side from lane 0, each a
+    group of lanes (the first group continues the row the step before ended in); the taps past
+    the kernel's last leave the last step's lanes empty. packed_span_fits keeps it to three."""
+    total = kernel_h * span
+    steps = []
+    for first in range(0, total, cols):
+        groups, tap = [], first
+        while tap < min(first + cols, total):
+            row, offset = divmod(tap, span)
+            n = min(span - offset, first + cols - tap, total - tap)
+            groups.append((row, offset, n))
+            tap += n
+        steps.append(groups)
+    return steps
 
 
 def depthwise_group_lanes(cols: int, rows: int) -> int:
@@ -239,7 +270,7 @@ class Reg(enum.IntEnum):
     VAR_BYTES = 0x49
     VAR_SLOT = 0x4A
     VAR_EXT_ADDR = 0x4B     # external-memory side of the transfer
-    # A window-mode MAC command's input box (DEPTHWISE, _PAIRED, _TRIPLE): only IFM_IN_H x IFM_IN_W
+    # A window-mode MAC command's input box (DEPTHWISE, _PAIRED, _TRIPLE, _PACKED): only IFM_IN_H x IFM_IN_W
     # positions from row IFM_PAD_TOP, column IFM_PAD_LEFT of the box hold pixels; every other
     # position reads as IFM_ZP in each channel (TOSA's padding), whatever its SRAM word holds.
     # IFM_IN_H = 0 (from reset): every position holds a pixel.

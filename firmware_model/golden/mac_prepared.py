@@ -13,7 +13,7 @@ makes once:
 
 - the input SRAM byte of each operand x[p, i, l, row] (depthwise_sums' gather: pixel p's
   window word at step i's lane l, mac_unit.depthwise_lanes, channel row mod mac.cols; also for
-  DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE) as one index array, read
+  DEPTHWISE_PAIRED, DEPTHWISE_TRIPLE, DEPTHWISE_PACKED) as one index array, read
   with one gather; only the lanes inside a pass (the others are multiplied by zero) and the rows
   of the OFM_C channels kept (large's 3x3 tiles: 9 of 48 lanes, 8 of 16 rows);
 - the weight matrix (kernel row, lane inside a pass) x row, less WGT_ZP,
@@ -96,7 +96,7 @@ def _spread_records(raw: np.ndarray, ifm_dtype: DType, stage_plan_, P: int, oc: 
 
 
 def prepare_depthwise(cfg: NpuConfig, regs: dict[int, int], mode: int, plan):
-    """execute_mac(cfg, mem, regs, mode, probe, plan) for a window-mode (DEPTHWISE, _PAIRED, _TRIPLE) command,
+    """execute_mac(cfg, mem, regs, mode, probe, plan) for a window-mode (DEPTHWISE, _PAIRED, _TRIPLE, _PACKED) command,
     as a function run(mem, probe) (module docstring). The command is int8 (the "depthwise
     operands" rule mac_plan checked)."""
     R, L = cfg.mac_rows, cfg.mac_cols

@@ -38,11 +38,13 @@ import numpy as np
 
 from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.cycle_model import (conv_streams, depthwise_kernel_steps, depthwise_passes, element_write_clocks,
+from firmware_model.arch.cycle_model import (conv_streams, depthwise_kernel_steps, depthwise_passes, depthwise_windows,
+                                             element_write_clocks,
                                              mac_command_cycles, row_pair_streams, uses_vector_output)
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, LANE_PAIR_MODES, PARAM_RECORD_BYTES,
                                      PIXEL_PAIR_MODES, ROW_PAIR_MODES, MacMode, Sram,
-                                     decode_param_records, depthwise_group_lanes, depthwise_rows, lane_pair_blocks)
+                                     decode_param_records, depthwise_group_lanes, depthwise_rows, lane_pair_blocks,
+                                     packed_groups)
 from firmware_model.arch.registers import Registers
 from firmware_model.errors import GoldenModelError
 from firmware_model.golden.memories import Memories, box_span, check_range
@@ -194,10 +196,8 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     in_sram = Sram.OUTPUT if r.ifm_sram == Sram.OUTPUT else Sram.INPUT
     check_range(cfg, in_sram, lo * L, hi * L, "MAC input")
     depthwise = mode in DEPTHWISE_MODES
-    rows = depthwise_rows(mode)
     lane_pairs, row_pairs = mode in LANE_PAIR_MODES, mode in ROW_PAIR_MODES
-    steps = (depthwise_kernel_steps(kh, rows) * len(depthwise_passes(cfg, kw, r.dilation_w)) if depthwise
-             else kh * kw * cb)
+    steps = len(depthwise_windows(cfg, mode, kh, kw, r.dilation_w)) if depthwise else kh * kw * cb
     # the array's beats the blocks take (a paired step: one a pixel pair)
     beats = n_ocb * steps * oh * ow
     if lane_pairs or row_pairs:
@@ -221,8 +221,8 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
                                   write_clocks=element_write_clocks(cfg, esize),
                                   vector=uses_vector_output(ofm_dtype, r.lut_mode), ofm_addr=r.ofm_addr,
                                   ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride,
-                                  element_bytes=esize, depthwise=depthwise, stride_w=r.stride_w,
-                                  dilation_w=r.dilation_w, kernel_rows=rows, lane_pairs=lane_pairs,
+                                  element_bytes=esize, window=mode if depthwise else None, stride_w=r.stride_w,
+                                  dilation_w=r.dilation_w, lane_pairs=lane_pairs,
                                   row_pairs=row_pairs),
         macs=beats * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
@@ -339,14 +339,31 @@ def depthwise_lanes(cfg: NpuConfig, mode: int, kernel_h: int, kernel_w: int,
       the row's span (at most n = isa.depthwise_group_lanes(mac.cols, k) pixels) is one pass in
       each group of n lanes: lane g*n + l (l < n, g < k) sees offset span - 1 - l of row ks + g
       (none when that row is past KERNEL_H: the last step takes the rows left); the lanes past
-      k*n hold nothing.
+      k*n hold nothing;
+    - DEPTHWISE_PACKED: a step per mac.cols taps of the kernel in raster order (isa.packed_groups):
+      its windows (kernel row, first offset t, length n) side by side from lane 0, lane b + l of
+      a window starting at lane b seeing offset t + n - 1 - l of its row; the lanes past the
+      kernel's last tap hold nothing.
 
     Returns (kernel_row, offset, inside), each of shape (steps, mac.cols); outside lanes read row 0,
     offset 0."""
     L = cfg.mac_cols
     lane = np.arange(L)
     k = depthwise_rows(mode)
-    if k > 1:
+    if mode == MacMode.DEPTHWISE_PACKED:
+        span = (kernel_w - 1) * dilation_w + 1
+        steps = packed_groups(L, kernel_h, span)
+        row = np.zeros((len(steps), L), dtype=np.int64)
+        offset = np.zeros((len(steps), L), dtype=np.int64)
+        inside = np.zeros((len(steps), L), dtype=bool)
+        for s, groups in enumerate(steps):
+            b = 0
+            for ky, t, n in groups:
+                row[s, b:b + n] = ky
+                offset[s, b:b + n] = t + n - 1 - np.arange(n)
+                inside[s, b:b + n] = True
+                b += n
+    elif k > 1:
         n = depthwise_group_lanes(L, k)
         span = (kernel_w - 1) * dilation_w + 1
         steps = depthwise_kernel_steps(kernel_h, k)
@@ -375,7 +392,7 @@ def box_holds_pixel(r: Registers, by: np.ndarray, bx: np.ndarray) -> np.ndarray 
 
 
 def depthwise_sums(cfg: NpuConfig, mem: Memories, r: Registers, plan: "MacPlan", mode: int) -> np.ndarray:
-    """A window-mode (DEPTHWISE, _PAIRED, _TRIPLE) command's accumulators (P, OFM_C), docs/isa.md: for each
+    """A window-mode (DEPTHWISE, _PAIRED, _TRIPLE, _PACKED) command's accumulators (P, OFM_C), docs/isa.md: for each
     step i (weight block), row r of the block takes channel r mod mac.cols of the input words at
     the lanes' kernel rows and offsets (depthwise_lanes),
         acc[p, r] += sum over lanes l inside step i of

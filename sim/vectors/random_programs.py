@@ -271,8 +271,29 @@ def triple_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
                          "in the DEPTHWISE_TRIPLE mode with a kernel height of 4 or more, not a multiple of 3")
 
 
+def packed_depthwise_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
+    """A random DEPTHWISE_PACKED tile with a step of three windows (two on 4 lanes, where three
+    never meet; isa.packed_groups: a kernel row split across steps, a short window primed later
+    than the longest), a stride of 2 or more
+    (a window shorter than the stride skips words between its beats), two or more output pixels a
+    row, storing its raw accumulators (no RESCALE) with its whole box real, as
+    paired_depthwise_tile."""
+    from firmware_model.arch.isa import MacMode, packed_groups
+
+    def accept(t) -> bool:
+        regs = t["regs"]
+        span = (regs[int(Reg.KERNEL_W)] - 1) * regs[int(Reg.DILATION_W)] + 1
+        steps = packed_groups(cfg.mac_cols, regs[int(Reg.KERNEL_H)], span) if t["mode"] == MacMode.DEPTHWISE_PACKED else []
+        return (any(len(groups) == (3 if cfg.mac_cols >= 8 else 2) for groups in steps) and regs[int(Reg.STRIDE_W)] >= 2
+                and any(n < regs[int(Reg.STRIDE_W)] for groups in steps for _, _, n in groups)
+                and regs[int(Reg.OFM_W)] >= 2
+                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE and not regs.get(int(Reg.IFM_IN_H)))
+    return directed_tile(cfg, rng, tile_id, accept,
+                         "in the DEPTHWISE_PACKED mode with a step of three windows, one shorter than a stride of 2 or more")
+
+
 def padded_window_tile(cfg: NpuConfig, rng, tile_id: int, mode) -> TileSpec:
-    """A random tile in window mode `mode` (DEPTHWISE, _PAIRED, _TRIPLE) whose image region
+    """A random tile in window mode `mode` (DEPTHWISE, _PAIRED, _TRIPLE, _PACKED) whose image region
     (IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W) leaves padding on all four sides of its input
     box, with two or more kernel rows and output pixels a row, storing its raw accumulators (a
     padded word read as the SRAM's shows in the sums)."""

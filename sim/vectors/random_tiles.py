@@ -13,8 +13,9 @@ import numpy as np
 
 from sim import seeds
 from firmware_model.errors import GoldenModelError
-from firmware_model.arch.isa import LutMode, MacMode, OutMode, Reg, Sram, Status, depthwise_group_lanes, depthwise_rows
-from firmware_model.arch.cycle_model import depthwise_kernel_steps, depthwise_passes
+from firmware_model.arch.isa import (LutMode, MacMode, OutMode, Reg, Sram, Status, depthwise_group_lanes, depthwise_rows,
+                                     packed_span_fits)
+from firmware_model.arch.cycle_model import depthwise_windows
 from firmware_model.golden.mac_unit import execute_mac
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.golden.memories import Memories
@@ -32,7 +33,9 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     quarter of the tiles read their input from the output SRAM (IFM_SRAM OUTPUT); half
     of the DEPTHWISE tiles take several kernel rows a step, as many DEPTHWISE_PAIRED as
     DEPTHWISE_TRIPLE (kernel rows spanning up to a group's lanes, cols/2 or cols//3 pixels; 1 to 5
-    or 1 to 7 of them, so that a last step with fewer rows leaves groups idle). Two thirds of the
+    or 1 to 7 of them, so that a last step with fewer rows leaves groups idle), and two in five of
+    the others DEPTHWISE_PACKED (1 to 6 kernel rows spanning (cols - 1) / 2 to cols + 2 pixels:
+    windows split across steps, and up to three of them in a step). Two thirds of the
     tiles mark part of their input box as padding (IFM_PAD_TOP, IFM_PAD_LEFT, IFM_IN_H, IFM_IN_W)."""
     R, L = cfg.mac_rows, cfg.mac_cols
     int16 = ifm_dtype == DType.INT16
@@ -42,6 +45,8 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
     mode = MacMode.DEPTHWISE if not int16 and rng.random() < 1 / 3 else MacMode.CONV2D
     if mode == MacMode.DEPTHWISE and rng.random() < 0.5:
         mode = MacMode.DEPTHWISE_PAIRED if rng.random() < 0.5 else MacMode.DEPTHWISE_TRIPLE
+    elif mode == MacMode.DEPTHWISE and rng.random() < 0.4:
+        mode = MacMode.DEPTHWISE_PACKED
     rows = depthwise_rows(mode)
     while True:
         kh, kw = (int(v) for v in rng.integers(1, 4, 2))
@@ -61,6 +66,14 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
             dw = int(rng.integers(1, 3))
             if (kw - 1) * dw + 1 > group:
                 dw = 1
+        if mode == MacMode.DEPTHWISE_PACKED:
+            kh = int(rng.integers(1, 7))
+            dw = int(rng.integers(1, 3))
+            # a kernel row of at least (cols - 1) / 2 pixels (isa.packed_span_fits), up to cols + 2
+            span = int(rng.integers((L - 1 + 1) // 2, L + 3))
+            kw = 1 + (span - 1) // dw
+            if not packed_span_fits(L, (kw - 1) * dw + 1):
+                kw += 1
         oh, ow = (int(v) for v in rng.integers(1, 7, 2))
         if oh * ow > cfg.acc_depth:
             continue
@@ -68,8 +81,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
         pix = cb * L
         in_bytes = ih * iw * pix
         n_ocb = -(-oc // R)
-        steps = (depthwise_kernel_steps(kh, rows) * len(depthwise_passes(cfg, kw, dw))
-                 if mode != MacMode.CONV2D else kh * kw * cb)
+        steps = len(depthwise_windows(cfg, mode, kh, kw, dw)) if mode != MacMode.CONV2D else kh * kw * cb
         w_bytes = n_ocb * steps * R * L
         raw48 = int16 and rng.random() < 0.3          # the raw int48 result of an int16 tile
         out_dtype = DType.INT48 if raw48 else DType(int(rng.choice([DType.INT8, DType.INT16, DType.INT32])))

@@ -218,11 +218,12 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        "SRAM instead of as IFM_ZP (the first port, and the second's next-column word)",
        r"(assign \\\$\d+  = )row_y - op_ifm_pad_top;", r"\g<1>32'd0;", 2),
     _m("mac_sequencer", "pad_left_ignored",
-       "a window-mode read compares its box column with IFM_IN_W as if IFM_PAD_LEFT were 0",
-       r"(assign \\\$\d+  = )col_x - op_ifm_pad_left;", r"\g<1>col_x;", 3),
+       "a window-mode read compares its box column with IFM_IN_W as if IFM_PAD_LEFT were 0 (the first "
+       "port, the paired and triple second row, the next-column word, the third port)",
+       r"(assign \\\$\d+  = )(col_x|\\\$\d+ ) - op_ifm_pad_left;", r"\g<1>\g<2>;", 4),
     _m("mac_sequencer", "pad_second_row_as_first",
-       "DEPTHWISE_PAIRED / _TRIPLE: the second kernel row's word is padded as the first row's is",
-       r"(assign \\\$\d+  = )row_y \+ op_dilation_h;", r"\g<1>row_y;"),
+       "DEPTHWISE_PAIRED / _TRIPLE / _PACKED: the second kernel row's word is padded as the first row's is",
+       r"(assign \\\$\d+  = )row_y \+ op_dilation_h;", r"\g<1>row_y;", 2),
     _m("mac_sequencer", "pad_column_not_advanced",
        "a window-mode stream's box column stays put while it reads a row's words: the padding "
        "follows the row's first word",
@@ -256,7 +257,7 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "triple_steps_two_rows",
        "a DEPTHWISE_TRIPLE step advances two kernel rows instead of three: rows are taken twice, the "
        "block's weights overrun",
-       r"assign ky_inc = triple \? 2'h3 : ", r"assign ky_inc = triple ? 2'h2 : "),
+       r"(assign \\\$\d+  = )triple \? 2'h3 : ", r"\g<1>triple ? 2'h2 : "),
     _m("mac_sequencer", "triple_third_row_one_below",
        "DEPTHWISE_TRIPLE's third port reads the word DILATION_H rows below the first kernel row's (the "
        "second row's), not 2 x DILATION_H",
@@ -265,6 +266,17 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        "the last step of a KERNEL_H that is no multiple of 3 keeps the third window group's lanes: the "
        "first row's words read again add to the sum",
        r"(assign \\\$\d+  = )third_row \? (\\\$\d+ \[\d+:0\]) : \d+'h0;", r"\g<1>\g<2>;"),
+    _m("mac_sequencer", "packed_window_not_held",
+       "DEPTHWISE_PACKED: every window's port reads from an output row's first clock, a shorter window's "
+       "too, and on between beats: its words run ahead of the longest window's",
+       r"(assign \\\$\d+  = )primed \| \\\$\d+ ;", r"\g<1>1'h1;", 3),
+    _m("mac_sequencer", "packed_row_wrap_not_addressed",
+       "DEPTHWISE_PACKED: a step whose cursor passes a kernel row's end starts its first window's words "
+       "on the same row, mac.cols pixels on, instead of on the next row",
+       r"(assign \\\$\d+  = \\\$\d+  \? )span_adv( : 32'd0;)", r"\g<1>32'd0\g<2>"),
+    _m("mac_sequencer", "packed_second_window_column_as_first",
+       "DEPTHWISE_PACKED: the second window's words are padded by the first window's box column",
+       r"(assign \\\$\d+  = )col1 - op_ifm_pad_left;", r"\g<1>col_x - op_ifm_pad_left;"),
     _m("mac_sequencer", "lane_pair_second_word_not_offset",
        "a CONV2D_LANE_PAIRS step's second port reads the even pixel's word again, not the next pixel's",
        r"(assign \\\$\d+  = )two_px \? pix_step : (\\\$\d+ );", r"\g<1>\g<2>;"),
@@ -306,6 +318,10 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_window", "lane1_does_not_shift",
        "window lane 1 of channel 0 keeps its word when the window shifts, instead of taking lane 0's",
        r"= win_shift \? (?:win_0_0|\\\$\d+ ) : win_1_0;", r"= win_1_0;"),
+    _m("mac_window", "packed_second_window_chained",
+       "packed, the second window's first lane (channel 0) shifts in the first window's oldest word "
+       "instead of its own kernel row's",
+       r"(assign \\\$\d+  = )grp1_at_(\d+) \? x2_0 : (\\\$\d+ );", r"\g<1>\g<3>;", 4),
     _m("mac_window", "upper_half_takes_lower_word",
        "paired, the upper window half's first lane (channel 0) shifts in the lower half's oldest word "
        "instead of the second kernel row's",

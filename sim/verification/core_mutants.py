@@ -348,8 +348,11 @@ def core_run(name: str) -> CoreRun:
             # and CONV2D_ROW_PAIRS and CONV2D_PAIRS tiles of two output blocks
             for mode in (MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS):
                 tiles.append(rp.row_paired_tile(cfg, rng, len(tiles), mode))
+            # and a DEPTHWISE_PACKED tile with windows of several lengths, one shorter than the stride
+            tiles.append(rp.packed_depthwise_tile(cfg, rng, len(tiles)))
             # and a tile of each window mode with padding on four sides of its input box
-            for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE):
+            for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE,
+                         MacMode.DEPTHWISE_PACKED):
                 tiles.append(rp.padded_window_tile(cfg, rng, len(tiles), mode))
             # and a DEPTHWISE (two words a clock) and a DEPTHWISE_TRIPLE tile reading the output SRAM
             for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_TRIPLE):

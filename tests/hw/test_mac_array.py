@@ -131,6 +131,49 @@ async def _load_weight_rows(ctx, dut, w: np.ndarray, wzp: int) -> None:
     ctx.set(dut.w.valid, 0)
 
 
+def _run_window_script(dut, rows: int, w: np.ndarray, wzp: int, zp: int, modes: dict, script: list,
+                       want: np.ndarray, written: set) -> None:
+    """Drive a window-mode array (`modes`: its mode inputs, set once) with `script`, one clock
+    each: (the clock's other inputs by name, the three words or None, beat accumulator or None,
+    first); then read every written accumulator and compare it with `want`."""
+    from amaranth.sim import Simulator
+
+    cols = dut.cols
+    got = {}
+
+    async def tb(ctx):
+        await _load_weight_rows(ctx, dut, w, wzp)
+        ctx.set(dut.dw, 1)
+        for name, value in modes.items():
+            ctx.set(getattr(dut, name), value)
+        for inputs, words, acc, first in script:
+            for name, value in inputs.items():
+                ctx.set(getattr(dut, name), value)
+            ctx.set(dut.win_shift, words is not None)
+            ctx.set(dut.x.valid, acc is not None)
+            words = words if words is not None else [np.zeros(cols, dtype=np.int64)] * 3
+            ctx.set(dut.x.payload, {"data": _word(words[0]), "zp": zp, "int16": 0, "acc": acc or 0, "first": int(first)})
+            ctx.set(dut.x2_data, _word(words[1]))
+            ctx.set(dut.x3_data, _word(words[2]))
+            await ctx.tick()
+        ctx.set(dut.x.valid, 0)
+        ctx.set(dut.win_shift, 0)
+        await ctx.tick()
+        for a in sorted(written):
+            ctx.set(dut.rd_addr, a)
+            await ctx.tick()
+            v = ctx.get(dut.rd_data)
+            got[a] = [int(v[r]) for r in range(rows)]
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert written, "the script made no beat"
+    for a in sorted(written):
+        assert got[a] == want[a].tolist(), f"accumulator {a}: {got[a]} != {want[a].tolist()}"
+
+
 @pytest.mark.parametrize("rows_a_step", [1, 2, 3], ids=["DEPTHWISE", "PAIRED", "TRIPLE"])
 @pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 8), (6, 4, 8), (16, 16, 8)])
 def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
@@ -168,7 +211,8 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
             double = bool(shift and k == 1 and rng.integers(0, 3) == 0)
             acc = int(rng.integers(0, depth)) if shift and rng.integers(0, 2) else None
             first = acc is not None and (acc not in written or rng.integers(0, 3) == 0)
-            script.append((words, lengths, acc, first, double))
+            script.append(({"win_double": double, "win_len": lengths[0], "win_len_hi": lengths[1] if k > 1 else 0,
+                            "win_len_3": lengths[2] if k > 2 else 0}, words, acc, first))
             if double:
                 windows[0] = np.concatenate([(words[1] - zp)[None, :], (words[0] - zp)[None, :], windows[0][:-2]])
                 windows[0][lengths[0]:] = 0
@@ -183,41 +227,59 @@ def test_mac_array_window_mode_amaranth_sim(geometry, rows_a_step):
                 sums = (factors * (w - wzp)).sum(axis=1)
                 want[acc] = sums if first else want[acc] + sums
                 written.add(acc)
-    got = {}
+    _run_window_script(dut, rows, w, wzp, zp, {"pair": k == 2, "triple": k == 3}, script, want, written)
 
-    async def tb(ctx):
-        await _load_weight_rows(ctx, dut, w, wzp)
-        ctx.set(dut.dw, 1)
-        ctx.set(dut.pair, k == 2)
-        ctx.set(dut.triple, k == 3)
-        for words, lengths, acc, first, double in script:
-            ctx.set(dut.win_double, double)
-            ctx.set(dut.win_len, lengths[0])
-            ctx.set(dut.win_len_hi, lengths[1] if k > 1 else 0)
-            ctx.set(dut.win_len_3, lengths[2] if k > 2 else 0)
-            ctx.set(dut.win_shift, words is not None)
-            ctx.set(dut.x.valid, acc is not None)
-            words = words if words is not None else [np.zeros(cols, dtype=np.int64)] * 3
-            ctx.set(dut.x.payload, {"data": _word(words[0]), "zp": zp, "int16": 0, "acc": acc or 0, "first": int(first)})
-            ctx.set(dut.x2_data, _word(words[1]))
-            ctx.set(dut.x3_data, _word(words[2]))
-            await ctx.tick()
-        ctx.set(dut.x.valid, 0)
-        ctx.set(dut.win_shift, 0)
-        await ctx.tick()
-        for a in sorted(written):
-            ctx.set(dut.rd_addr, a)
-            await ctx.tick()
-            v = ctx.get(dut.rd_data)
-            got[a] = [int(v[r]) for r in range(rows)]
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    assert written, "the script made no beat"
-    for a in sorted(written):
-        assert got[a] == want[a].tolist(), f"accumulator {a}: {got[a]} != {want[a].tolist()}"
+@pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 8), (6, 8, 8), (16, 16, 8)])
+def test_mac_array_packed_windows_amaranth_sim(geometry):
+    """The packed window mode (MacMode.DEPTHWISE_PACKED): up to three windows side by side, of
+    lengths that change between runs (the second from lane `grp1`, the third from `grp2`, the lanes
+    from `win_len` on zero), each shifting in its own word (`x`, `x2_data`, `x3_data`), some clocks
+    idle; beats on the shifted windows with row r taking channel r mod cols; the accumulators equal
+    the windows computed here."""
+    from amaranth.sim import Simulator
+
+    from hw.mac_array import MacArray
+
+    rows, cols, depth = geometry
+    rng = seeds.rng(sum(geometry), "mac array packed windows")
+    dut = MacArray(rows, cols, depth, window=True)
+    wzp, zp = int(rng.integers(-128, 128)), int(rng.integers(-128, 128))
+    w = rng.integers(-128, 128, (rows, cols))
+    want = np.zeros((depth, rows), dtype=np.int64)
+    written = set()
+    window = np.zeros((cols, cols), dtype=np.int64)          # lane x channel factors
+    script = []
+    for run in range(16):
+        # one to three windows filling 1 .. cols lanes
+        cuts = sorted(int(v) for v in rng.choice(np.arange(1, cols), min(cols - 1, int(rng.integers(0, 3))),
+                                                  replace=False))
+        used = int(rng.integers(cuts[-1] + 1 if cuts else 1, cols + 1))
+        grp = cuts + [cols] * (2 - len(cuts))
+        for _ in range(int(rng.integers(1, 2 * cols))):
+            shift = bool(rng.integers(0, 5))
+            words = [rng.integers(-128, 128, cols) for _ in range(3)]
+            acc = int(rng.integers(0, depth)) if shift and rng.integers(0, 2) else None
+            first = acc is not None and (acc not in written or rng.integers(0, 3) == 0)
+            script.append(({"grp1": grp[0], "grp2": grp[1], "win_len": used}, words if shift else None, acc, first))
+            # on a shift, lane l takes its window's word where a window starts (lane 0, `grp1`,
+            # `grp2`), else the lane below's value; the lanes from `used` on read zero (and keep
+            # zero once shifted)
+            view = np.zeros_like(window)
+            for lane in range(used):
+                if shift:
+                    g = int(lane >= grp[0]) + int(lane >= grp[1])
+                    view[lane] = words[g] - zp if lane in (0, grp[0], grp[1]) else window[lane - 1]
+                else:
+                    view[lane] = window[lane]
+            if shift:
+                window = view.copy()
+            if acc is not None:
+                factors = view[:, np.arange(rows) % cols].T
+                sums = (factors * (w - wzp)).sum(axis=1)
+                want[acc] = sums if first else want[acc] + sums
+                written.add(acc)
+    _run_window_script(dut, rows, w, wzp, zp, {"packed": 1}, script, want, written)
 
 
 @pytest.mark.parametrize("geometry", [(4, 4, 8), (8, 8, 16), (6, 8, 8), (16, 16, 8), (3, 4, 9)])

@@ -15,7 +15,7 @@ from compiler.pipeline import compile_file
 from firmware_model.golden.mac_unit import mac_plan
 from firmware_model.golden.model import GoldenModel
 from firmware_model.arch.config import load_config
-from firmware_model.arch.isa import MacMode, Opcode
+from firmware_model.arch.isa import MacMode, Opcode, depthwise_mode
 from sim.models.mlir_graphs import const, conv_layer_mlir, module, serialize, tensor_type
 from sim.oracles.refmodel import run_reference
 
@@ -61,8 +61,9 @@ def test_depthwise_conv2d_on_the_mac_array(tmp_path, seed):
 @pytest.mark.parametrize("seed", range(8))
 def test_wide_depthwise_kernels_in_window_passes(tmp_path, seed):
     """Depthwise kernel rows up to 9 taps, dilated up to 2: one to five window passes of the
-    array's DEPTHWISE mode on tiny (4 lanes), one or two on default and large; bit-exact against
-    Arm's model on all three configurations, and every tile in the DEPTHWISE mode."""
+    array's DEPTHWISE mode on tiny (4 lanes), one or two on default and large, or the taps packed
+    4, 8 or 16 a step (DEPTHWISE_PACKED) where that streams fewer clocks; bit-exact against Arm's
+    model on all three configurations, and every tile in the mode expected_window_mode gives."""
     rng = seeds.rng(300 + seed)
     while True:
         H, W = (int(v) for v in rng.integers(3, 20, 2))
@@ -83,21 +84,37 @@ def test_wide_depthwise_kernels_in_window_passes(tmp_path, seed):
         cfg = load_config(name)
         ctx = compile_file(model, cfg)
         modes = {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC}
-        assert modes == {expected_window_mode(cfg, kernel, dilation)}, f"{name}: MAC modes {modes}"
+        assert modes == {expected_window_mode(cfg, kernel, dilation, nx // stride[1] + 1, stride[1])}, \
+            f"{name}: MAC modes {modes}"
         out = GoldenModel(ctx.program, cfg).invoke({"TosaInput_0": x})["TosaOutput_0"]
         assert np.array_equal(out, ref), f"{name}: golden differs from the reference"
 
 
-def expected_window_mode(cfg, kernel, dilation) -> MacMode:
-    """The window mode a depthwise layer should take: k = 1, 2 or 3 kernel rows a step when its
-    kernel row spans at most mac.cols // k lanes (k = 1: any), the fewest steps, then the fewest
-    rows a step (one row alone: DEPTHWISE)."""
+def expected_window_mode(cfg, kernel, dilation, out_w, stride_w) -> MacMode:
+    """The window mode a depthwise layer should take (docs/isa.md): the fewest stream clocks over
+    an output row of `out_w` pixels, then the fewest steps, then the fewest kernel rows a step
+    (DEPTHWISE_PACKED last). Per output row a step takes its window's length in words to the first
+    beat, then STRIDE_W words a beat; DEPTHWISE (a step per kernel row and pass of at most
+    mac.cols pixels) reads two words a clock, the grouped modes one."""
+    L = cfg.mac_cols
     span = (kernel[1] - 1) * dilation[1] + 1
     if kernel[0] == 1:
         return MacMode.DEPTHWISE
-    fitting = [k for k in (1, 2, 3) if k == 1 or span <= cfg.mac_cols // k]
-    k = min(fitting, key=lambda k: (-(-kernel[0] // k), k))
-    return {1: MacMode.DEPTHWISE, 2: MacMode.DEPTHWISE_PAIRED, 3: MacMode.DEPTHWISE_TRIPLE}[k]
+    up = lambda a, b: -(-a // b)
+    passes = [min(L, span - j) for j in range(0, span, L)]
+    costs = {MacMode.DEPTHWISE: (kernel[0] * sum(up(n, 2) + (out_w - 1) * up(stride_w, 2) for n in passes),
+                                 kernel[0] * len(passes), 1)}
+    for k, mode in ((2, MacMode.DEPTHWISE_PAIRED), (3, MacMode.DEPTHWISE_TRIPLE)):
+        if span <= L // k:
+            costs[mode] = (up(kernel[0], k) * (span + (out_w - 1) * stride_w), up(kernel[0], k), k)
+    if L <= 2 * span + 1:
+        total, clocks = kernel[0] * span, 0
+        for first in range(0, total, L):
+            # the step's taps in each kernel row: its longest window
+            longest = max(min(first + L, total, (ky + 1) * span) - max(first, ky * span) for ky in range(kernel[0]))
+            clocks += longest + (out_w - 1) * stride_w
+        costs[MacMode.DEPTHWISE_PACKED] = (clocks, up(total, L), 4)
+    return min(costs, key=costs.get)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -126,7 +143,7 @@ def test_depthwise_kernel_rows_in_groups(tmp_path, seed, monkeypatch):
     model = serialize(mlir, tmp_path)
     x = rng.integers(-128, 128, (1, H, W, C)).astype(np.int8)
     ref = run_reference(model, {"TosaInput_0": x}, ["TosaOutput_0"])["TosaOutput_0"]
-    mode = expected_window_mode(cfg, kernel, dilation)
+    mode = expected_window_mode(cfg, kernel, dilation, nx // stride[1] + 1, stride[1])
     assert mode in (MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE)
     ctx = compile_file(model, cfg)
     assert {c.sub for c in ctx.program.commands if c.opcode == Opcode.MAC} == {mode}
@@ -134,7 +151,7 @@ def test_depthwise_kernel_rows_in_groups(tmp_path, seed, monkeypatch):
     assert np.array_equal(golden.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)
     # the same layer in fewer kernel rows a step: same results, more MAC cycles
     for fewer in ((1, 2) if mode == MacMode.DEPTHWISE_TRIPLE else (1,)):
-        monkeypatch.setattr(conv_lowering.NpuConv, "kernel_rows", lambda self, cfg, k=fewer: k)
+        monkeypatch.setattr(conv_lowering.NpuConv, "window_mac_mode", lambda self, cfg, k=fewer: depthwise_mode(k))
         other = GoldenModel(compile_file(model, cfg).program, cfg)
         monkeypatch.undo()
         assert np.array_equal(other.invoke({"TosaInput_0": x})["TosaOutput_0"], ref)

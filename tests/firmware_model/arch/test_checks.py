@@ -78,7 +78,17 @@ RECIPES = {
             ({Reg.IFM_DTYPE: DType.INT8, Reg.IFM_CBLOCKS: 1, Reg.OFM_C: 1, Reg.KERNEL_W: 1, Reg.KERNEL_H: 7,
               Reg.WGT_ADDR: CFG.weight_sram - 2 * CFG.mac_rows * CFG.word_bytes}, MacMode.DEPTHWISE_TRIPLE),
             ({Reg.IFM_DTYPE: DType.INT8, Reg.IFM_CBLOCKS: 1, Reg.OFM_C: 1, Reg.KERNEL_W: 1, Reg.KERNEL_H: 6,
-              Reg.WGT_ADDR: CFG.weight_sram - 2 * CFG.mac_rows * CFG.word_bytes}, MacMode.DEPTHWISE_TRIPLE)],
+              Reg.WGT_ADDR: CFG.weight_sram - 2 * CFG.mac_rows * CFG.word_bytes}, MacMode.DEPTHWISE_TRIPLE),
+            # the taps packed mac.cols a step: a kernel row too narrow for three rows a step, and
+            # kernels around the weight SRAM's end (ceil(KERNEL_H x span / mac.cols) blocks)
+            ({Reg.IFM_DTYPE: DType.INT8, Reg.IFM_CBLOCKS: 1, Reg.OFM_C: 1, Reg.KERNEL_W: 1, Reg.DILATION_W: 1},
+             MacMode.DEPTHWISE_PACKED),
+            ({Reg.IFM_DTYPE: DType.INT8, Reg.IFM_CBLOCKS: 1, Reg.OFM_C: 1, Reg.KERNEL_W: 5, Reg.DILATION_W: 1,
+              Reg.KERNEL_H: 7, Reg.WGT_ADDR: CFG.weight_sram - 4 * CFG.mac_rows * CFG.word_bytes},
+             MacMode.DEPTHWISE_PACKED),
+            ({Reg.IFM_DTYPE: DType.INT8, Reg.IFM_CBLOCKS: 1, Reg.OFM_C: 1, Reg.KERNEL_W: 5, Reg.DILATION_W: 1,
+              Reg.KERNEL_H: 6, Reg.WGT_ADDR: CFG.weight_sram - 4 * CFG.mac_rows * CFG.word_bytes},
+             MacMode.DEPTHWISE_PACKED)],
     "ELTWISE": [({Reg.ELT_A_DTYPE: DType.INT48}, EltOp.LOGICAL_LEFT_SHIFT),
                 ({Reg.ELT_MODE: EltMode.B_UNSIGNED, Reg.ELT_B_DTYPE: DType.INT32}, EltOp.ADD),
                 ({Reg.ELT_MODE: EltMode.A_UNSIGNED, Reg.ELT_A_DTYPE: DType.INT32}, EltOp.ADD)],

@@ -65,6 +65,9 @@ def test_random_mac_programs(config, simulator, n):
     # and a tile of each window mode with padding on four sides of its input box
     tiles += [rp.padded_window_tile(cfg, rng, n + 5 + i, mode) for i, mode in
               enumerate((MacMode.DEPTHWISE, MacMode.DEPTHWISE_PAIRED, MacMode.DEPTHWISE_TRIPLE))]
+    # and DEPTHWISE_PACKED tiles: three windows in a step, one shorter than the stride; padded
+    tiles += [rp.packed_depthwise_tile(cfg, rng, n + 14),
+              rp.padded_window_tile(cfg, rng, n + 15, MacMode.DEPTHWISE_PACKED)]
     # and a DEPTHWISE (two words a clock) and a DEPTHWISE_TRIPLE tile reading the output SRAM
     tiles += [rp.output_sram_window_tile(cfg, rng, n + 8 + i, mode) for i, mode in
               enumerate((MacMode.DEPTHWISE, MacMode.DEPTHWISE_TRIPLE))]
