@@ -616,19 +616,31 @@ class NpuConv(NpuOperation):
                   ext_s1=width * C, ext_s2=0, sram_s1=g.in_w * pix, sram_s2=0)
 
     # ---- emission ----------------------------------------------------------------------
+    # PrefetchLink asks for the first loads with the input box (prefetch's `input_box`), then
+    # without it
+    prefetches_input = True
+
     def prefetch(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, slot: int,
-                 kept=None) -> Prefetched | None:
-        """The first tile's weights and records into weight buffer `slot`, for issuing before the
-        operation before finishes (compiler/npu/prefetch.py): constants, which no operation
-        writes. The input box is left to the tile (it is usually the operation before's output)."""
+                 kept=None, input_box: bool = False) -> Prefetched | None:
+        """The first tile's weights and records into weight buffer `slot`, and its input box into
+        input buffer `slot` (unless a cascade holds it on chip), for issuing before the operation
+        before finishes (compiler/npu/prefetch.py). The input is usually the operation before's
+        result: PrefetchLink takes the loads only where the bytes they read are stored already
+        (its stores still to come read others). State: (the weights' first channel, the input
+        box's key or None)."""
         unfolded = self.unfolded(ectx.cfg)
         if unfolded is not None:
-            return unfolded.prefetch(w, plan, ectx, slot, kept)
+            return unfolded.prefetch(w, plan, ectx, slot, kept, input_box)
         if slot >= plan.buffers:
             return None
         n0 = w.dma_count
-        self._load_weights(w, ectx, plan.tiles[0], slot)
-        return Prefetched(slot, plan.tiles[0].c0, w.dma_count - n0)
+        t = plan.tiles[0]
+        self._load_weights(w, ectx, t, slot)
+        box = None
+        if self.cascade_in is None and input_box:
+            box = self.input_box_key(ectx.cfg, t)
+            self._load_input(w, ectx, t, ectx.buffers[Sram.INPUT][slot])
+        return Prefetched(slot, (t.c0, box), w.dma_count - n0)
 
     def weight_home(self, ectx: EmitContext, slot: int, t) -> tuple[int, int]:
         """Where tile t keeps its weights and parameter records in weight buffer `slot`: (weight
@@ -665,6 +677,52 @@ class NpuConv(NpuOperation):
         return next((s for s in range(plan.buffers)
                      if all(w.holds(sram, **load) for sram, load in self._weight_loads(ectx, t, s))), None)
 
+    def input_box_key(self, cfg: NpuConfig, t) -> tuple:
+        """What a tile's input box holds: (batch, box origin, box size, a depthwise tile's channels);
+        a buffer holding it needs no load."""
+        g = self.geometry(cfg, t.th, t.tw, t.tc)
+        iy0, ix0 = self._box_origin(t)
+        return (t.n, iy0, ix0, g.in_h, g.in_w, t.c0 if self.depthwise else 0)
+
+    def _load_input(self, w: CommandWriter, ectx: EmitContext, t, in_addr: int) -> None:
+        """Tile t's input box into the input SRAM at `in_addr`: the image's pixels it covers, and
+        its padding FILLed with the input zero point unless the MAC reads it as IFM_ZP."""
+        cfg = ectx.cfg
+        ifm = ectx.placements[self.ifm]
+        _, H, W, C = self.in_shape
+        isize = self.ifm_dtype.size_bytes
+        row_bytes = C * isize
+        cb = 1 if self.depthwise else ceil_div(C, self.lanes(cfg))
+        pix = cb * cfg.mac_cols
+        g = self.geometry(cfg, t.th, t.tw, t.tc)
+        iy0, ix0 = self._box_origin(t)
+        if self.unfold is not None:
+            self._load_unfolded(w, ifm.addr, in_addr, t, iy0, ix0, g, pix)
+        else:
+            # Rows/columns of the (upsampled) image the box covers that hold real pixels.
+            uy, ux = self.upsample
+            ry0, ry1 = _real_range(iy0, g.in_h, H, uy)
+            rx0, rx1 = _real_range(ix0, g.in_w, W, ux)
+            # the bytes of a pixel the box takes: all its channels, or a depthwise tile's
+            run, first = (t.tc * isize, t.c0 * isize) if self.depthwise else (row_bytes, 0)
+            whole = (uy == ux == 1 and run == pix and ry0 * uy == iy0 and rx0 * ux == ix0
+                     and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
+            if self.reads_padding(cfg) and self._box_registers(cfg, t, g)[Reg.IFM_IN_H]:
+                pass                    # the MAC reads the padding as IFM_ZP: no FILL
+            elif uy != 1 or ux != 1 or ry1 <= ry0 or rx1 <= rx0:
+                w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes,
+                      value=self.input_zp & 0xFF)
+            elif not whole:
+                _fill_border(w, ectx.cfg, in_addr, g, pix, ry0 - iy0, ry1 - iy0, rx0 - ix0, rx1 - ix0,
+                             self.input_zp & 0xFF)
+            if ry1 > ry0 and rx1 > rx0:
+                w.dma(Opcode.DMA_LOAD, Sram.INPUT,
+                      ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * row_bytes + first,
+                      sram_addr=in_addr + ((ry0 * uy - iy0) * g.in_w + (rx0 * ux - ix0)) * pix,
+                      len0=run, len1=rx1 - rx0, len2=ry1 - ry0,
+                      ext_s1=row_bytes, ext_s2=W * row_bytes, sram_s1=ux * pix,
+                      sram_s2=uy * g.in_w * pix)
+
     def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, *, prefetched: Prefetched | None = None,
              next_loads=None) -> list[dict]:
         """The tiles. `prefetched`: the first tile's weights, issued by prefetch() before the
@@ -694,8 +752,12 @@ class NpuConv(NpuOperation):
         resident_w: dict[int, int] = {}
         n_in = n_w = 0
         if prefetched is not None:
-            resident_w[prefetched.slot] = prefetched.state
+            c0, box = prefetched.state
+            resident_w[prefetched.slot] = c0
             n_w = prefetched.slot + 1
+            if box is not None:
+                resident_in[prefetched.slot] = box
+                n_in = prefetched.slot + 1
         lut_addr = place_table(w, ectx, self.stage) if self.stage.table is not None else 0
         stage_regs = self.stage.regs(lut_addr=lut_addr)
         def load(t) -> tuple[int, int, int]:
@@ -703,9 +765,7 @@ class NpuConv(NpuOperation):
             slot, DMA commands emitted)."""
             n0 = w.dma_count
             nonlocal n_in, n_w
-            g = self.geometry(cfg, t.th, t.tw, t.tc)
-            iy0, ix0 = self._box_origin(t)
-            key = (t.n, iy0, ix0, g.in_h, g.in_w, t.c0 if self.depthwise else 0)
+            key = self.input_box_key(cfg, t)
             in_slot = next((s for s, v in resident_in.items() if v == key), None)
             if self.cascade_in is not None:
                 in_slot = 0            # read where the operation before wrote it: nothing to load
@@ -713,33 +773,7 @@ class NpuConv(NpuOperation):
                 in_slot = n_in % plan.buffers
                 n_in += 1
                 resident_in[in_slot] = key
-                in_addr = bufs[Sram.INPUT][in_slot]
-                if self.unfold is not None:
-                    self._load_unfolded(w, ifm.addr, in_addr, t, iy0, ix0, g, pix)
-                else:
-                    # Rows/columns of the (upsampled) image the box covers that hold real pixels.
-                    uy, ux = self.upsample
-                    ry0, ry1 = _real_range(iy0, g.in_h, H, uy)
-                    rx0, rx1 = _real_range(ix0, g.in_w, W, ux)
-                    # the bytes of a pixel the box takes: all its channels, or a depthwise tile's
-                    run, first = (t.tc * isize, t.c0 * isize) if self.depthwise else (row_bytes, 0)
-                    whole = (uy == ux == 1 and run == pix and ry0 * uy == iy0 and rx0 * ux == ix0
-                             and ry1 - ry0 == g.in_h and rx1 - rx0 == g.in_w)
-                    if self.reads_padding(cfg) and self._box_registers(cfg, t, g)[Reg.IFM_IN_H]:
-                        pass                    # the MAC reads the padding as IFM_ZP: no FILL
-                    elif uy != 1 or ux != 1 or ry1 <= ry0 or rx1 <= rx0:
-                        w.dma(Opcode.FILL, Sram.INPUT, sram_addr=in_addr, len0=g.in_bytes,
-                              value=self.input_zp & 0xFF)
-                    elif not whole:
-                        _fill_border(w, ectx.cfg, in_addr, g, pix, ry0 - iy0, ry1 - iy0, rx0 - ix0, rx1 - ix0,
-                                     self.input_zp & 0xFF)
-                    if ry1 > ry0 and rx1 > rx0:
-                        w.dma(Opcode.DMA_LOAD, Sram.INPUT,
-                              ext=ifm.addr + ((t.n * H + ry0) * W + rx0) * row_bytes + first,
-                              sram_addr=in_addr + ((ry0 * uy - iy0) * g.in_w + (rx0 * ux - ix0)) * pix,
-                              len0=run, len1=rx1 - rx0, len2=ry1 - ry0,
-                              ext_s1=row_bytes, ext_s2=W * row_bytes, sram_s1=ux * pix,
-                              sram_s2=uy * g.in_w * pix)
+                self._load_input(w, ectx, t, bufs[Sram.INPUT][in_slot])
             w_slot = next((s for s, c in resident_w.items() if c == t.c0), None)
             if w_slot is None:
                 w_slot = self._resident_slot(w, plan, ectx, t)
@@ -823,16 +857,20 @@ class NpuConv(NpuOperation):
             ext_out = ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize
             # a one-pixel tile's result is one dense run: the next ELTWISE may read it on chip
             result = (ext_out, t.tc * esize, out_addr) if t.tw == t.th == 1 and cout is None else None
+            # the external bytes still to be written when the next operation's loads are issued
+            # (before this last MAC): this tile's store; the others' were pushed before
+            last = ext_out + ((t.th - 1) * OW + (t.tw - 1)) * OC * esize + t.tc * esize
+            pending = [(ext_out, last)] if cout is None or cout.store else []
             if pipelined:
                 ahead = 0
                 if k + 1 < len(tiles):
                     slots[k + 1] = load(tiles[k + 1])
                     ahead = slots[k + 1][2]
                 elif next_loads is not None:
-                    ahead = next_loads(Opcode.MAC, mode, result)
+                    ahead = next_loads(Opcode.MAC, mode, result, pending)
                 slack = stored + ahead
             elif k + 1 == len(tiles) and next_loads is not None:
-                slack = next_loads(Opcode.MAC, mode, result)
+                slack = next_loads(Opcode.MAC, mode, result, pending)
             mac_index = w.emit(Opcode.MAC, mode, slack)
             before = w.dma_count
             if cout is None or cout.store:

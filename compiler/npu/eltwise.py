@@ -472,19 +472,23 @@ class NpuEltwise(NpuOperation):
                 w.set(reg, value)
             slack = 0
             result = (out.addr + t.start * osize, t.count * osize, out_addr)   # where the store takes it
+            # the external bytes still to be written when the next operation's loads are issued
+            # (before this last command): this tile's store; the others' were pushed before
+            stores = self.cascade_out is None or self.cascade_out.store
+            pending = [(result[0], result[0] + result[1])] if stores else []
             if pipelined:
                 ahead = 0
                 if k + 1 < len(tiles):
                     ahead = self._load(w, ectx, k + 1, tiles[k + 1], (first + k + 1) % nbuf, layout, resident)
                     loaded.add(k + 1)
                 elif next_loads is not None:
-                    ahead = next_loads(Opcode.ELTWISE, self.op, result)
+                    ahead = next_loads(Opcode.ELTWISE, self.op, result, pending)
                 slack = stored + ahead
             elif k + 1 == len(tiles) and next_loads is not None:
-                slack = next_loads(Opcode.ELTWISE, self.op, result)
+                slack = next_loads(Opcode.ELTWISE, self.op, result, pending)
             unit_index = w.emit(Opcode.ELTWISE, self.op, slack)
             before = w.dma_count
-            if self.cascade_out is None or self.cascade_out.store:
+            if stores:
                 w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=result[0], sram_addr=out_addr, len0=result[1])
             stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "ELTWISE",

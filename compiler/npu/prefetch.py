@@ -7,9 +7,10 @@ worth most where operations are short: a recurrent cell's chain of small ELTWISE
 a fully connected layer whose weights could stream in while the operation before it runs. An
 operation kind that can take part offers
 
-- `prefetch(w, plan, ectx, slot) -> Prefetched | None`: its first tile's loads that depend on no
-  earlier operation's pending store (ELTWISE: operands and records; MAC: the weights and records
-  of its first channel slice), into buffer `slot`;
+- `prefetch(w, plan, ectx, slot) -> Prefetched | None`: its first tile's loads, into buffer
+  `slot` (ELTWISE: operands and records; MAC: the weights and records of its first channel
+  slice, and with `input_box` its first input box: a kind with `prefetches_input` is asked with
+  it first, then without);
 - `emit(w, plan, ectx, prefetched=..., next_loads=...)`: with `prefetched`, the
   first tile skips what is resident; before its last compute command it calls
   `next_loads(opcode, sub, result)`, which issues the next operation's prefetch when safe and
@@ -24,9 +25,11 @@ them.
 Safety is the ISA's own rule, checked here before anything is emitted: the prefetch is written
 into a scratch writer for each candidate buffer; it is taken only if none of its transfers writes
 a byte the compute command (its registers already set) reads or writes — `DmaWindow`, the rule
-the golden model refuses a program by (DMA_HAZARD) — and none reads external bytes this
-operation's outputs occupy (its last store is still to come; the engine runs transfers in order,
-so stores pushed earlier are seen).
+the golden model refuses a program by (DMA_HAZARD) — and none reads external bytes still to be
+written: those of this operation's stores still to come (the `pending` spans its kind gives:
+the last tile's store; without them, all its outputs), and every output of the data movements
+between (they run after the link). The engine runs transfers in program order, so stores pushed
+earlier are seen.
 """
 
 from __future__ import annotations
@@ -63,17 +66,24 @@ class PrefetchLink:
     """`next_loads` for one operation: the next operation's prefetch, issued once when safe."""
 
     def __init__(self, cfg: NpuConfig, w: CommandWriter, nxt, plan: TilePlan, ectx: EmitContext,
-                 outputs: list[Placement], moves_between: bool = False):
+                 outputs: list[Placement], moved: list[Placement] = ()):
+        """`outputs`: the external placements of this operation's results and of the aliases and
+        data movements between it and `nxt`; `moved`: the data movements' (written after the
+        prefetch, whatever this operation has stored)."""
         self.cfg, self.w, self.nxt, self.plan, self.ectx = cfg, w, nxt, plan, ectx
         self.outputs = [(p.addr, p.addr + p.nbytes) for p in outputs]
+        self.moved = [(p.addr, p.addr + p.nbytes) for p in moved]
         # a data movement between writes output-SRAM buffers of its own: no result kept there
         # now is sure to be there when the next operation runs
-        self.moves_between = moves_between
+        self.moves_between = bool(moved)
         self.taken: Prefetched | None = None
 
-    def __call__(self, op: Opcode, sub: int, result=None) -> int:
+    def __call__(self, op: Opcode, sub: int, result=None, pending: list[tuple[int, int]] | None = None) -> int:
         """`result`: where the command's result will be stored from, (ext address, bytes,
-        output-SRAM address) of a dense 1-D store, when the next operation may read it on chip."""
+        output-SRAM address) of a dense 1-D store, when the next operation may read it on chip.
+        `pending`: the external byte spans this operation's stores still to come will write (the
+        ones pushed already run before the prefetch: the engine keeps program order); None: all
+        of its outputs'."""
         if self.taken is not None:
             return 0
         try:
@@ -84,16 +94,20 @@ class PrefetchLink:
         # transfers (some of its constants may be resident: CommandWriter), of those that are
         # safe; none at all when one buffer already holds everything its first tile loads.
         kept = self._kept(op, sub, result)
-        best = None
-        for slot in range(self.plan.buffers):
-            scratch = self.w.fork()
-            got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, kept)
-            if got is None:
-                return 0
-            if got.dma == 0:
-                return 0
-            if (best is None or got.dma < best[1].dma) and self._safe(scratch, op, unit, got.dma):
-                best = (scratch, got)
+        # a convolution's first input box too where that is safe, else its weights alone
+        for extra in ({"input_box": True}, {"input_box": False}) if getattr(self.nxt, "prefetches_input", False) else ({},):
+            best = None
+            for slot in range(self.plan.buffers):
+                scratch = self.w.fork()
+                got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, kept, **extra)
+                if got is None:
+                    return 0
+                if got.dma == 0:
+                    return 0
+                if (best is None or got.dma < best[1].dma) and self._safe(scratch, op, unit, got.dma, pending):
+                    best = (scratch, got)
+            if best is not None:
+                break
         if best is None:
             return 0
         self.w.adopt(best[0])
@@ -114,8 +128,9 @@ class PrefetchLink:
             ahead.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=ext, sram_addr=at, len0=nbytes)
         return ahead.results
 
-    def _safe(self, scratch: CommandWriter, op: Opcode, unit, n: int) -> bool:
+    def _safe(self, scratch: CommandWriter, op: Opcode, unit, n: int, pending=None) -> bool:
         regs = dict(self.w.regs)
+        unwritten = self.outputs if pending is None else pending + self.moved
         window = DmaWindow()
         for c in scratch.commands:
             if c.opcode == Opcode.SET:
@@ -128,7 +143,7 @@ class PrefetchLink:
                 p = fill_plan(self.cfg, regs, sram)
             else:
                 p = dma_plan(self.cfg, regs, sram, True)
-                if p.ext is not None and any(overlaps(p.ext_range, o) for o in self.outputs):
+                if p.ext is not None and any(overlaps(p.ext_range, o) for o in unwritten):
                     return False
             window.push(sram, True, p.sram_range)
         try:

@@ -53,7 +53,7 @@ def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule,
         return None
     nxt = None
     outputs = list(npu.ofm_names)
-    moves = False
+    moved = []                  # the data movements' outputs: written after the prefetch
     for _, op in ops[pos + 1:]:
         if op.op != NPU_OP:
             return None
@@ -61,14 +61,16 @@ def _next_link(cfg, w: CommandWriter, ops: list, pos: int, npu, sched: Schedule,
         if nxt.kind not in PASSED_OVER:
             break
         outputs += nxt.ofm_names
-        moves = moves or nxt.kind != "alias"
+        if nxt.kind != "alias":
+            moved += nxt.ofm_names
     else:
         return None
     if not hasattr(nxt, "prefetch"):
         return None
     n_sched = sched.ops[id(op)]
     ectx = EmitContext(cfg, sched.placements, n_sched.constants, n_sched.buffers, layer, first_tile_id, luts, homes)
-    return PrefetchLink(cfg, w, nxt, op.annotations["plan"], ectx, [sched.placements[n] for n in outputs], moves)
+    return PrefetchLink(cfg, w, nxt, op.annotations["plan"], ectx, [sched.placements[n] for n in outputs],
+                        [sched.placements[n] for n in moved])
 
 
 def run(ctx) -> None:
