@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from firmware_model.errors import NpuBenchError
-from firmware_model.arch.isa import EltOp, MacMode, Opcode, PoolMode, Reg, Sram, Status, VarOp
+from firmware_model.arch.isa import (DEPTHWISE_MODES, PIXEL_PAIR_MODES, EltOp, MacMode, Opcode, PoolMode, Reg, Sram,
+                                     Status, VarOp)
 from firmware_model.tosa_ops.dtypes import DType
 
 SRAM_NAMES = [s.name for s in Sram]
@@ -48,14 +49,17 @@ SRAM_NAMES = [s.name for s in Sram]
 # not bins of what a program can do (their refusal is the fault campaign's cp_edges program's)
 UNREACHABLE = {
     "DMA_STORE.LUT": "BAD_MODE: the DMA cannot read the LUT SRAM",
-    "MAC.DEPTHWISE": "BAD_MODE: the RTL v1 MAC takes CONV2D and MATMUL; the compiler maps DEPTHWISE_CONV2D onto CONV2D tiles",
     "LUT": "reserved opcode: a table is ELTWISE COPY with LUT_MODE set",
 }
 
 
 # (mode, input type) pairs of MAC the compiler never emits
 UNREACHABLE_MAC = {("MATMUL", "INT16"): "the compiler lowers only int8 x int8 MATMUL to the NPU (int16 runs on the "
-                                        "host); the array's int16 path is CONV2D INT16's"}
+                                        "host); the array's int16 path is CONV2D INT16's",
+                   **{(m.name, "INT16"): "BAD_MODE: the window modes take int8 inputs (rule 'depthwise operands')"
+                      for m in DEPTHWISE_MODES},
+                   **{(m.name, "INT16"): "BAD_MODE: the pixel-pair modes take int8 inputs (rule 'pixel pairs')"
+                      for m in PIXEL_PAIR_MODES}}
 # (mode, input type) pairs of POOL no TOSA op maps to
 UNREACHABLE_POOL = {("AVG", "INT32"): "AVG_POOL2D takes int8 and int16 only (TOSA 1.0)"}
 
