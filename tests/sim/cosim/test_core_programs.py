@@ -68,9 +68,11 @@ def test_random_mac_programs(config, simulator, n):
     # and DEPTHWISE_PACKED tiles: three windows in a step, one shorter than the stride; padded
     tiles += [rp.packed_depthwise_tile(cfg, rng, n + 14),
               rp.padded_window_tile(cfg, rng, n + 15, MacMode.DEPTHWISE_PACKED)]
-    # and a DEPTHWISE (two words a clock) and a DEPTHWISE_TRIPLE tile reading the output SRAM
+    # and a DEPTHWISE (two words a clock), a DEPTHWISE_TRIPLE and a DEPTHWISE_PACKED tile (its
+    # windows at their own columns) reading the output SRAM
     tiles += [rp.output_sram_window_tile(cfg, rng, n + 8 + i, mode) for i, mode in
               enumerate((MacMode.DEPTHWISE, MacMode.DEPTHWISE_TRIPLE))]
+    tiles.append(rp.output_sram_window_tile(cfg, rng, n + 16, MacMode.DEPTHWISE_PACKED))
     # and CONV2D_LANE_PAIRS tiles of one output block (the early engine) and of two
     tiles += [rp.lane_paired_tile(cfg, rng, n + 10 + i, blocks) for i, blocks in enumerate((1, 2))]
     # and CONV2D_ROW_PAIRS and CONV2D_PAIRS tiles of two output blocks
