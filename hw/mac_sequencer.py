@@ -249,6 +249,10 @@ class MacSequencer(wiring.Component):
             return wraps, t_next
         pk_n0, pk_n1, pk_n2, pk_longest = packed_windows(ky, kx_col, "pk")
         pk_wraps, pk_t = packed_advance(kx_col, "pk_next")
+
+        def per_wrap(step):
+            """`step` times the kernel rows the cursor wraps into (0, 1 or 2)."""
+            return Mux(pk_wraps == 2, step << 1, Mux(pk_wraps == 1, step, 0))
         m.d.comb += win_len.eq(Mux(packed, pk_longest, Mux(rem < L, rem, L)))
         # the array masks a word's lanes with the length of the pass that read it: a clock later
         # (a stream that runs on into the next pass changes the length with its last read)
@@ -475,9 +479,9 @@ class MacSequencer(wiring.Component):
         with m.Elif(packed):
             # the cursor moves on mac.cols taps, into the next rows when it passes a row's span
             m.d.comb += [nx_icb.eq(0), nx_kx.eq(0), nx_ky.eq(ky + pk_wraps), nx_rem.eq(span),
-                         nx_kx_base.eq(kx_base + kx_step + Mux(pk_wraps == 2, span_adv << 1, Mux(pk_wraps == 1, span_adv, 0))),
-                         nx_ky_base.eq(ky_base + Mux(pk_wraps == 2, ky_step << 1, Mux(pk_wraps == 1, ky_step, 0))),
-                         nx_ky_row.eq(ky_row + Mux(pk_wraps == 2, op.dilation_h << 1, Mux(pk_wraps == 1, op.dilation_h, 0))),
+                         nx_kx_base.eq(kx_base + kx_step + per_wrap(span_adv)),
+                         nx_ky_base.eq(ky_base + per_wrap(ky_step)),
+                         nx_ky_row.eq(ky_row + per_wrap(op.dilation_h)),
                          nx_kx_col.eq(pk_t)]
         with m.Elif(kx + 1 < n_kx):
             m.d.comb += [nx_icb.eq(first_icb), nx_kx.eq(kx + 1), nx_ky.eq(ky), nx_kx_base.eq(kx_base + kx_step),

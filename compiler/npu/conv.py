@@ -43,8 +43,9 @@ from compiler.npu.base import (CommandWriter, EmitContext, NpuOperation, TilePla
                                home_addresses, round_up, scalar)
 from compiler.npu.stage import StageSpec, extend_stage, only_consumer, place_table, table_fits
 from compiler.npu.prefetch import Prefetched, overlaps
-from firmware_model.arch.isa import (DEPTHWISE_ROWS, MacMode, Opcode, Reg, Sram, depthwise_group_lanes,
-                                     lane_pair_blocks, packed_span_fits)
+from firmware_model.arch.isa import (DEPTHWISE_MODES, DEPTHWISE_ROWS, MacMode, Opcode, Reg, Sram,
+                                     depthwise_group_lanes, lane_pair_blocks, packed_span_fits)
+from firmware_model.golden.dma import pattern_span
 from firmware_model.golden.mac_unit import depthwise_lanes, lanes_per_word
 from firmware_model.arch.isa import encode_param_records
 from firmware_model.arch.config import NpuConfig
@@ -172,7 +173,7 @@ class NpuConv(NpuOperation):
         group's lanes, isa.depthwise_group_lanes) or DEPTHWISE_PACKED (the kernel's taps mac.cols a
         step in raster order, isa.packed_span_fits). The fewest stream clocks over an output row
         of the layer's width win (cycle_model.depthwise_windows), then the fewest steps, then the
-        fewer kernel rows a step: a 5x5 layer takes 2 steps on 16 lanes (TRIPLE: 3 + 2 rows), 4
+        mode first in isa.DEPTHWISE_MODES (the fewer kernel rows a step, PACKED last): a 5x5 layer takes 2 steps on 16 lanes (TRIPLE: 3 + 2 rows), 4
         on 8 (PACKED: 8 + 8 + 8 + 1 taps) where DEPTHWISE takes 5; at stride 2 on 8 lanes
         DEPTHWISE's two words a clock beat PACKED's one."""
         kh, kw = self.kernel
@@ -187,7 +188,7 @@ class NpuConv(NpuOperation):
         def cost(mode):
             windows = depthwise_windows(cfg, mode, kh, kw, self.dilation[1])
             return (sum(depthwise_stream_clocks(1, width, stride, n, two) for n, two in windows),
-                    len(windows), DEPTHWISE_ROWS.get(mode, 4))
+                    len(windows), DEPTHWISE_MODES.index(mode))
         return min(fitting, key=cost)
 
     def lane_pairs(self, cfg: NpuConfig) -> bool:
@@ -857,10 +858,13 @@ class NpuConv(NpuOperation):
             ext_out = ofm.addr + (((t.n * OH + t.y0) * OW + t.x0) * OC + t.c0) * esize
             # a one-pixel tile's result is one dense run: the next ELTWISE may read it on chip
             result = (ext_out, t.tc * esize, out_addr) if t.tw == t.th == 1 and cout is None else None
+            stores = cout is None or cout.store
+            store = dict(ext=ext_out, sram_addr=out_addr, len0=t.tc * esize, len1=t.tw, len2=t.th,
+                         ext_s1=OC * esize, ext_s2=OW * OC * esize, sram_s1=out_pix, sram_s2=out_row)
             # the external bytes still to be written when the next operation's loads are issued
             # (before this last MAC): this tile's store; the others' were pushed before
-            last = ext_out + ((t.th - 1) * OW + (t.tw - 1)) * OC * esize + t.tc * esize
-            pending = [(ext_out, last)] if cout is None or cout.store else []
+            pending = ([pattern_span(ext_out, store["len0"], t.tw, t.th, store["ext_s1"], store["ext_s2"])]
+                       if stores else [])
             if pipelined:
                 ahead = 0
                 if k + 1 < len(tiles):
@@ -873,11 +877,8 @@ class NpuConv(NpuOperation):
                 slack = next_loads(Opcode.MAC, mode, result, pending)
             mac_index = w.emit(Opcode.MAC, mode, slack)
             before = w.dma_count
-            if cout is None or cout.store:
-                w.dma(Opcode.DMA_STORE, Sram.OUTPUT,
-                      ext=ext_out,
-                      sram_addr=out_addr, len0=t.tc * esize, len1=t.tw, len2=t.th,
-                      ext_s1=OC * esize, ext_s2=OW * OC * esize, sram_s1=out_pix, sram_s2=out_row)
+            if stores:
+                w.dma(Opcode.DMA_STORE, Sram.OUTPUT, **store)
             stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "MAC", "commands": [start, len(w.commands)],
                             "unit_command": mac_index, "n": t.n, "y0": t.y0, "th": t.th, "x0": t.x0,

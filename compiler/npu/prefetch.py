@@ -72,10 +72,9 @@ class PrefetchLink:
         prefetch, whatever this operation has stored)."""
         self.cfg, self.w, self.nxt, self.plan, self.ectx = cfg, w, nxt, plan, ectx
         self.outputs = [(p.addr, p.addr + p.nbytes) for p in outputs]
+        # a data movement between also writes output-SRAM buffers of its own: no result kept
+        # there now is sure to be there when the next operation runs (_kept)
         self.moved = [(p.addr, p.addr + p.nbytes) for p in moved]
-        # a data movement between writes output-SRAM buffers of its own: no result kept there
-        # now is sure to be there when the next operation runs
-        self.moves_between = bool(moved)
         self.taken: Prefetched | None = None
 
     def __call__(self, op: Opcode, sub: int, result=None, pending: list[tuple[int, int]] | None = None) -> int:
@@ -119,7 +118,7 @@ class PrefetchLink:
         CommandWriter.results: what the writer keeps once it has written the command (its
         registers are set) and the command's own store of `result` (ext address, bytes,
         output-SRAM address), written here on a scratch writer."""
-        if self.moves_between:
+        if self.moved:
             return []
         ahead = self.w.fork()
         ahead.emit(op, sub)

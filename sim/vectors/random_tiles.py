@@ -70,7 +70,7 @@ def random_tile(cfg: NpuConfig, rng: np.random.Generator, tile_id: int,
             kh = int(rng.integers(1, 7))
             dw = int(rng.integers(1, 3))
             # a kernel row of at least (cols - 1) / 2 pixels (isa.packed_span_fits), up to cols + 2
-            span = int(rng.integers((L - 1 + 1) // 2, L + 3))
+            span = int(rng.integers(L // 2, L + 3))
             kw = 1 + (span - 1) // dw
             if not packed_span_fits(L, (kw - 1) * dw + 1):
                 kw += 1

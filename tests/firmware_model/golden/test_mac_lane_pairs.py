@@ -19,12 +19,14 @@ from firmware_model.tosa_ops.dtypes import DType
 from sim import seeds
 
 
-def lane_pair_tile(cfg, rng, oh: int, ow: int):
+def lane_pair_tile(cfg, rng, oh: int, ow: int, oc: int | None = None):
+    """A random int8 tile of OFM_C `oc` (random when None) storing its raw int32 accumulators plus
+    the bias: (memories, registers, bias)."""
     R, L = cfg.mac_rows, cfg.mac_cols
     kh, kw = (int(v) for v in rng.integers(1, 4, 2))
     sh, sw, dh, dw = (int(v) for v in rng.integers(1, 3, 4))
     cb = int(rng.integers(1, 4))
-    oc = int(rng.integers(1, 2 * R + 1))
+    oc = int(rng.integers(1, 2 * R + 1)) if oc is None else oc
     ih, iw = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
     mem = Memories(cfg)
     for sram in (Sram.INPUT, Sram.WEIGHT):
@@ -104,26 +106,15 @@ def test_row_paired_sums_equal_the_definition(config, mode, seed):
     cfg = load_config(config)
     rng = seeds.rng(seed, f"row pairs {config} {int(mode)}")
     oh, ow = int(rng.integers(1, 5)), 2 * int(rng.integers(1, 4))
-    mem, regs, bias = lane_pair_tile(cfg, rng, oh, ow)
     R = cfg.mac_rows
     oc = int(rng.integers(0, 3)) * R + int(rng.integers(1, R // 2 + 1))     # a last block of <= R/2
-    regs.update({int(Reg.OFM_C): oc, int(Reg.OFM_ROW_STRIDE): ow * oc * 4, int(Reg.OFM_PIX_STRIDE): oc * 4})
-    rec = np.frombuffer(encode_param_records(rng.integers(-(1 << 20), 1 << 20, oc), np.ones(oc, np.int64),
-                                             np.zeros(oc, np.int64)), np.uint8)
-    mem.sram[Sram.PARAM][:len(rec)] = rec
-    bias = decode_bias(rec)
+    mem, regs, bias = lane_pair_tile(cfg, rng, oh, ow, oc)
     result = execute_mac(cfg, mem, regs, mode)
     a, b = result.region.output
     got = mem.sram[Sram.OUTPUT][a:b].view("<i4").reshape(oh * ow, -1)
     want = (sums_by_hand(cfg, mem, regs, mode) + bias) & 0xFFFFFFFF
     want = np.where(want >= 1 << 31, want - (1 << 32), want)
     assert np.array_equal(got, want)
-
-
-def decode_bias(rec) -> np.ndarray:
-    from firmware_model.arch.isa import decode_param_records
-
-    return decode_param_records(rec)[0]
 
 
 def test_lane_pairs_halve_the_last_blocks_beats():
