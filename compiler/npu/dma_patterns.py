@@ -150,14 +150,15 @@ FILL_COMMAND_BEATS = 4
 
 def load_padded(w: CommandWriter, ectx: EmitContext, src: Source, sram: Sram, sram_addr: int,
                 lo: tuple[int, ...], sizes: tuple[int, ...], shape: tuple[int, ...],
-                pads: tuple[tuple[int, int], ...], byte: int | None, pad_blob: str | None) -> None:
+                pads: tuple[tuple[int, int], ...], byte: int | None, pad_blob: str | None,
+                sram_strides: tuple[int, ...] | None = None) -> None:
     """The box [lo, lo + sizes) of a padded operand (an absorbed PAD: per dim of `shape`, `pads`
     elements before and after the real ones, which `src` indexes from the first pad element) into
-    an SRAM, dense: the real elements' part by DMA_LOAD, the rest the pad value (fill_box), either
-    as one FILL of the whole box under the load or as FILLs of the pad slabs around it, whichever
-    the DMA engine takes fewer beats for."""
+    an SRAM, dense (or at `sram_strides` elements): the real elements' part by DMA_LOAD, the rest
+    the pad value (fill_box), either as one FILL of the whole box under the load or as FILLs of
+    the pad slabs around it, whichever the DMA engine takes fewer beats for."""
     esize = src.esize
-    bst = dense_strides(sizes)
+    bst = dense_strides(sizes) if sram_strides is None else tuple(sram_strides)
     ilo = tuple(max(l, b) for l, (b, _) in zip(lo, pads))
     ihi = tuple(min(l + n, d - a) for l, n, d, (_, a) in zip(lo, sizes, shape, pads))
     whole = [(n, st * esize) for n, st in zip(sizes, bst)]

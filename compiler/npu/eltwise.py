@@ -23,6 +23,11 @@ contiguous element ranges that fit: A in the input SRAM, B in the weight SRAM, t
 output SRAM and the channel records in the parameter SRAM — half of each (double buffering).
 Emission per tile: MARK, operand loads unless already in the buffer, records unless resident, the
 table (first tile only), the ELTWISE registers, ELTWISE, DMA_STORE of the contiguous result.
+
+In the padded layout (`pix`, chosen by compiler/passes/cascading.py for a 1xHxWxC result whose C
+is not a whole number of words) the channel axis stays apart, tiles are whole pixels, and in every
+SRAM a pixel takes pix elements: operands are loaded and the result stored C elements a pixel at
+an SRAM stride of pix, and ELTWISE runs over the pixels x pix elements, the ones past C left over.
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import Cascade
 from compiler.npu.data_movement import pad_constants
 from compiler.npu.prefetch import Prefetched, overlaps
-from compiler.npu.dma_patterns import (FlatTile, Source, as_bytes, dense_strides, element_bytes_fill, flat_tiles,
-                                       load_padded, load_source)
+from compiler.npu.dma_patterns import (FlatTile, Source, as_bytes, copy_box, dense_strides, element_bytes_fill,
+                                       flat_tiles, load_padded, load_source)
 from compiler.npu.stage import (RescaleInfo, StageSpec, claimed, extend_stage, load_params, param_home, place_table,
                                 only_consumer, rescale_info, take_clamp, take_table)
 from firmware_model.arch.isa import EltMode, EltOp, Opcode, Reg, Sram
@@ -123,6 +128,13 @@ class NpuEltwise(NpuOperation):
     cascade_out: Cascade | None = None
     # A read where the convolution before wrote it whole, dense, in the output SRAM (cascading.py)
     a_cascade: Cascade | None = None
+    # The SRAM layout's pixel stride in elements when the channel axis is padded to a whole number
+    # of words (0: operands and result dense in the SRAMs). Set by cascading.py for a result of C
+    # channels that is not a whole number of words, so that it is the MAC's input layout (a
+    # depthwise consumer reads it on chip) and a convolution's result written in that layout can
+    # be its A: every tile computes whole padded pixels, the elements past C are left over (never
+    # stored, never read as channels), and loads and stores move C bytes a pixel (padded_layout_ok).
+    pix: int = 0
     kind = "eltwise"
     unit = "ELTWISE"
 
@@ -174,7 +186,7 @@ class NpuEltwise(NpuOperation):
         nopad = ((0, 0),) * len(self.out_shape)
         pads = [x.pad or nopad for x in operands]
         dims = [(n, tuple(s[d] for s in strides), tuple(p[d] for p in pads)) for d, n in enumerate(self.out_shape)]
-        keep_last = self.stage.channels > 1
+        keep_last = self.stage.channels > 1 or self.pix
         last = dims[-1:] if keep_last else []
         body = dims[:-1] if keep_last else dims
         merged: list = []
@@ -192,6 +204,34 @@ class NpuEltwise(NpuOperation):
 
     def _scalar(self, x: Operand | None) -> bool:
         return x is not None and all(s == 1 for s in x.shape)
+
+    # ---- padded layout (pix) ----------------------------------------------------------------
+    def padded_layout_ok(self, cfg: NpuConfig) -> bool:
+        """Whether the result may be computed in the padded layout (`pix`): a 1xHxWxC int8 result of
+        C not a whole number of words, int8 operands, a per-tensor output stage, and no REQUIRE
+        any input could break (requires.eltwise: the left-over elements past C hold whatever the
+        SRAM held, which must not trip the REQUIRE monitor)."""
+        shape = tuple(self.out_shape)
+        if not (len(shape) == 4 and shape[0] == 1 and shape[3] > 1 and shape[3] % cfg.word_bytes
+                and self.out_dtype == I8 and self.stage.channels == 1):
+            return False
+        if any(x.dtype != I8 for x in (self.a, self.b) if x is not None):
+            return False
+        return not self.requires()
+
+    def padded_pix(self, cfg: NpuConfig) -> int:
+        """The padded layout's pixel stride: C rounded up to a whole number of words."""
+        return -(-self.out_shape[3] // cfg.word_bytes) * cfg.word_bytes
+
+    def _sram_strides(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """Element strides of a box of the space in an SRAM: dense, or with pixels `pix` apart."""
+        if not self.pix:
+            return dense_strides(sizes)
+        return dense_strides(tuple(sizes[:-1]) + (self.pix,))
+
+    def _sram_count(self, t: FlatTile) -> int:
+        """Elements of tile t in the SRAMs (ELT_COUNT): padded pixels, or its own count."""
+        return t.count // self.out_shape[-1] * self.pix if self.pix else t.count
 
     def max_tile(self, cfg: NpuConfig, share: int) -> int:
         caps = [(cfg.output_sram // share) // self.out_dtype.size_bytes]
@@ -221,6 +261,12 @@ class NpuEltwise(NpuOperation):
             raise TileFitError(f"{where}: the {self.stage.table.size}-entry table does not fit the "
                                f"{cfg.lut_entries}-entry LUT SRAM of '{cfg.name}'")
         elements = int(np.prod(shape, dtype=np.int64))
+        if self.pix:
+            # a tile is whole padded pixels: pix SRAM elements hold C of the space's
+            cap = cap // self.pix * shape[-1]
+            if cap < 1:
+                raise TileFitError(f"{where}: not even a one-pixel tile of the padded layout fits the "
+                                   f"'{cfg.name}' configuration")
         if share == 2 and elements >= PIPELINE_MIN_ELEMENTS:
             # at least two tiles, so that the second's loads run under the first's ELTWISE and
             # the first's store under the second's (emit's software pipeline)
@@ -295,6 +341,9 @@ class NpuEltwise(NpuOperation):
         tensor, dense) is there for every tile; otherwise only the first tile looks, among the
         results `kept` (CommandWriter.results: (SRAM first byte, end byte, external address))."""
         x = self.a if key == "a" else self.b
+        if key == "a" and self.a_cascade is not None and self.pix:
+            # the region is the result in the padded layout: tile t's pixels from its first on
+            return self.a_cascade.addr + t.start // self.out_shape[-1] * self.pix * x.dtype.size_bytes
         if key == "a" and self.a_cascade is not None:
             p = ectx.placements[x.tensor]
             region = [(self.a_cascade.addr, self.a_cascade.addr + p.nbytes, p.addr)]
@@ -305,7 +354,7 @@ class NpuEltwise(NpuOperation):
                 raise CompileError(f"{', '.join(self.sources)}: operand A of tile {k} is not a dense run of the "
                                    f"cascade region at {self.a_cascade.addr}")
             return got
-        if x is None or k != 0 or not kept or x.tensor is None:
+        if x is None or k != 0 or not kept or x.tensor is None or self.pix:
             return None
         return self._kept_operand(ectx, key, t, slot, layout, kept)
 
@@ -342,7 +391,8 @@ class NpuEltwise(NpuOperation):
         place in the whole result (its elements are dense, so byte i of the result at addr + i);
         a small result at its place of the ring (base.ring_place)."""
         if self.cascade_out is not None:
-            return self.cascade_out.addr + t.start * self.out_dtype.size_bytes
+            first = t.start // self.out_shape[-1] * self.pix if self.pix else t.start
+            return self.cascade_out.addr + first * self.out_dtype.size_bytes
         return ring_place(ectx, slot, ectx.placements[self.out].nbytes)
 
     def _load(self, w: CommandWriter, ectx: EmitContext, k: int, t: FlatTile, slot: int, layout,
@@ -378,9 +428,10 @@ class NpuEltwise(NpuOperation):
             if resident.get((key, slot)) != tag:
                 if x.pad is not None:
                     load_padded(w, ectx, src, sram, base, box[0], box[1], shape, pads[key],
-                                element_bytes_fill(x.pad_value, x.dtype.size_bytes), f"{key}_pad")
+                                element_bytes_fill(x.pad_value, x.dtype.size_bytes), f"{key}_pad",
+                                self._sram_strides(box[1]))
                 else:
-                    load_source(w, ectx, src, sram, base, box[0], box[1], dense_strides(box[1]))
+                    load_source(w, ectx, src, sram, base, box[0], box[1], self._sram_strides(box[1]))
                 resident[(key, slot)] = tag
         if self.stage.rescale:
             p_first, p_count, _ = self._records(t, shape)
@@ -427,7 +478,7 @@ class NpuEltwise(NpuOperation):
         if prefetched and prefetched.store_span is not None:
             t0 = plan.tiles[0]
             o0 = self._out_addr(ectx, t0, first)
-            stored = 0 if overlaps(prefetched.store_span, (o0, o0 + t0.count * osize)) else 1
+            stored = 0 if overlaps(prefetched.store_span, (o0, o0 + self._sram_count(t0) * osize)) else 1
         # Software pipeline (double buffering), as for the MAC (conv.py): tile k+1's loads, or the
         # next operation's first ones, are issued before tile k's ELTWISE, whose DMA slack lets
         # them and tile k-1's store run while it computes; they use the other buffer.
@@ -455,7 +506,7 @@ class NpuEltwise(NpuOperation):
             for key, addr in on_chip.items():
                 addrs[key] = addr
                 mode |= EltMode.A_FROM_OUTPUT if key == "a" else EltMode.B_FROM_OUTPUT
-            regs = {Reg.ELT_A_ADDR: addrs["a"], Reg.ELT_OUT_ADDR: out_addr, Reg.ELT_COUNT: t.count,
+            regs = {Reg.ELT_A_ADDR: addrs["a"], Reg.ELT_OUT_ADDR: out_addr, Reg.ELT_COUNT: self._sram_count(t),
                     Reg.ELT_A_DTYPE: int(self.a.dtype), Reg.ELT_A_ZP: self.a.zp, Reg.ELT_A_LSHIFT: self.a.lshift,
                     Reg.ELT_MODE: int(mode), Reg.ELT_CHANNELS: elt_channels}
             if self.a.rescale is not None:
@@ -476,19 +527,29 @@ class NpuEltwise(NpuOperation):
             # (before this last command): this tile's store; the others' were pushed before
             stores = self.cascade_out is None or self.cascade_out.store
             pending = [(result[0], result[0] + result[1])] if stores else []
+            if self.pix:
+                result_kept = None            # a strided store leaves no dense run to read on chip
+            else:
+                result_kept = result
             if pipelined:
                 ahead = 0
                 if k + 1 < len(tiles):
                     ahead = self._load(w, ectx, k + 1, tiles[k + 1], (first + k + 1) % nbuf, layout, resident)
                     loaded.add(k + 1)
                 elif next_loads is not None:
-                    ahead = next_loads(Opcode.ELTWISE, self.op, result, pending)
+                    ahead = next_loads(Opcode.ELTWISE, self.op, result_kept, pending)
                 slack = stored + ahead
             elif k + 1 == len(tiles) and next_loads is not None:
-                slack = next_loads(Opcode.ELTWISE, self.op, result, pending)
+                slack = next_loads(Opcode.ELTWISE, self.op, result_kept, pending)
             unit_index = w.emit(Opcode.ELTWISE, self.op, slack)
             before = w.dma_count
-            if stores:
+            if stores and self.pix:
+                lo, sizes = t.box(shape)
+                ext_strides = dense_strides(shape)
+                copy_box(w, Opcode.DMA_STORE, Sram.OUTPUT, ext=result[0], sram_addr=out_addr,
+                         dims=[(n, e * osize, s * osize) for n, e, s in zip(sizes, ext_strides, self._sram_strides(sizes))],
+                         esize=osize)
+            elif stores:
                 w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=result[0], sram_addr=out_addr, len0=result[1])
             stored = w.dma_count - before
             records.append({"id": tile_id, "layer": ectx.layer, "unit": "ELTWISE",

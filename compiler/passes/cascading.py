@@ -8,7 +8,8 @@ the region (TilePlan.output_limit), and a line per cascade in ctx.report.
 
 Into 1x1 convolutions: a producer is a convolution (CONV2D or DEPTHWISE_CONV2D, batch 1, int8
 result, not width unfolded) or an elementwise operation (int8 result of shape 1xHxWxC with C a
-whole number of words: its dense bytes are then the MAC's input layout). Its consumers are the 1x1
+whole number of words, whose dense bytes are then the MAC's input layout, or computed in the
+padded layout below). Its consumers are the 1x1
 CONV2Ds with stride 1 and no padding over that result, int8, that follow it (RESHAPEs, which are
 aliases without commands, and data movements may stand between; a consumer may read the result
 through such a RESHAPE, as mlp's fully connected layers do): a consumer's input box is then
@@ -19,8 +20,7 @@ instead of loading it back from external memory, and is planned again knowing th
 chip and that its own buffers stay below the region.
 
 Into depthwise convolutions too, in a window mode (DEPTHWISE, _PAIRED, _TRIPLE, _PACKED), any stride and
-padding, over a result of C a whole number of words: a tile reads the word of its channels in each
-pixel of its box straight from the region, the box's padding read as IFM_ZP (IFM_PAD_TOP ..
+padding: a tile reads the word of its channels in each pixel of its box straight from the region, the box's padding read as IFM_ZP (IFM_PAD_TOP ..
 IFM_IN_W), so the box may start above and left of the region and end below and right of it: the
 region keeps `before` and `after` bytes (the padding rows and columns) free of every other buffer.
 A depthwise consumer may be a producer in turn; a 1x1 convolution consumer is not (these do not
@@ -29,11 +29,14 @@ puts its own above that region's end when it fits there, else below its floor (C
 the next block's depthwise layer this way, which then feeds its pointwise layer.
 
 Into an elementwise operation: a convolution (a 1x1 consumer or not) whose result the next
-ELTWISE reads whole as its A (or as a commutative operation's B, the two then trading places),
-with C a whole number of words, writes it dense into a region below any region it reads itself;
-aliases, data movements and pooling operations may run between. Every ELTWISE tile reads its A
-there (A_FROM_OUTPUT). An elementwise producer of the first kind that reads its A this way puts
-its own region apart from that one.
+ELTWISE reads whole as its A (or as a commutative operation's B, the two then trading places)
+writes it into a region below any region it reads itself; aliases, data movements and pooling
+operations may run between. Every ELTWISE tile reads its A there (A_FROM_OUTPUT). With C a whole
+number of words the region is dense; otherwise it is in the padded layout (pixels C rounded up to
+a word apart, as the MAC writes its own buffers), and the ELTWISE computes in that layout
+(NpuEltwise.pix, where padded_layout_ok allows), so that its own result is the MAC's input layout
+too. An elementwise producer of the first kind that reads its A this way puts its own region apart
+from that one.
 
 A producer still stores its result when something else reads it (a skip connection, a graph
 output, a depthwise convolution); when only its consumers do, the round trip through external
@@ -65,10 +68,16 @@ def region_limit(cfg) -> int:
 
 
 def _producer(npu, cfg) -> bool:
+    # An elementwise result of C not a whole number of words is the MAC's input layout only when the
+    # operation computes in the padded layout, which it does when its A is such a convolution's
+    # result (_to_eltwise). Padding the others for their depthwise consumer was measured on large:
+    # blazeface's 64x64x24 ADD loading both operands 24 bytes a 32-byte pixel took 5,120 clocks
+    # more, its stride-2 depthwise layer 7,528 fewer, but the region it took cost the cascade into
+    # the next ADD (+4,924 there): 229,635 -> 232,173 cycles.
     if isinstance(npu, NpuEltwise):
         shape = tuple(npu.out_shape)
-        return (len(shape) == 4 and shape[0] == 1 and npu.out_dtype == DType.INT8
-                and shape[3] % cfg.word_bytes == 0 and npu.cascade_out is None)
+        return (len(shape) == 4 and shape[0] == 1 and npu.out_dtype == DType.INT8 and npu.cascade_out is None
+                and (shape[3] % cfg.word_bytes == 0 or npu.pix))
     # a depthwise consumer of a cascade may be a producer too (its region apart from the one it
     # reads); a 1x1 consumer is not
     return (isinstance(npu, NpuConv) and npu.out_shape[0] == 1 and npu.out_dtype == DType.INT8
@@ -83,13 +92,13 @@ def _result(npu) -> tuple[str, tuple]:
 
 def _consumer(npu, result: str, shape: tuple, cfg) -> bool:
     """A 1x1 CONV2D (stride 1, no padding) or a depthwise convolution in a window mode (its
-    padding read as IFM_ZP, its tiles' channels a word of each pixel: C a whole number of words)
-    over the int8 result as it is."""
+    padding read as IFM_ZP, its tiles' channels a word of each pixel, the last word's channels
+    past C read into rows whose results it does not write) over the int8 result as it is."""
     if not (isinstance(npu, NpuConv) and npu.upsample == (1, 1) and npu.ifm_dtype == DType.INT8
             and npu.ifm == result and tuple(npu.in_shape) == shape):
         return False
     if npu.depthwise:
-        return npu.window_mode(cfg) and shape[3] % cfg.word_bytes == 0
+        return bool(npu.window_mode(cfg))
     return npu.kernel == (1, 1) and npu.stride == (1, 1) and not any(npu.pad)
 
 
@@ -176,14 +185,18 @@ def _to_eltwise(ctx, ops: list, i: int, kept: set, consumers: dict) -> bool:
         if not _eltwise_consumer(consumer, producer):
             return False
     _, H, W, C = producer.out_shape
+    pix = C
     if C % cfg.word_bytes:
         # Dense pixels of C bytes would not start at word boundaries: a channel block of a pixel
-        # then touches two output words where a tile's own buffer takes one, and the MAC waits for
-        # its output engine. Measured on large with such cascades taken (and the producer planned
-        # again for that layout): blazeface 363,823 -> 352,229 cycles, but its 56- and 72-channel
-        # pointwise layers fell below 80% MAC utilisation (81.4% -> 73.6%, 85.1% -> 78.5%).
-        return False
-    size = H * W * C
+        # would touch two output words where a tile's own buffer takes one, and the MAC would wait
+        # for its output engine (measured on large: blazeface's 56- and 72-channel pointwise
+        # layers fell below 80% MAC utilisation). So the convolution writes its own layout, pixels
+        # a whole number of words apart, and the ELTWISE computes in it (NpuEltwise.pix).
+        if not consumer.padded_layout_ok(cfg):
+            return False
+        pix = consumer.padded_pix(cfg)
+        consumer = replace(consumer, pix=pix)
+    size = H * W * pix
     top, used = cfg.output_sram, 0
     if producer.cascade_in is not None:          # the region it reads stays above
         top, used = producer.cascade_in.floor, cfg.output_sram - producer.cascade_in.floor
@@ -198,7 +211,7 @@ def _to_eltwise(ctx, ops: list, i: int, kept: set, consumers: dict) -> bool:
     if not _below(ctx, passed, limit):
         return False
     store = producer.ofm in kept or any(op is not e_op for op in consumers.get(producer.ofm, []))
-    cascade = Cascade(addr=limit, pix=C, row=W * C, store=store)
+    cascade = Cascade(addr=limit, pix=pix, row=W * pix, store=store)
     producer.cascade_out = cascade
     consumer.a_cascade = cascade
     e_op.attrs["npu"] = consumer

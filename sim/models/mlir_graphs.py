@@ -93,3 +93,65 @@ def conv_layer_mlir(rng, op: str, shape, kernel, stride, dilation, pad, cout=Non
         body.append(f"    %o = tosa.clamp %r {{max_val = 100 : i8, min_val = -90 : i8}} : ({tout}) -> {tout}")
         last = "o"
     return module([("x", tin)], [tout], body, [last])
+
+
+
+def residual_block_mlir(rng, shape, kernel=(3, 3)):
+    """MLIR text of a BlazeBlock-like residual block with seeded constants: a depthwise layer and a
+    1x1 layer (each CONV + per-channel RESCALE), the block's input added back (TFLite's quantised
+    ADD: each operand RESCALEd to int32 by a pure shift, then scaled; the sum RESCALEd to int8 and
+    CLAMPed), and the next block's depthwise layer over the sum. With C not a whole number of SRAM
+    words, the compiler's padded layout carries the 1x1 result into the ADD and the sum into the
+    last layer on chip (compiler/passes/cascading.py)."""
+    H, W, C = shape
+    kh, kw = kernel
+    t8, t32 = tensor_type((1, H, W, C), "i8"), tensor_type((1, H, W, C), "i32")
+    tc32, tc8 = tensor_type((C,), "i32"), tensor_type((C,), "i8")
+    t1 = {"i8": "tensor<1xi8>", "i32": "tensor<1xi32>"}
+    per_tensor = ("{input_unsigned = false, output_unsigned = false, per_channel = false, "
+                  "rounding_mode = DOUBLE_ROUND, scale32 = true}")
+    per_channel = per_tensor.replace("per_channel = false", "per_channel = true")
+    body = [const("zp0_8", [0], "i8"), const("zp0_32", [0], "i32")]
+
+    def zp(name):
+        body.append(const(name, [int(rng.integers(-20, 20))], "i8"))
+        return name
+
+    def conv(name, x, xzp, depthwise):
+        wshape, pad = ((kh, kw, C, 1), [kh // 2, kh // 2, kw // 2, kw // 2]) if depthwise else ((C, 1, 1, C), [0] * 4)
+        ozp = zp(f"{name}_ozp")
+        body.extend([
+            const(f"{name}_w", rng.integers(-128, 128, wshape), "i8"),
+            const(f"{name}_b", rng.integers(-9000, 9000, C), "i32"),
+            const(f"{name}_m", rng.integers(1 << 30, (1 << 31) - 1, C), "i32"),
+            const(f"{name}_s", rng.integers(33, 38, C), "i8"),
+            f"    %{name}_c = tosa.{'depthwise_conv2d' if depthwise else 'conv2d'} %{x}, %{name}_w, %{name}_b, "
+            f"%{xzp}, %zp0_8 {{acc_type = i32, dilation = array<i64: 1, 1>, pad = array<i64: "
+            f"{', '.join(map(str, pad))}>, stride = array<i64: 1, 1>}} : ({t8}, {tensor_type(wshape, 'i8')}, "
+            f"{tc32}, {t1['i8']}, {t1['i8']}) -> {t32}",
+            f"    %{name} = tosa.rescale %{name}_c, %{name}_m, %{name}_s, %zp0_32, %{ozp} {per_channel} : "
+            f"({t32}, {tc32}, {tc8}, {t1['i32']}, {t1['i8']}) -> {t8}"])
+        return name, ozp
+
+    def rescale(name, x, in_e, out_e, m, s, izp, ozp):
+        body.extend([const(f"{name}_m", [m], "i32"), const(f"{name}_s", [s], "i8"),
+                     f"    %{name} = tosa.rescale %{x}, %{name}_m, %{name}_s, %{izp}, %{ozp} {per_tensor} : "
+                     f"({t8 if in_e == 'i8' else t32}, {t1['i32']}, {t1['i8']}, {t1[in_e]}, {t1[out_e]}) -> "
+                     f"{t8 if out_e == 'i8' else t32}"])
+        return name
+
+    def to_int32(name, x, xzp):
+        # x - zp shifted left by 20 (2^30 >> 10), then scaled to the sum's scale
+        shifted = rescale(f"{name}_sh", x, "i8", "i32", 1 << 30, 10, xzp, "zp0_32")
+        return rescale(name, shifted, "i32", "i32", int(rng.integers(1 << 30, (1 << 31) - 1)), 32, "zp0_32", "zp0_32")
+
+    xzp = zp("xzp")
+    dw1, dw1_zp = conv("dw1", "x", xzp, True)
+    pw, pw_zp = conv("pw", dw1, dw1_zp, False)
+    a, b = to_int32("a32", "x", xzp), to_int32("b32", pw, pw_zp)
+    body.append(f"    %sum32 = tosa.add %{a}, %{b} : ({t32}, {t32}) -> {t32}")
+    sum_zp = zp("sum_zp")
+    s8 = rescale("sum8", "sum32", "i32", "i8", int(rng.integers(1 << 30, (1 << 31) - 1)), 49, "zp0_32", sum_zp)
+    body.append(f"    %sum = tosa.clamp %{s8} {{max_val = 127 : i8, min_val = -128 : i8}} : ({t8}) -> {t8}")
+    dw2, _ = conv("dw2", "sum", sum_zp, True)
+    return module([("x", t8)], [t8], body, [dw2])

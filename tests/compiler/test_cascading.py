@@ -180,3 +180,28 @@ def test_a_producer_reading_a_region_writes_its_own_apart_from_it(config):
         out_span = (out.floor, out.addr + out.row * npu.out_shape[1] + out.after)
         assert read_span[1] <= out_span[0] or out_span[1] <= read_span[0], (npu.sources, read_span, out_span)
     assert chained >= 3
+
+
+def test_channels_short_of_a_word_reach_the_residual_add_and_the_depthwise_layer_padded(monkeypatch):
+    """blazeface on large (16-byte words): the pointwise results of 36, 42, 56 and 72 channels go
+    to their residual ADDs as A in the padded layout (pixels a whole number of words apart), never
+    stored; the ADDs compute whole padded pixels and leave their sums, in that layout, for the next
+    depthwise layers (and store them C bytes a pixel for the skip path). Same outputs as Arm's
+    model, fewer cycles and external bytes than with the padded layout refused."""
+    from compiler.npu.eltwise import NpuEltwise
+
+    ctx = _compile("blazeface", "large")
+    lines = [line.strip() for line in ctx.report if "cascade:" in line]
+    for conv, add, dw, shape in (("layer_238", "layer_244", "layer_248", "32x32x36"),
+                                 ("layer_250", "layer_256", "layer_259", "32x32x42"),
+                                 ("layer_275", "layer_281", "layer_285", "16x16x56"),
+                                 ("layer_299", "layer_305", "layer_309", "16x16x72")):
+        assert any(line.startswith(f"cascade: {conv} ({shape})") and line.endswith(f"for {add} (its A); not stored")
+                   for line in lines), (conv, lines)
+        assert any(line.startswith(f"cascade: {add} ({shape})") and line.endswith(f"for {dw}") for line in lines)
+    padded = [op.attrs["npu"] for op in ctx.block.operators
+              if isinstance(op.attrs.get("npu"), NpuEltwise) and op.attrs["npu"].pix]
+    assert sorted(npu.out_shape[3] for npu in padded) == [36, 42, 56, 72]
+    assert all(npu.pix % 16 == 0 and npu.cascade_out is not None and npu.cascade_out.store for npu in padded)
+    monkeypatch.setattr(NpuEltwise, "padded_layout_ok", lambda self, cfg: False)
+    _check_against_plain("blazeface", "large", ctx, _compile("blazeface", "large"))
