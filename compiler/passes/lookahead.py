@@ -9,12 +9,16 @@ flagged AHEAD; anything else waits for the unit's done. The emitter writes each 
 loads, registers, compute command and the DMA_STORE of its result, so the store, which reads what
 the command writes, would stop the command processor at every tile until the unit is done. Here:
 
-1. Transfers move after the next compute command, under one of two policies (_move_transfers):
+1. Transfers move after the next compute command, under one of three policies (_move_transfers):
    `stores`, a compute command's stores of its own results, when that next command writes none
    of the bytes they read (a double-buffered output) and no transfer they pass writes the SRAM
    bytes they read or touches the external bytes they write; `all`, every transfer between the
-   two commands, in their order. Either way the next tile's registers and loads are decoded while
-   this tile computes, and the moved transfers run under the next one.
+   two commands, in their order; `own`, as `all`, but where one of those touches the next
+   command's bytes (the store of the tile before reads the output buffer it writes, a load brings
+   its weights), the transfers that touch this command's bytes alone — its stores and the loads
+   that overwrite what it reads — when they commute with the ones they pass. Either way the next
+   tile's registers and loads are decoded while this tile computes, and the moved transfers run
+   under the next one.
 2. Every DMA command the command processor meets while a compute command runs (only SET, NOP,
    MARK and AHEAD transfers between them) is flagged AHEAD when it touches none of that command's
    bytes: command_plan.transfer_touches_unit, the rule the golden model refuses a program by
@@ -54,7 +58,7 @@ SETTLING = (Opcode.BARRIER, Opcode.VAR, Opcode.HOST, Opcode.END)
 MAX_SLACK = DMA_QUEUE_DEPTH + 1
 # step 1's policies (_move_transfers), in the order a tie is decided in (the emitter's own stream
 # first). Moving nothing but flagging AHEAD ("none") was never the fastest of these on models/.
-POLICIES = ("stores", "all")
+POLICIES = ("stores", "all", "own")
 
 
 @dataclass
@@ -132,20 +136,37 @@ def _move_transfers(ops: list[_Op], policy: str) -> int:
         nxt = ops[j]
         between = [x for x in range(i + 1, j) if ops[x].transfer is not None]
         own = [x for x in between if transfer_touches_unit(c.cmd.opcode, c.plan, *ops[x].transfer[:3])]
-        if policy == "all":
-            take = between if own else []
-        else:
-            take = [x for x in own if ops[x].cmd.opcode == Opcode.DMA_STORE]
-            if len(take) != len(own) or not all(_passes(ops[s], ops[x]) for s in take for x in between
-                                                if x > s and x not in take):
-                take = []
-        if take and not any(transfer_touches_unit(nxt.cmd.opcode, nxt.plan, *ops[x].transfer[:3]) for x in take):
+        stores = [x for x in own if ops[x].cmd.opcode == Opcode.DMA_STORE]
+        if len(stores) != len(own) or not all(_passes(ops[s], ops[x]) for s in stores for x in between
+                                              if x > s and x not in stores):
+            stores = []
+        take = (between if own else []) if policy in ("all", "own") else stores
+
+        def clear(xs):
+            return not any(transfer_touches_unit(nxt.cmd.opcode, nxt.plan, *ops[x].transfer[:3]) for x in xs)
+        if policy == "own" and take and not clear(take):
+            # the transfers that touch this command's bytes alone, when they commute with the
+            # ones they pass: the loads the next command needs are then decoded while this one
+            # computes, and the loads that overwrite what this one reads run under the next
+            take = own if all(_commute(ops[x], ops[y]) for x in own for y in between if y > x and y not in own) else []
+        if take and clear(take):
             taken = [ops[x] for x in take]
             ops[i + 1:j + 1] = [ops[x] for x in range(i + 1, j + 1) if x not in take] + taken
             moved += len(taken)
             j -= len(taken)                  # the next compute command's new place
         i = j
     return moved
+
+
+def _commute(a: _Op, b: _Op) -> bool:
+    """Whether transfers `a` and `b` may run in either order: neither writes a byte, in an SRAM or
+    in external memory, that the other reads or writes."""
+    sram, writes, span, ext = a.transfer
+    o_sram, o_writes, o_span, o_ext = b.transfer
+    if sram == o_sram and (writes or o_writes) and overlaps(span, o_span):
+        return False
+    ext_writes = a.cmd.opcode == Opcode.DMA_STORE or b.cmd.opcode == Opcode.DMA_STORE
+    return not ext_writes or ext is None or o_ext is None or not overlaps(ext, o_ext)
 
 
 def _passes(store: _Op, other: _Op) -> bool:

@@ -92,3 +92,31 @@ def test_every_policy_is_legal_and_exact():
         for x, w in zip(inputs, want):
             got = model.invoke(x)
             assert all(np.array_equal(w[k], got[k]) for k in w), policy
+
+
+def _layer_gaps(program, layer: str) -> list[list]:
+    """Per pair of consecutive compute commands of `layer`, the transfers between them."""
+    units = sorted(t["unit_command"] for lay in program.manifest["layers"] if lay["name"] == layer
+                   for t in lay["tiles"])
+    return [[c for c in program.commands[a + 1:b] if c.opcode in DMA] for a, b in zip(units, units[1:])]
+
+
+def test_the_next_tiles_loads_move_with_the_store_under_own(monkeypatch):
+    """cnn32 on default: layer_54 (16 -> 32 channels, 8x8) is four one-command tiles of 8 output
+    channels, their weights double-buffered. Between its second and third commands lie the first
+    tile's store (it reads the output buffer the third command writes: 'all' moves nothing there),
+    the third tile's loads, the second tile's store and the fourth tile's loads (they write the
+    weights the second command reads: 'stores' moves nothing either). Under 'own' the second
+    command's store and the loads that overwrite its weights move after the third command, so the
+    command processor meets only transfers it may run ahead of while a command computes, and the
+    layer's commands follow each other (cnn32 default 6,328 -> 6,324 cycles, layer_54 79.5% ->
+    83.7% of the MACs)."""
+    ctx, cfg = _compile("cnn32", "default")
+    line = next(x for x in ctx.report if x.startswith("lookahead:"))
+    assert "policy 'own'" in line
+    gaps = _layer_gaps(ctx.program, "layer_54")
+    assert len(gaps) == 3 and all(c.imm & DMA_AHEAD for gap in gaps for c in gap)
+    monkeypatch.setattr(lookahead, "POLICIES", ("stores", "all"))
+    without, _ = _compile("cnn32", "default")
+    assert any(not c.imm & DMA_AHEAD for gap in _layer_gaps(without.program, "layer_54") for c in gap)
+    assert _cycles(ctx.program, cfg) < _cycles(without.program, cfg)
