@@ -6,8 +6,11 @@
     constant_folding    ops on constants evaluated at compile time (by the interpreter's kernels)
     lowering            TOSA ops -> NPU operations (fusing bias, RESCALE, CLAMP); the rest -> host CPU
     tile_planner        split each NPU operation into tiles that fit the configured SRAMs
+    cascading           results kept in the output SRAM for the operations after them
+    ramp_down           a convolution's last block split by rows where the next one's first input waits on it
     scheduler           order, external-memory placement, SRAM allocation per tile
     emitter             command stream, constants image and manifest
+    lookahead           the stream reordered and flagged so that the command processor runs ahead
     requires            the fused ops' data-dependent REQUIREs, for the golden model's monitor
 
 Each pass is a module in compiler/passes with a `run(ctx)` function; its docstring states what it
@@ -28,7 +31,7 @@ from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Program
 
 PASSES = ("shape_resolution", "validation", "state_legalization", "constant_folding", "lowering", "tile_planner",
-          "cascading", "scheduler", "emitter", "lookahead", "requires")
+          "cascading", "ramp_down", "scheduler", "emitter", "lookahead", "requires")
 
 
 @dataclass

@@ -622,17 +622,18 @@ class NpuConv(NpuOperation):
     prefetches_input = True
 
     def prefetch(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext, slot: int,
-                 kept=None, input_box: bool = False) -> Prefetched | None:
+                 kept=None, input_box: bool = False, in_slot: int | None = None) -> Prefetched | None:
         """The first tile's weights and records into weight buffer `slot`, and its input box into
-        input buffer `slot` (unless a cascade holds it on chip), for issuing before the operation
-        before finishes (compiler/npu/prefetch.py). The input is usually the operation before's
-        result: PrefetchLink takes the loads only where the bytes they read are stored already
-        (its stores still to come read others). State: (the weights' first channel, the input
-        box's key or None)."""
+        input buffer `in_slot` (`slot` by default; unless a cascade holds it on chip), for issuing
+        before the operation before finishes (compiler/npu/prefetch.py). The input is usually the
+        operation before's result: PrefetchLink takes the loads only where the bytes they read are
+        stored already (its stores still to come read others). State: (the weights' first channel,
+        the input box's key or None, its input buffer)."""
         unfolded = self.unfolded(ectx.cfg)
         if unfolded is not None:
-            return unfolded.prefetch(w, plan, ectx, slot, kept, input_box)
-        if slot >= plan.buffers:
+            return unfolded.prefetch(w, plan, ectx, slot, kept, input_box, in_slot)
+        in_slot = slot if in_slot is None else in_slot
+        if slot >= plan.buffers or in_slot >= plan.buffers:
             return None
         n0 = w.dma_count
         t = plan.tiles[0]
@@ -640,8 +641,8 @@ class NpuConv(NpuOperation):
         box = None
         if self.cascade_in is None and input_box:
             box = self.input_box_key(ectx.cfg, t)
-            self._load_input(w, ectx, t, ectx.buffers[Sram.INPUT][slot])
-        return Prefetched(slot, (t.c0, box), w.dma_count - n0)
+            self._load_input(w, ectx, t, ectx.buffers[Sram.INPUT][in_slot])
+        return Prefetched(slot, (t.c0, box, in_slot), w.dma_count - n0)
 
     def weight_home(self, ectx: EmitContext, slot: int, t) -> tuple[int, int]:
         """Where tile t keeps its weights and parameter records in weight buffer `slot`: (weight
@@ -753,12 +754,12 @@ class NpuConv(NpuOperation):
         resident_w: dict[int, int] = {}
         n_in = n_w = 0
         if prefetched is not None:
-            c0, box = prefetched.state
+            c0, box, in_slot = prefetched.state
             resident_w[prefetched.slot] = c0
             n_w = prefetched.slot + 1
             if box is not None:
-                resident_in[prefetched.slot] = box
-                n_in = prefetched.slot + 1
+                resident_in[in_slot] = box
+                n_in = in_slot + 1
         lut_addr = place_table(w, ectx, self.stage) if self.stage.table is not None else 0
         stage_regs = self.stage.regs(lut_addr=lut_addr)
         def load(t) -> tuple[int, int, int]:

@@ -62,6 +62,12 @@ def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+STOP = object()        # PrefetchLink: a prefetch that would issue nothing (all of it is there)
+# A convolution's input box may come in another input buffer than its weights' buffer (False: the
+# same buffer only; for measurements and tests).
+CROSS_BUFFERS = True
+
+
 class PrefetchLink:
     """`next_loads` for one operation: the next operation's prefetch, issued once when safe."""
 
@@ -93,20 +99,38 @@ class PrefetchLink:
         # transfers (some of its constants may be resident: CommandWriter), of those that are
         # safe; none at all when one buffer already holds everything its first tile loads.
         kept = self._kept(op, sub, result)
-        # a convolution's first input box too where that is safe, else its weights alone
-        for extra in ({"input_box": True}, {"input_box": False}) if getattr(self.nxt, "prefetches_input", False) else ({},):
+        buffers = range(self.plan.buffers)
+
+        def best_of(slots, **extra):
+            """The safe prefetch of the fewest transfers over `slots` ((weight buffer, input
+            buffer) pairs), None if none is safe, STOP when one issues nothing at all."""
             best = None
-            for slot in range(self.plan.buffers):
+            for slot, in_slot in slots:
                 scratch = self.w.fork()
-                got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, kept, **extra)
-                if got is None:
-                    return 0
-                if got.dma == 0:
-                    return 0
+                more = {"in_slot": in_slot} if in_slot is not None else {}
+                got = self.nxt.prefetch(scratch, self.plan, self.ectx, slot, kept, **extra, **more)
+                if got is None or got.dma == 0:
+                    return STOP
                 if (best is None or got.dma < best[1].dma) and self._safe(scratch, op, unit, got.dma, pending):
                     best = (scratch, got)
-            if best is not None:
-                break
+            return best
+
+        if getattr(self.nxt, "prefetches_input", False):
+            # a convolution's first input box too where that is safe, each buffer alike; else its
+            # weights alone, and the box in another input buffer than theirs (the running command
+            # may read the one and not the other) if that is safe
+            best = best_of([(s, s) for s in buffers], input_box=True)
+            if best is None:
+                best = best_of([(s, None) for s in buffers], input_box=False)
+                if best is not None and best is not STOP and CROSS_BUFFERS:
+                    w_slot = best[1].slot
+                    crossed = best_of([(w_slot, i) for i in buffers if i != w_slot], input_box=True)
+                    if crossed is not None and crossed is not STOP:
+                        best = crossed
+        else:
+            best = best_of([(s, None) for s in buffers])
+        if best is STOP:
+            return 0
         if best is None:
             return 0
         self.w.adopt(best[0])

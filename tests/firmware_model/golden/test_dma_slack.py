@@ -282,3 +282,31 @@ def test_an_ahead_transfer_after_a_waiting_command_is_not_checked_against_the_un
     program.manifest = {**program.manifest, "layers": []}        # tile ranges moved: not checked here
     model = GoldenModel(program, cfg)
     model.invoke(_inputs("mlp"))
+
+
+@pytest.mark.parametrize("name,config", [("gru", "tiny"), ("lstm", "default")])
+def test_an_input_box_comes_early_in_another_buffer_than_its_weights(name, config, monkeypatch):
+    """Where the running command reads the input buffer the next convolution's weights would share
+    a number with, the link brings the box into the other input buffer, the weights where they go
+    alone (prefetch.CROSS_BUFFERS): the first tile then reads its input from that buffer. The same
+    outputs in fewer cycles than with the box and its weights in buffers of one number only."""
+    from compiler.npu.conv import NpuConv
+    import compiler.npu.prefetch as prefetch
+
+    crossed = []
+    original = prefetch.PrefetchLink.__call__
+
+    def counting(self, op, sub, result=None, pending=None):
+        n = original(self, op, sub, result, pending)
+        if n and isinstance(self.nxt, NpuConv) and self.taken.state[1] is not None:
+            if self.taken.state[2] != self.taken.slot:
+                crossed.append(self.nxt.ofm)
+        return n
+    monkeypatch.setattr(prefetch.PrefetchLink, "__call__", counting)
+    program, cfg = _program(name, config)
+    assert crossed, "no link took an input box into another buffer than its weights"
+    monkeypatch.setattr(prefetch, "CROSS_BUFFERS", False)
+    crossed.clear()
+    same, _ = _program(name, config)
+    assert not crossed
+    _assert_same_outputs_in_fewer_cycles(program, same, cfg, name)
