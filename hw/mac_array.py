@@ -130,6 +130,10 @@ class MacArray(wiring.Component):
             # after the address, not transparent (the halves never meet).
             members["out_addr"] = In(unsigned(_bits(depth)))
             members["out_data"] = Out(data.ArrayLayout(signed(ACC_BITS), rows))
+            if lane_pairs:
+                # the odd pixel of the word `out_addr` reads (the even one's pair), beside it: a
+                # row-paired block's output engine takes both pixels a clock
+                members["out_pair"] = Out(data.ArrayLayout(signed(ACC_BITS), rows))
         if prefetch:
             # A second (shadow) weight block: `w_shadow` steers the weight rows into it while the
             # vectors stream past the active one; `swap` makes it the active block (next clock).
@@ -398,7 +402,8 @@ class MacArray(wiring.Component):
             out_half = Signal()
             m.d.sync += out_half.eq(self.out_addr[0])
             m.d.comb += [out_rd.addr.eq(self.out_addr >> 1),
-                         self.out_data.eq(Mux(out_half, out_rd.data[width:], out_rd.data[:width]))]
+                         self.out_data.eq(Mux(out_half, out_rd.data[width:], out_rd.data[:width])),
+                         self.out_pair.eq(out_rd.data[width:])]
 
     @staticmethod
     def _tree(m: Module, level: list, prefix: str):

@@ -356,6 +356,7 @@ class MacSequencer(wiring.Component):
         oe_wait = Signal(16)        # write clocks still owed to the last pixel
         oe_drain = Signal(range(VECTOR_DRAIN + 1))
         oe_gated = Signal()         # the engine started early: a pixel waits for its last beat
+        oe_pairs = Signal()         # ... by a row-paired block: a pixel pair a clock (one word of both)
         avail = Signal(32)          # pixels the block's last step has accumulated (readable)
         last_beat = Signal()        # the array's beat of the last step, one clock later
         last_pair = Signal()        # ... a paired one: two pixels
@@ -367,31 +368,46 @@ class MacSequencer(wiring.Component):
         v_words = Signal(16)
         v1_valid = Signal()
         v1_side = Signal.like(self.vout.side)
+        v1_pair = Signal()
         v2_valid = Signal()
         v2_values = [Signal(signed(48), name=f"v_biased_{r}") for r in range(R)]
         v2_side = Signal.like(self.vout.side)
-        m.d.sync += [v1_valid.eq(v_issue), v1_side.addr.eq(v_addr), v1_side.words.eq(v_words),
-                     v1_side.nbytes.eq(oe_lanes * esize),
-                     v2_valid.eq(v1_valid), v2_side.eq(v1_side)]
+        v2_pair = Signal()
+        v_addr2 = Signal(32)
+        v_words2 = Signal(16)
+        m.d.sync += [v1_valid.eq(v_issue), v1_side.addr.eq(v_addr), v1_side.nbytes.eq(oe_lanes * esize),
+                     v1_side.words.eq(Mux(oe_pairs & (v_words2 > v_words), v_words2, v_words)),
+                     v1_side.addr2.eq(Mux(oe_pairs, v_addr2, 0)), v1_side.nbytes2.eq(Mux(oe_pairs, oe_lanes * esize, 0)),
+                     v1_pair.eq(oe_pairs), v2_valid.eq(v1_valid), v2_side.eq(v1_side), v2_pair.eq(v1_pair)]
         m.d.comb += mac.out_addr.eq(oe_p + Mux(oe_half, half, 0))
         # The lanes load only with a pixel: while the array accumulates, the vector stage's inputs
         # hold still (an event-driven simulator then has nothing to do in its R rescale units).
+        # A pixel pair: the upper half of the lanes takes the odd pixel's channels (the lower half
+        # of its accumulator lanes) with their records.
+        H = R // 2
         for r in range(R):
             acc = Signal(signed(48), name=f"v_acc_{r}")
             wide_r = Signal(signed(49), name=f"v_wide_{r}")
-            m.d.comb += [acc.eq(mac.out_data[r]), wide_r.eq(acc + lane_bias[r])]
+            bias_r = lane_bias[r] if r < H else Mux(v1_pair, lane_bias[r - H], lane_bias[r])
+            data_r = mac.out_data[r] if r < H else Mux(v1_pair, mac.out_pair[r - H], mac.out_data[r])
+            m.d.comb += [acc.eq(data_r), wide_r.eq(acc + bias_r)]
             with m.If(v1_valid & int16):
                 m.d.sync += v2_values[r].eq(Mux(wide_r > INT48_MAX, INT48_MAX, Mux(wide_r < INT48_MIN, INT48_MIN, wide_r)))
             with m.Elif(v1_valid):
-                m.d.sync += v2_values[r].eq((acc[:32].as_signed() + lane_bias[r][:32].as_signed())[:32].as_signed())
+                m.d.sync += v2_values[r].eq((acc[:32].as_signed() + bias_r[:32].as_signed())[:32].as_signed())
         m.d.comb += [self.vout_valid.eq(v2_valid), self.vout.side.eq(v2_side)]
         m.d.comb += [self.vout.values[r].eq(v2_values[r]) for r in range(R)]
-        m.d.comb += [self.vout.multipliers[r].eq(lane_mult[r]) for r in range(R)]
-        m.d.comb += [self.vout.shifts[r].eq(lane_shift[r]) for r in range(R)]
-        # words the pixel's bytes touch in the output SRAM (cycle_model.vector_write_words)
+        m.d.comb += [self.vout.multipliers[r].eq(lane_mult[r] if r < H else Mux(v2_pair, lane_mult[r - H], lane_mult[r]))
+                     for r in range(R)]
+        m.d.comb += [self.vout.shifts[r].eq(lane_shift[r] if r < H else Mux(v2_pair, lane_shift[r - H], lane_shift[r]))
+                     for r in range(R)]
+        # words the pixel's bytes touch in the output SRAM (cycle_model.vector_write_words); a
+        # pair's second pixel is the next one of its row (OFM_W is even: the rule 'pixel pairs')
         lg_w = (cfg.word_bytes).bit_length() - 1
         m.d.comb += v_addr.eq(oe_pix + oe_chan)
         m.d.comb += v_words.eq(write_words(v_addr, oe_lanes * esize, cfg.word_bytes))
+        m.d.comb += v_addr2.eq(oe_pix + op.ofm_pix_stride + oe_chan)
+        m.d.comb += v_words2.eq(write_words(v_addr2, oe_lanes * esize, cfg.word_bytes))
 
         # busy as a function of the state (a continuous assignment: an `always @*` driven only by
         # a state that never changed would stay X in an event-driven simulator such as Icarus)
@@ -401,7 +417,7 @@ class MacSequencer(wiring.Component):
                     m.d.sync += [oe_p.eq(0), oe_ox.eq(0), oe_oy.eq(0), oe_row.eq(op.ofm_addr),
                                  oe_pix.eq(op.ofm_addr), oe_wait.eq(0), oe_half.eq(acc_half),
                                  oe_lanes.eq(lanes), oe_chan.eq(chan_addr), oe_gated.eq(early),
-                                 avail.eq(0)]
+                                 oe_pairs.eq(early & rp_mode), avail.eq(0)]
                     m.d.sync += [lane_bias[r].eq(nxt_bias[r]) for r in range(R)]
                     m.d.sync += [lane_mult[r].eq(nxt_mult[r]) for r in range(R)]
                     m.d.sync += [lane_shift[r].eq(nxt_shift[r]) for r in range(R)]
@@ -416,16 +432,19 @@ class MacSequencer(wiring.Component):
                 # one pixel's accumulator word per issue clock, then its write clocks less one
                 with m.If(oe_wait != 0):
                     m.d.sync += oe_wait.eq(oe_wait - 1)
-                with m.Elif(~oe_gated | (oe_p < avail)):
+                with m.Elif(~oe_gated | (oe_p + oe_pairs < avail)):
+                    # (a pair: both its pixels accumulated, its larger word count)
                     m.d.comb += v_issue.eq(1)
-                    m.d.sync += [oe_wait.eq(v_words - 1), oe_p.eq(oe_p + 1)]
-                    with m.If(oe_ox + 1 == op.ofm_w):
+                    m.d.sync += [oe_wait.eq(Mux(oe_pairs & (v_words2 > v_words), v_words2, v_words) - 1),
+                                 oe_p.eq(oe_p + 1 + oe_pairs)]
+                    with m.If(oe_ox + 1 + oe_pairs == op.ofm_w):
                         m.d.sync += [oe_ox.eq(0), oe_oy.eq(oe_oy + 1), oe_row.eq(oe_row + op.ofm_row_stride),
                                      oe_pix.eq(oe_row + op.ofm_row_stride)]
                         with m.If(oe_oy + 1 == op.ofm_h):
                             m.next = "LAST"
                     with m.Else():
-                        m.d.sync += [oe_ox.eq(oe_ox + 1), oe_pix.eq(oe_pix + op.ofm_pix_stride)]
+                        m.d.sync += [oe_ox.eq(oe_ox + 1 + oe_pairs),
+                                     oe_pix.eq(oe_pix + Mux(oe_pairs, op.ofm_pix_stride << 1, op.ofm_pix_stride))]
             with m.State("LAST"):
                 # the last pixel's remaining write clocks, then the drain
                 with m.If(oe_wait != 0):

@@ -253,6 +253,11 @@ class NpuCore(wiring.Component):
         m.d.comb += [o_wr.addr.eq(Mux(vector_writes, vwriter.sram.addr, writer.sram.addr)),
                      o_wr.data.eq(Mux(vector_writes, vwriter.sram.data, writer.sram.data)),
                      o_wr.en.eq(vwriter.sram.en | writer.sram.en)]
+        # a row-paired block's second pixel of a pair, in the same clocks (a word the first
+        # pixel's port does not write: the pixels' bytes are apart)
+        o_wr2 = output_sram.write_port(granularity=8)
+        m.d.comb += [o_wr2.addr.eq(vwriter.sram2.addr), o_wr2.data.eq(vwriter.sram2.data),
+                     o_wr2.en.eq(vwriter.sram2.en)]
 
         # the LUT SRAM: the DMA's word writes (mac.cols bytes) are the LUT engine's writes
         lp = dma.lut

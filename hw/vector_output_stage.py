@@ -42,8 +42,12 @@ def _bit(flag: OutMode) -> int:
 
 def side_layout() -> data.StructLayout:
     """What travels beside the lanes: the first element's byte address in the output SRAM, the
-    bytes to store (lanes x element size) and the word writes that takes."""
-    return data.StructLayout({"addr": unsigned(32), "nbytes": unsigned(16), "words": unsigned(16)})
+    bytes to store (lanes x element size) and the word writes that takes; for a pixel pair (a
+    row-paired block's two pixels, each in half of the lanes) the second pixel's address and bytes,
+    stored from the upper half of the lanes through the second write port in the same clocks
+    (`words` is then the larger pixel's)."""
+    return data.StructLayout({"addr": unsigned(32), "nbytes": unsigned(16), "words": unsigned(16),
+                              "addr2": unsigned(32), "nbytes2": unsigned(16)})
 
 
 def vector_in_layout(lanes: int) -> data.StructLayout:

@@ -304,7 +304,9 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
 
     A vector-path command of one block of output channels starts its output engine with the
     block's last step (mac_early_output_cycles): the engine drains each pixel as soon as the last
-    step has accumulated it, behind the stream instead of after it.
+    step has accumulated it, behind the stream instead of after it; a row-paired one (at most
+    R/2 channels) drains a pixel pair at a time, the odd pixel through the output SRAM's second
+    write port in the same clocks (the pair's larger word count).
     """
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
@@ -332,6 +334,10 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
             # position) accumulates pixels 2i and 2i+1 with its beat i
             paired = row_pairs or (lane_pairs and ifm_cblocks == 1)
             beats = np.arange(pixels, dtype=np.int64) // (2 if paired else 1)
+            if row_pairs:
+                # the engine takes a pixel pair a clock, the odd pixel through the second write
+                # port: the pair's larger word count (OFM_W, so P, is even: rule 'pixel pairs')
+                return mac_early_output_cycles(cfg, last_streams, beats[::2], pixel_words.reshape(-1, 2).max(axis=1))
         return mac_early_output_cycles(cfg, last_streams, beats, pixel_words)
     words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
                                     min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]

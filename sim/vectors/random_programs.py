@@ -325,17 +325,51 @@ def one_step_full_block_tile(cfg: NpuConfig, rng, tile_id: int) -> TileSpec:
     return directed_tile(cfg, rng, tile_id, accept, f"of one step and {cfg.mac_rows} channels")
 
 
-def row_paired_tile(cfg: NpuConfig, rng, tile_id: int, mode) -> TileSpec:
-    """A random CONV2D_ROW_PAIRS or CONV2D_PAIRS tile of two output blocks, the last of at most
-    mac.rows/2 channels (its steps two pixels a beat, each half of the rows one), over two
-    input-channel blocks, storing its raw accumulators (no RESCALE: a wrong row shows in the
-    result instead of being rounded or clamped away)."""
+def row_paired_tile(cfg: NpuConfig, rng, tile_id: int, mode, blocks: int = 2) -> TileSpec:
+    """A random CONV2D_ROW_PAIRS or CONV2D_PAIRS tile of `blocks` output blocks, the last of at
+    most mac.rows/2 channels (its steps two pixels a beat, each half of the rows one), over two
+    input-channel blocks. Two blocks store their raw accumulators (no RESCALE: a wrong row shows
+    in the result instead of being rounded or clamped away). One block takes the vector output
+    path rescaled: its output engine drains a pixel pair a clock, the odd pixel from the upper half
+    of the lanes with its channels' records, through the second write port; drawn so that a
+    wrong multiplier shows in its results (`sensitive`)."""
+    from firmware_model.arch.cycle_model import uses_vector_output
+
+    def sensitive(t) -> bool:
+        """At least 8 pixels, and the results change when each channel's multiplier is another
+        channel's (its record's multiplier bytes from the record R/2 on): an odd pixel rescaled
+        with a wrong record shows instead of vanishing into the clamp."""
+        from firmware_model.arch.isa import PARAM_RECORD_BYTES
+        from firmware_model.golden.mac_unit import execute_mac
+        from firmware_model.golden.memories import Memories
+
+        regs = t["regs"]
+        if regs[int(Reg.OFM_H)] * regs[int(Reg.OFM_W)] < 8:
+            return False
+        mem = Memories(cfg)
+        for sram, (image, (lo, hi)) in t["images"].items():
+            mem.sram[sram][lo:hi] = image[lo:hi]
+        records = mem.sram[Sram.PARAM]
+        first, half = regs[int(Reg.PARAM_ADDR)], cfg.mac_rows // 2
+        if first + regs[int(Reg.OFM_C)] + half > cfg.param_records:
+            return False
+        for r in range(regs[int(Reg.OFM_C)]):
+            at, other = (first + r) * PARAM_RECORD_BYTES + 6, (first + r + half) * PARAM_RECORD_BYTES + 6
+            records[at:at + 4] = records[other:other + 4].copy()
+        mem.sram[Sram.OUTPUT][:] = t["output_before"]
+        execute_mac(cfg, mem, regs, t["mode"])
+        a, b = t["output_range"]
+        return 4 * int(np.count_nonzero(mem.sram[Sram.OUTPUT][a:b] != t["expected"])) >= b - a
+
     def accept(t) -> bool:
         regs = t["regs"]
+        rescaled = bool(regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
         return (t["mode"] == mode and regs[int(Reg.IFM_CBLOCKS)] == 2
-                and -(-regs[int(Reg.OFM_C)] // cfg.mac_rows) == 2
-                and not regs[int(Reg.OUT_MODE)] & OutMode.RESCALE)
-    return directed_tile(cfg, rng, tile_id, accept, f"in {mode.name} of 2 output blocks")
+                and -(-regs[int(Reg.OFM_C)] // cfg.mac_rows) == blocks
+                and (not rescaled if blocks == 2 else
+                     rescaled and uses_vector_output(regs[int(Reg.OFM_DTYPE)], regs[int(Reg.LUT_MODE)])
+                     and sensitive(t)))
+    return directed_tile(cfg, rng, tile_id, accept, f"in {mode.name} of {blocks} output block(s)")
 
 
 def lane_paired_tile(cfg: NpuConfig, rng, tile_id: int, blocks: int) -> TileSpec:

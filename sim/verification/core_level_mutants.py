@@ -193,7 +193,18 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
        rf"(assign {_N}  = )kl_base \+ kl;", r"\g<1>kl_base + kl + 1'h1;"),
     _m("mac_sequencer", "early_engine_ungated",
        "a one-block command's output engine drains pixels the last step has not accumulated yet",
-       r"(assign \\\$\d+  = )oe_p < avail;", r"\g<1>1'h1;", count=2),
+       rf"(assign {_N}  = ){_N}  < avail;", r"\g<1>1'h1;", count=2),
+    _m("mac_sequencer", "row_pair_output_one_pixel_a_clock",
+       "a one-block CONV2D_ROW_PAIRS command's output engine drains one pixel a clock, not a pair "
+       "(the command takes the wrong clocks)",
+       r"(assign \\\$\d+  = )early & rp_mode;", r"\g<1>1'h0;"),
+    _m("mac_sequencer", "row_pair_odd_pixel_own_records",
+       "a drained pixel pair's odd pixel is rescaled with its upper lanes' own records, not with its "
+       "channels' (every upper lane's multiplier: the tiny core's 2)",
+       r"(assign \\\$\d+  = )v2_pair \? lane_mult_\d+ : (lane_mult_\d+;)", r"\g<1>\g<2>", count=2),
+    _m("mac_sequencer", "row_pair_odd_pixel_at_even_address",
+       "a drained pixel pair's odd pixel is stored at the even pixel's address",
+       r"(assign \\\$\d+  = )oe_pix \+ op_ofm_pix_stride;", r"\g<1>oe_pix;"),
     _m("mac_sequencer", "step_on_swaps_early",
        "a stream running on into the next step swaps its weights in with the last read, under the "
        "step's last beat",
@@ -406,7 +417,10 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     # ---- the MAC's vector writer (a pixel's lanes per clock) ----
     _m("vector_writer", "int8_packed_as_int16",
        "int8 results are packed two bytes apart, as int16 ones (the element-size decode is wrong)",
-       rf"assign ({_N})  = esize == 1'h1;", r"assign \1  = 1'h0;"),
+       r"assign esize_1 = esize == 1'h1;", r"assign esize_1 = 1'h0;"),
+    _m("vector_writer", "pair_second_pixel_dropped",
+       "a pixel pair's second pixel is never written (the second write port stays idle)",
+       rf"assign sram2__en = {_N}  \? {_N}  : (\d+)'h0;", r"assign sram2__en = \1'h0;"),
     _m("vector_writer", "unaligned_bytes_not_shifted",
        "a pixel that starts inside a word is written from the word's first byte (its bytes are not "
        "shifted to their offset; the byte enables are)",

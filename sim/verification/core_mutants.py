@@ -357,6 +357,10 @@ def core_run(name: str) -> CoreRun:
             # and a DEPTHWISE (two words a clock) and a DEPTHWISE_TRIPLE tile reading the output SRAM
             for mode in (MacMode.DEPTHWISE, MacMode.DEPTHWISE_TRIPLE):
                 tiles.append(rp.output_sram_window_tile(cfg, rng, len(tiles), mode))
+            # and CONV2D_ROW_PAIRS and CONV2D_PAIRS tiles of one output block, rescaled (the output
+            # engine drains a pixel pair a clock, the odd pixel with its channels' records)
+            for mode in (MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS):
+                tiles.append(rp.row_paired_tile(cfg, rng, len(tiles), mode, blocks=1))
         program = rp.tile_program(cfg, tiles)
     elif name in ("eltwise", "eltwise_corners"):
         cfg, tiles = rp.eltwise_tiles(rng, 10, corners=name == "eltwise_corners")

@@ -36,6 +36,52 @@ def test_drain_is_the_paths_latency():
     assert MAC_VECTOR_DRAIN == 1 + 1 + STAGE_LATENCY + WRITER_LATENCY
 
 
+def _store(value: int, esize: int) -> np.ndarray:
+    """An element's bytes as the writer stores them (the low `esize` bytes, little-endian)."""
+    return np.frombuffer(int(value & 0xFFFFFFFF).to_bytes(4, "little"), np.uint8)[:esize]
+
+
+def _drive_writer(dut, W: int, sram: np.ndarray, vectors: list[dict]) -> tuple[list, list]:
+    """Feed `vectors` (side fields, esize, results) to a VectorWriter, each followed by its
+    `words` - 1 idle clocks, applying every port's writes to `sram`. Returns (the writes as
+    (clock, port, word address), each vector's arrival clock)."""
+    writes, arrivals = [], []
+
+    async def bench(ctx):
+        clock = 0
+
+        async def tick():
+            nonlocal clock
+            for k, port in enumerate((dut.sram, dut.sram2)):
+                en = ctx.get(port.en)
+                if en:
+                    a, d = ctx.get(port.addr), ctx.get(port.data)
+                    for b in range(W):
+                        if en >> b & 1:
+                            sram[a * W + b] = (d >> (8 * b)) & 0xFF
+                    writes.append((clock, k, a))
+            await ctx.tick()
+            clock += 1
+
+        for v in vectors:
+            ctx.set(dut.esize, v["esize"])
+            ctx.set(dut.i_valid, 1)
+            for field, value in v["side"].items():
+                ctx.set(getattr(dut.i.side, field), value)
+            for i, x in enumerate(v["results"]):
+                ctx.set(dut.i.results[i], x)
+            arrivals.append(clock)
+            await tick()
+            ctx.set(dut.i_valid, 0)
+            for _ in range(v["side"]["words"] - 1):
+                await tick()
+        for _ in range(2):
+            await tick()
+
+    _run(dut, bench)
+    return writes, arrivals
+
+
 def test_vector_writer_bytes_and_clocks():
     """Random pixels (1..R lanes, int8/int16/int32, any element-aligned address) land at their bytes
     and nowhere else, one word per clock from the clock after they arrive, `vector_write_words`
@@ -45,55 +91,54 @@ def test_vector_writer_bytes_and_clocks():
     dut = VectorWriter(R, W, depth)
     sram = np.zeros(W * depth, np.uint8)
     expect = sram.copy()
-    pixels = []
+    vectors = []
     for _ in range(60):
         esize = int(rng.choice([1, 2, 4]))
         lanes = int(rng.integers(1, R + 1))
         n = lanes * esize
         addr = int(rng.integers(0, (W * depth - n) // esize + 1)) * esize
         values = [int(v) for v in rng.integers(-(1 << 31), 1 << 31, R)]
-        pixels.append((addr, esize, lanes, values))
+        vectors.append({"esize": esize, "results": values,
+                        "side": {"addr": addr, "nbytes": n, "words": int(vector_write_words(W, addr, n))}})
         for i in range(lanes):
-            expect[addr + i * esize:addr + (i + 1) * esize] = \
-                np.frombuffer(int(values[i] & 0xFFFFFFFF).to_bytes(4, "little"), np.uint8)[:esize]
-    writes = []                         # (clock, word address) of every clock with a write
+            expect[addr + i * esize:addr + (i + 1) * esize] = _store(values[i], esize)
+    writes, arrivals = _drive_writer(dut, W, sram, vectors)
+    # each pixel's writes: the `words` clocks after its arrival, consecutive words, the first port
+    assert writes == [(t + 1 + j, 0, v["side"]["addr"] // W + j) for v, t in zip(vectors, arrivals)
+                      for j in range(v["side"]["words"])]
+    assert np.array_equal(sram, expect)
 
-    async def bench(ctx):
-        clock = 0
 
-        async def tick():
-            nonlocal clock
-            en = ctx.get(dut.sram.en)
-            if en:
-                a, d = ctx.get(dut.sram.addr), ctx.get(dut.sram.data)
-                for b in range(W):
-                    if en >> b & 1:
-                        sram[a * W + b] = (d >> (8 * b)) & 0xFF
-                writes.append((clock, a))
-            await ctx.tick()
-            clock += 1
-
-        for addr, esize, lanes, values in pixels:
-            words = int(vector_write_words(W, addr, lanes * esize))
-            ctx.set(dut.esize, esize)
-            ctx.set(dut.i_valid, 1)
-            ctx.set(dut.i.side.addr, addr)
-            ctx.set(dut.i.side.nbytes, lanes * esize)
-            ctx.set(dut.i.side.words, words)
-            for i, v in enumerate(values):
-                ctx.set(dut.i.results[i], v)
-            # this pixel's writes: the `words` clocks after its arrival, consecutive words
-            expected_writes.extend((clock + 1 + j, addr // W + j) for j in range(words))
-            await tick()
-            ctx.set(dut.i_valid, 0)
-            for _ in range(words - 1):
-                await tick()
-        for _ in range(2):
-            await tick()
-
-    expected_writes = []
-    _run(dut, bench)
-    assert writes == expected_writes
+def test_vector_writer_pixel_pairs():
+    """Random pixel pairs (a row-paired block: up to R/2 lanes each, the second pixel from the upper
+    half of the lanes at its own address): both land at their bytes and nowhere else, the second
+    through the second write port in the same clocks, the pair taking the larger of the two
+    pixels' word counts."""
+    rng = np.random.default_rng(8)
+    R, W, depth = 8, 4, 64
+    H = R // 2
+    dut = VectorWriter(R, W, depth)
+    sram = np.zeros(W * depth, np.uint8)
+    expect = sram.copy()
+    vectors = []
+    for _ in range(40):
+        esize = int(rng.choice([1, 2, 4]))
+        lanes = int(rng.integers(1, H + 1))
+        n = lanes * esize
+        stride = (int(rng.integers(n, 3 * n + 1)) + esize - 1) // esize * esize     # pixels apart
+        addr = int(rng.integers(0, (W * depth - n - stride) // esize + 1)) * esize
+        values = [int(v) for v in rng.integers(-(1 << 31), 1 << 31, R)]
+        words = max(int(vector_write_words(W, a, n)) for a in (addr, addr + stride))
+        vectors.append({"esize": esize, "results": values,
+                        "side": {"addr": addr, "nbytes": n, "addr2": addr + stride, "nbytes2": n, "words": words}})
+        for base, first in ((addr, 0), (addr + stride, H)):
+            for i in range(lanes):
+                expect[base + i * esize:base + (i + 1) * esize] = _store(values[first + i], esize)
+    writes, arrivals = _drive_writer(dut, W, sram, vectors)
+    # each pair writes in its `words` clocks only, the second pixel through the second port
+    clocks = sorted({t for t, _, _ in writes})
+    assert clocks == [t + 1 + j for v, t in zip(vectors, arrivals) for j in range(v["side"]["words"])]
+    assert any(port == 1 for _, port, _ in writes)
     assert np.array_equal(sram, expect)
 
 

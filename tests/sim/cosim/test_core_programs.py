@@ -75,8 +75,11 @@ def test_random_mac_programs(config, simulator, n):
     tiles.append(rp.output_sram_window_tile(cfg, rng, n + 16, MacMode.DEPTHWISE_PACKED))
     # and CONV2D_LANE_PAIRS tiles of one output block (the early engine) and of two
     tiles += [rp.lane_paired_tile(cfg, rng, n + 10 + i, blocks) for i, blocks in enumerate((1, 2))]
-    # and CONV2D_ROW_PAIRS and CONV2D_PAIRS tiles of two output blocks
+    # and CONV2D_ROW_PAIRS and CONV2D_PAIRS tiles of two output blocks, and of one (the output
+    # engine drains a pixel pair a clock)
     tiles += [rp.row_paired_tile(cfg, rng, n + 12 + i, mode) for i, mode in
+              enumerate((MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS))]
+    tiles += [rp.row_paired_tile(cfg, rng, n + 17 + i, mode, blocks=1) for i, mode in
               enumerate((MacMode.CONV2D_ROW_PAIRS, MacMode.CONV2D_PAIRS))]
     assert_matches_golden(*run(cfg, simulator, tiles))
 
