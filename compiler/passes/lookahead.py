@@ -12,13 +12,14 @@ the command writes, would stop the command processor at every tile until the uni
 1. Transfers move after the next compute command, under one of three policies (_move_transfers):
    `stores`, a compute command's stores of its own results, when that next command writes none
    of the bytes they read (a double-buffered output) and no transfer they pass writes the SRAM
-   bytes they read or touches the external bytes they write; `all`, every transfer between the
-   two commands, in their order; `own`, as `all`, but where one of those touches the next
-   command's bytes (the store of the tile before reads the output buffer it writes, a load brings
-   its weights), the transfers that touch this command's bytes alone — its stores and the loads
-   that overwrite what it reads — when they commute with the ones they pass. Either way the next
-   tile's registers and loads are decoded while this tile computes, and the moved transfers run
-   under the next one.
+   bytes they read or touches the external bytes they write; `own`, every transfer between the
+   two commands, in their order (`all`), but where one of those touches the next command's bytes
+   (the store of the tile before reads the output buffer it writes, a load brings its weights),
+   the transfers that touch this command's bytes alone — its stores and the loads that overwrite
+   what it reads — when they commute with the ones they pass; `touching`, those alone always (the
+   others, such as the next operation's prefetched loads, stay before the next command, decoded
+   AHEAD while this one computes). Either way the next tile's registers and loads are decoded
+   while this tile computes, and the moved transfers run under the next one.
 2. Every DMA command the command processor meets while a compute command runs (only SET, NOP,
    MARK and AHEAD transfers between them) is flagged AHEAD when it touches none of that command's
    bytes: command_plan.transfer_touches_unit, the rule the golden model refuses a program by
@@ -57,8 +58,10 @@ SETTLING = (Opcode.BARRIER, Opcode.VAR, Opcode.HOST, Opcode.END)
 # the most transfers outstanding at once: the queue's and the one in flight
 MAX_SLACK = DMA_QUEUE_DEPTH + 1
 # step 1's policies (_move_transfers), in the order a tie is decided in (the emitter's own stream
-# first). Moving nothing but flagging AHEAD ("none") was never the fastest of these on models/.
-POLICIES = ("stores", "all", "own")
+# first). Moving nothing but flagging AHEAD ("none") was never the fastest of these on models/,
+# nor, once `own` and `touching` came, moving every transfer between ("all", which `own` falls
+# back from): both left out.
+POLICIES = ("stores", "own", "touching")
 
 
 @dataclass
@@ -117,7 +120,9 @@ def _move_transfers(ops: list[_Op], policy: str) -> int:
     that touches its bytes (its own store), transfers move after the next compute command, if
     none of the moved ones touches that command's bytes. `policy`: "stores" moves the stores that
     touch the first command's bytes (when no transfer they pass writes the SRAM bytes they read or
-    touches the external bytes they write), "all" every transfer between the two, in their order.
+    touches the external bytes they write); "all" every transfer between the two, in their order;
+    "own" all of them, else (one would touch the next command's bytes) the transfers that touch
+    the first command's bytes, when they commute with the ones they pass; "touching" those alone.
     Returns how many moved."""
     moved = 0
     i = 0
@@ -140,15 +145,22 @@ def _move_transfers(ops: list[_Op], policy: str) -> int:
         if len(stores) != len(own) or not all(_passes(ops[s], ops[x]) for s in stores for x in between
                                               if x > s and x not in stores):
             stores = []
-        take = (between if own else []) if policy in ("all", "own") else stores
+        # the transfers that touch this command's bytes alone, when they commute with the ones
+        # they pass: the loads the next command needs are then decoded while this one computes,
+        # and the loads that overwrite what this one reads run under the next
+        touching = own if own and all(_commute(ops[x], ops[y]) for x in own for y in between
+                                      if y > x and y not in own) else []
 
         def clear(xs):
             return not any(transfer_touches_unit(nxt.cmd.opcode, nxt.plan, *ops[x].transfer[:3]) for x in xs)
-        if policy == "own" and take and not clear(take):
-            # the transfers that touch this command's bytes alone, when they commute with the
-            # ones they pass: the loads the next command needs are then decoded while this one
-            # computes, and the loads that overwrite what this one reads run under the next
-            take = own if all(_commute(ops[x], ops[y]) for x in own for y in between if y > x and y not in own) else []
+        if policy == "stores":
+            take = stores
+        elif policy == "touching":
+            take = touching
+        else:
+            take = between if own else []
+            if policy == "own" and take and not clear(take):
+                take = touching
         if take and clear(take):
             taken = [ops[x] for x in take]
             ops[i + 1:j + 1] = [ops[x] for x in range(i + 1, j + 1) if x not in take] + taken
