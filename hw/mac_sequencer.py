@@ -375,8 +375,10 @@ class MacSequencer(wiring.Component):
         v2_pair = Signal()
         v_addr2 = Signal(32)
         v_words2 = Signal(16)
+        v_clocks = Signal(16)       # the writer's clocks: the pixel's words, or the pair's larger count
+        m.d.comb += v_clocks.eq(Mux(oe_pairs & (v_words2 > v_words), v_words2, v_words))
         m.d.sync += [v1_valid.eq(v_issue), v1_side.addr.eq(v_addr), v1_side.nbytes.eq(oe_lanes * esize),
-                     v1_side.words.eq(Mux(oe_pairs & (v_words2 > v_words), v_words2, v_words)),
+                     v1_side.words.eq(v_clocks),
                      v1_side.addr2.eq(Mux(oe_pairs, v_addr2, 0)), v1_side.nbytes2.eq(Mux(oe_pairs, oe_lanes * esize, 0)),
                      v1_pair.eq(oe_pairs), v2_valid.eq(v1_valid), v2_side.eq(v1_side), v2_pair.eq(v1_pair)]
         m.d.comb += mac.out_addr.eq(oe_p + Mux(oe_half, half, 0))
@@ -435,7 +437,7 @@ class MacSequencer(wiring.Component):
                 with m.Elif(~oe_gated | (oe_p + oe_pairs < avail)):
                     # (a pair: both its pixels accumulated, its larger word count)
                     m.d.comb += v_issue.eq(1)
-                    m.d.sync += [oe_wait.eq(Mux(oe_pairs & (v_words2 > v_words), v_words2, v_words) - 1),
+                    m.d.sync += [oe_wait.eq(v_clocks - 1),
                                  oe_p.eq(oe_p + 1 + oe_pairs)]
                     with m.If(oe_ox + 1 + oe_pairs == op.ofm_w):
                         m.d.sync += [oe_ox.eq(0), oe_oy.eq(oe_oy + 1), oe_row.eq(oe_row + op.ofm_row_stride),

@@ -971,13 +971,19 @@ def _pipeline_clocks(tiles: list[tuple[int, int, int]]) -> int:
     return total + tiles[-1][2]
 
 
-def _ramp_first(tiles: list[ConvTile], first: tuple[int, int, int]) -> list[ConvTile]:
-    """`tiles` (spatial-outer order) with the tiles of spatial block `first` (n, y0, x0) split in two
-    by rows: all the channel blocks of the upper half, then those of the lower half."""
-    head = [t for t in tiles if (t.n, t.y0, t.x0) == first]
-    rest = [t for t in tiles if (t.n, t.y0, t.x0) != first]
+def split_block(tiles: list[ConvTile], block: tuple[int, int, int]) -> tuple[list, list, list]:
+    """The tiles of spatial block `block` (n, y0, x0) split in two by rows: (every channel block of
+    the upper half, those of the lower half, the other tiles in their order)."""
+    head = [t for t in tiles if (t.n, t.y0, t.x0) == block]
+    rest = [t for t in tiles if (t.n, t.y0, t.x0) != block]
     upper = [ConvTile(t.n, t.y0, t.th // 2, t.x0, t.tw, t.c0, t.tc) for t in head]
     lower = [ConvTile(t.n, t.y0 + t.th // 2, t.th - t.th // 2, t.x0, t.tw, t.c0, t.tc) for t in head]
+    return upper, lower, rest
+
+
+def _ramp_first(tiles: list[ConvTile], first: tuple[int, int, int]) -> list[ConvTile]:
+    """`tiles` (spatial-outer order) with spatial block `first` split in two by rows, first."""
+    upper, lower, rest = split_block(tiles, first)
     return upper + lower + rest
 
 

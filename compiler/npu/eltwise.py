@@ -38,7 +38,7 @@ import numpy as np
 
 from compiler.errors import CompileError, TileFitError
 from compiler.ir import Block, Operator
-from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, result_holding, ring_place
+from compiler.npu.base import CommandWriter, EmitContext, NpuOperation, TilePlan, result_holding, ring_place, round_up
 from compiler.npu.base import const_value, scalar
 from compiler.npu.conv import Cascade
 from compiler.npu.data_movement import pad_constants
@@ -221,7 +221,7 @@ class NpuEltwise(NpuOperation):
 
     def padded_pix(self, cfg: NpuConfig) -> int:
         """The padded layout's pixel stride: C rounded up to a whole number of words."""
-        return -(-self.out_shape[3] // cfg.word_bytes) * cfg.word_bytes
+        return round_up(self.out_shape[3], cfg.word_bytes)
 
     def _sram_strides(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
         """Element strides of a box of the space in an SRAM: dense, or with pixels `pix` apart."""
@@ -232,6 +232,10 @@ class NpuEltwise(NpuOperation):
     def _sram_count(self, t: FlatTile) -> int:
         """Elements of tile t in the SRAMs (ELT_COUNT): padded pixels, or its own count."""
         return t.count // self.out_shape[-1] * self.pix if self.pix else t.count
+
+    def _sram_first(self, t: FlatTile) -> int:
+        """Tile t's first element in the whole result as laid out in the SRAMs (a region)."""
+        return t.start // self.out_shape[-1] * self.pix if self.pix else t.start
 
     def max_tile(self, cfg: NpuConfig, share: int) -> int:
         caps = [(cfg.output_sram // share) // self.out_dtype.size_bytes]
@@ -343,7 +347,7 @@ class NpuEltwise(NpuOperation):
         x = self.a if key == "a" else self.b
         if key == "a" and self.a_cascade is not None and self.pix:
             # the region is the result in the padded layout: tile t's pixels from its first on
-            return self.a_cascade.addr + t.start // self.out_shape[-1] * self.pix * x.dtype.size_bytes
+            return self.a_cascade.addr + self._sram_first(t) * x.dtype.size_bytes
         if key == "a" and self.a_cascade is not None:
             p = ectx.placements[x.tensor]
             region = [(self.a_cascade.addr, self.a_cascade.addr + p.nbytes, p.addr)]
@@ -391,8 +395,7 @@ class NpuEltwise(NpuOperation):
         place in the whole result (its elements are dense, so byte i of the result at addr + i);
         a small result at its place of the ring (base.ring_place)."""
         if self.cascade_out is not None:
-            first = t.start // self.out_shape[-1] * self.pix if self.pix else t.start
-            return self.cascade_out.addr + first * self.out_dtype.size_bytes
+            return self.cascade_out.addr + self._sram_first(t) * self.out_dtype.size_bytes
         return ring_place(ectx, slot, ectx.placements[self.out].nbytes)
 
     def _load(self, w: CommandWriter, ectx: EmitContext, k: int, t: FlatTile, slot: int, layout,

@@ -129,9 +129,7 @@ class PrefetchLink:
                         best = crossed
         else:
             best = best_of([(s, None) for s in buffers])
-        if best is STOP:
-            return 0
-        if best is None:
+        if best is None or best is STOP:
             return 0
         self.w.adopt(best[0])
         self.taken = best[1]

@@ -8,25 +8,25 @@ the region (TilePlan.output_limit), and a line per cascade in ctx.report.
 
 Into 1x1 convolutions: a producer is a convolution (CONV2D or DEPTHWISE_CONV2D, batch 1, int8
 result, not width unfolded) or an elementwise operation (int8 result of shape 1xHxWxC with C a
-whole number of words, whose dense bytes are then the MAC's input layout, or computed in the
-padded layout below). Its consumers are the 1x1
-CONV2Ds with stride 1 and no padding over that result, int8, that follow it (RESHAPEs, which are
-aliases without commands, and data movements may stand between; a consumer may read the result
-through such a RESHAPE, as mlp's fully connected layers do): a consumer's input box is then
-exactly its output box, a sub-box of the result. The producer's tiles write the whole result into
-a region at the top of the output SRAM, laid out as the MAC reads an input (pixel stride a whole
-number of words, channel c at byte c); each consumer reads it there (IFM_SRAM OUTPUT, docs/isa.md)
-instead of loading it back from external memory, and is planned again knowing that its input is on
-chip and that its own buffers stay below the region.
+whole number of words, whose dense bytes are then the MAC's input layout, or computed in the padded
+layout below). Its consumers are the 1x1 CONV2Ds with stride 1 and no padding over that result,
+int8, that follow it (RESHAPEs, which are aliases without commands, and data movements may stand
+between; a consumer may read the result through such a RESHAPE, as mlp's fully connected layers
+do): a consumer's input box is then exactly its output box, a sub-box of the result. The producer's
+tiles write the whole result into a region at the top of the output SRAM, laid out as the MAC reads
+an input (pixel stride a whole number of words, channel c at byte c); each consumer reads it there
+(IFM_SRAM OUTPUT, docs/isa.md) instead of loading it back from external memory, and is planned
+again knowing that its input is on chip and that its own buffers stay below the region.
 
-Into depthwise convolutions too, in a window mode (DEPTHWISE, _PAIRED, _TRIPLE, _PACKED), any stride and
-padding: a tile reads the word of its channels in each pixel of its box straight from the region, the box's padding read as IFM_ZP (IFM_PAD_TOP ..
-IFM_IN_W), so the box may start above and left of the region and end below and right of it: the
-region keeps `before` and `after` bytes (the padding rows and columns) free of every other buffer.
-A depthwise consumer may be a producer in turn; a 1x1 convolution consumer is not (these do not
-chain). A producer that reads a region itself (a depthwise one's input, an elementwise one's A)
-puts its own above that region's end when it fits there, else below its floor (Cascade.floor). blazeface's residual ADDs feed
-the next block's depthwise layer this way, which then feeds its pointwise layer.
+Into depthwise convolutions too, in a window mode (DEPTHWISE, _PAIRED, _TRIPLE, _PACKED), any
+stride and padding: a tile reads the word of its channels in each pixel of its box straight from
+the region, the box's padding read as IFM_ZP (IFM_PAD_TOP .. IFM_IN_W), so the box may start above
+and left of the region and end below and right of it: the region keeps `before` and `after` bytes
+(the padding rows and columns) free of every other buffer. A depthwise consumer may be a producer
+in turn; a 1x1 convolution consumer is not (these do not chain). A producer that reads a region
+itself (a depthwise one's input, an elementwise one's A) puts its own above that region's end when
+it fits there, else below its floor (Cascade.floor). blazeface's residual ADDs feed the next
+block's depthwise layer this way, which then feeds its pointwise layer.
 
 Into an elementwise operation: a convolution (a 1x1 consumer or not) whose result the next
 ELTWISE reads whole as its A (or as a commutative operation's B, the two then trading places)

@@ -4,7 +4,8 @@ that the operation after it loads its first input while the lower half computes.
 Reads: the NPU operations in ctx.block with their plans (op.annotations["plan"]) and cascades,
 ctx.cfg.
 Writes: the plan of each convolution it splits (its last spatial block's tiles: all channel
-blocks of the upper half, then those of the lower half), a line per split in ctx.report.
+blocks of the upper half, then those of the lower half: conv.split_block, as the tile planner's
+first-block ramp), a line per split in ctx.report.
 
 The prefetch link (compiler/npu/prefetch.py) issues the next operation's first loads under this
 operation's last compute command when they read no external byte that this operation's last
@@ -34,19 +35,9 @@ Split for every spatial-outer plan regardless of what follows (in the tile plann
 from __future__ import annotations
 
 from compiler.npu.base import NPU_OP
-from compiler.npu.conv import ConvTile, NpuConv
+from compiler.npu.conv import NpuConv, split_block
 from compiler.npu.data_movement import NpuAlias
 from compiler.npu.eltwise import NpuEltwise
-
-
-def split_last(tiles: list[ConvTile], last: tuple[int, int, int]) -> list[ConvTile]:
-    """`tiles` (spatial-outer order) with the tiles of spatial block `last` (n, y0, x0) split in
-    two by rows, the upper half's channel blocks first."""
-    head = [t for t in tiles if (t.n, t.y0, t.x0) == last]
-    rest = [t for t in tiles if (t.n, t.y0, t.x0) != last]
-    upper = [ConvTile(t.n, t.y0, t.th // 2, t.x0, t.tw, t.c0, t.tc) for t in head]
-    lower = [ConvTile(t.n, t.y0 + t.th // 2, t.th - t.th // 2, t.x0, t.tw, t.c0, t.tc) for t in head]
-    return rest + upper + lower
 
 
 def _next_op(ops: list, i: int):
@@ -116,6 +107,7 @@ def run(ctx) -> None:
         # the first read must wait for the last block's store, but not for its lower half's
         if end is None or not block_first < end <= lower_first:
             continue
-        plan.tiles = split_last(plan.tiles, spatial[-1])
+        upper, lower, rest = split_block(plan.tiles, spatial[-1])
+        plan.tiles = rest + upper + lower
         ctx.report.append(f"  ramp-down: {npu.ofm}'s last block ({t.describe()}) split by rows for "
                           f"{', '.join(nxt.attrs['npu'].ofm_names)}")

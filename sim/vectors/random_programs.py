@@ -339,7 +339,7 @@ def row_paired_tile(cfg: NpuConfig, rng, tile_id: int, mode, blocks: int = 2) ->
         """At least 8 pixels, and the results change when each channel's multiplier is another
         channel's (its record's multiplier bytes from the record R/2 on): an odd pixel rescaled
         with a wrong record shows instead of vanishing into the clamp."""
-        from firmware_model.arch.isa import PARAM_RECORD_BYTES
+        from firmware_model.arch.isa import PARAM_RECORD, PARAM_RECORD_BYTES
         from firmware_model.golden.mac_unit import execute_mac
         from firmware_model.golden.memories import Memories
 
@@ -353,9 +353,11 @@ def row_paired_tile(cfg: NpuConfig, rng, tile_id: int, mode, blocks: int = 2) ->
         first, half = regs[int(Reg.PARAM_ADDR)], cfg.mac_rows // 2
         if first + regs[int(Reg.OFM_C)] + half > cfg.param_records:
             return False
+        mult = PARAM_RECORD["multiplier"]
+        lo, n = mult.offset // 8, mult.width // 8          # the multiplier's bytes in a record
         for r in range(regs[int(Reg.OFM_C)]):
-            at, other = (first + r) * PARAM_RECORD_BYTES + 6, (first + r + half) * PARAM_RECORD_BYTES + 6
-            records[at:at + 4] = records[other:other + 4].copy()
+            at, other = (first + r) * PARAM_RECORD_BYTES + lo, (first + r + half) * PARAM_RECORD_BYTES + lo
+            records[at:at + n] = records[other:other + n].copy()
         mem.sram[Sram.OUTPUT][:] = t["output_before"]
         execute_mac(cfg, mem, regs, t["mode"])
         a, b = t["output_range"]

@@ -11,6 +11,7 @@ import pytest
 
 from sim import seeds
 from sim.paths import MODELS_DIR, TEST_DATA
+from compiler.npu.base import ceil_div
 from compiler.pipeline import compile_file
 from firmware_model.golden.mac_unit import mac_plan
 from firmware_model.golden.model import GoldenModel
@@ -100,20 +101,19 @@ def expected_window_mode(cfg, kernel, dilation, out_w, stride_w) -> MacMode:
     span = (kernel[1] - 1) * dilation[1] + 1
     if kernel[0] == 1:
         return MacMode.DEPTHWISE
-    up = lambda a, b: -(-a // b)
     passes = [min(L, span - j) for j in range(0, span, L)]
-    costs = {MacMode.DEPTHWISE: (kernel[0] * sum(up(n, 2) + (out_w - 1) * up(stride_w, 2) for n in passes),
-                                 kernel[0] * len(passes), 1)}
+    costs = {MacMode.DEPTHWISE: (kernel[0] * sum(ceil_div(n, 2) + (out_w - 1) * ceil_div(stride_w, 2)
+                                                 for n in passes), kernel[0] * len(passes), 1)}
     for k, mode in ((2, MacMode.DEPTHWISE_PAIRED), (3, MacMode.DEPTHWISE_TRIPLE)):
         if span <= L // k:
-            costs[mode] = (up(kernel[0], k) * (span + (out_w - 1) * stride_w), up(kernel[0], k), k)
+            costs[mode] = (ceil_div(kernel[0], k) * (span + (out_w - 1) * stride_w), ceil_div(kernel[0], k), k)
     if L <= 2 * span + 1:
         total, clocks = kernel[0] * span, 0
         for first in range(0, total, L):
             # the step's taps in each kernel row: its longest window
             longest = max(min(first + L, total, (ky + 1) * span) - max(first, ky * span) for ky in range(kernel[0]))
             clocks += longest + (out_w - 1) * stride_w
-        costs[MacMode.DEPTHWISE_PACKED] = (clocks, up(total, L), 4)
+        costs[MacMode.DEPTHWISE_PACKED] = (clocks, ceil_div(total, L), 4)
     return min(costs, key=costs.get)
 
 

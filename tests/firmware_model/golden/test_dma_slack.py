@@ -184,6 +184,24 @@ def test_a_prefetch_passes_over_a_data_movement(name, monkeypatch):
     _assert_same_outputs_in_fewer_cycles(program, stopped, cfg, name)
 
 
+def _input_box_links(monkeypatch) -> list:
+    """From now on, every link that takes a convolution's first input box, as (the convolution's
+    result, its Prefetched: weight buffer `slot`, state (first channel, box key, input buffer))."""
+    from compiler.npu.conv import NpuConv
+    import compiler.npu.prefetch as prefetch
+
+    links = []
+    original = prefetch.PrefetchLink.__call__
+
+    def recording(self, op, sub, result=None, pending=None):
+        n = original(self, op, sub, result, pending)
+        if n and isinstance(self.nxt, NpuConv) and self.taken.state[1] is not None:
+            links.append((self.nxt.ofm, self.taken))
+        return n
+    monkeypatch.setattr(prefetch.PrefetchLink, "__call__", recording)
+    return links
+
+
 @pytest.mark.parametrize("name,config", [("gru", "default"), ("gru", "large"), ("lstm", "large")])
 def test_a_convolutions_first_input_box_comes_early(name, config, monkeypatch):
     """A link issues the next convolution's first input box with its weights when the bytes it
@@ -196,17 +214,8 @@ def test_a_convolutions_first_input_box_comes_early(name, config, monkeypatch):
     after: every operand read on chip without the boxes is read on chip with them, gru's gates
     on large read more of them."""
     from compiler.npu.conv import NpuConv
-    import compiler.npu.prefetch as prefetch
 
-    boxes = []
-    original = prefetch.PrefetchLink.__call__
-
-    def counting(self, op, sub, result=None, pending=None):
-        n = original(self, op, sub, result, pending)
-        if n and isinstance(self.nxt, NpuConv) and self.taken.state[1] is not None:
-            boxes.append(self.nxt.ofm)
-        return n
-    monkeypatch.setattr(prefetch.PrefetchLink, "__call__", counting)
+    boxes = _input_box_links(monkeypatch)
     program, cfg = _program(name, config)
     assert boxes, "no link took a convolution's input box"
     monkeypatch.setattr(NpuConv, "prefetches_input", False)
@@ -292,23 +301,14 @@ def test_an_input_box_comes_early_in_another_buffer_than_its_weights(name, confi
     a number with, the link brings the box into the other input buffer, the weights where they go
     alone (prefetch.CROSS_BUFFERS): the first tile then reads its input from that buffer. The same
     outputs in fewer cycles than with the box and its weights in buffers of one number only."""
-    from compiler.npu.conv import NpuConv
     import compiler.npu.prefetch as prefetch
 
-    crossed = []
-    original = prefetch.PrefetchLink.__call__
-
-    def counting(self, op, sub, result=None, pending=None):
-        n = original(self, op, sub, result, pending)
-        if n and isinstance(self.nxt, NpuConv) and self.taken.state[1] is not None:
-            if self.taken.state[2] != self.taken.slot:
-                crossed.append(self.nxt.ofm)
-        return n
-    monkeypatch.setattr(prefetch.PrefetchLink, "__call__", counting)
+    links = _input_box_links(monkeypatch)
     program, cfg = _program(name, config)
-    assert crossed, "no link took an input box into another buffer than its weights"
+    assert any(taken.state[2] != taken.slot for _, taken in links), \
+        "no link took an input box into another buffer than its weights"
     monkeypatch.setattr(prefetch, "CROSS_BUFFERS", False)
-    crossed.clear()
+    links.clear()
     same, _ = _program(name, config)
-    assert not crossed
+    assert all(taken.state[2] == taken.slot for _, taken in links)
     _assert_same_outputs_in_fewer_cycles(program, same, cfg, name)
