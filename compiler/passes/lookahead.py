@@ -32,9 +32,11 @@ the command writes, would stop the command processor at every tile until the uni
    not hold its value yet. Every command finds the values it found in the emitter's stream.
 5. The manifest's tile command ranges and unit commands follow their commands.
 
-Which policy pays depends on the network (a moved store queues behind the loads prefetched
-before it), so the pass times each stream, and the emitter's own, on the cycle model and keeps
-the fastest (docs/compiler.md, "The command processor's lookahead").
+Which policy pays depends on the network, and within one on the layer (a moved store queues
+behind the loads prefetched before it), so the pass times each stream, and the emitter's own, on
+the cycle model; then a mix, each layer's gaps under the policy its layer took the fewest clocks
+with (from its first compute command to the next layer's); and keeps the fastest
+(docs/compiler.md, "The command processor's lookahead").
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def _ops(cfg, commands: list[Command]) -> list[_Op]:
     return ops
 
 
-def _move_transfers(ops: list[_Op], policy: str) -> int:
+def _move_transfers(ops: list[_Op], policy: str | dict) -> int:
     """Step 1, in place: where a compute command is followed, before the next one, by a transfer
     that touches its bytes (its own store), transfers move after the next compute command, if
     none of the moved ones touches that command's bytes. `policy`: "stores" moves the stores that
@@ -123,7 +125,8 @@ def _move_transfers(ops: list[_Op], policy: str) -> int:
     touches the external bytes they write); "all" every transfer between the two, in their order;
     "own" all of them, else (one would touch the next command's bytes) the transfers that touch
     the first command's bytes, when they commute with the ones they pass; "touching" those alone.
-    Returns how many moved."""
+    A dict gives each gap the policy of its first command ({that command's index: policy}, None:
+    the others'). Returns how many moved."""
     moved = 0
     i = 0
     while i < len(ops):
@@ -139,6 +142,7 @@ def _move_transfers(ops: list[_Op], policy: str) -> int:
             i = j
             continue
         nxt = ops[j]
+        rule = policy if isinstance(policy, str) else policy.get(c.index, policy[None])
         between = [x for x in range(i + 1, j) if ops[x].transfer is not None]
         own = [x for x in between if transfer_touches_unit(c.cmd.opcode, c.plan, *ops[x].transfer[:3])]
         stores = [x for x in own if ops[x].cmd.opcode == Opcode.DMA_STORE]
@@ -153,13 +157,13 @@ def _move_transfers(ops: list[_Op], policy: str) -> int:
 
         def clear(xs):
             return not any(transfer_touches_unit(nxt.cmd.opcode, nxt.plan, *ops[x].transfer[:3]) for x in xs)
-        if policy == "stores":
+        if rule == "stores":
             take = stores
-        elif policy == "touching":
+        elif rule == "touching":
             take = touching
         else:
             take = between if own else []
-            if policy == "own" and take and not clear(take):
+            if rule == "own" and take and not clear(take):
                 take = touching
         if take and clear(take):
             taken = [ops[x] for x in take]
@@ -237,7 +241,7 @@ def _emit(ops: list[_Op], flags: dict[int, int]) -> tuple[list[Command], dict[in
     return out, at, first
 
 
-def _variant(ops: list[_Op], policy: str):
+def _variant(ops: list[_Op], policy: str | dict):
     """The stream under one policy of step 1, with steps 2-4: (commands, {old: new index}, {old:
     first SET's index}, moved, AHEAD count)."""
     ops = list(ops)
@@ -254,6 +258,34 @@ def _cycles(program: Program, commands: list[Command], cfg) -> int:
     return model.counters.cycles
 
 
+def _layer_of(program: Program) -> dict[int, int]:
+    """{index of a compute command in the emitter's stream: its layer's place in the manifest}."""
+    out = {}
+    for n, layer in enumerate(program.manifest.get("layers", [])):
+        for t in layer.get("tiles", []):
+            out.update((k, n) for k in range(*t["commands"]) if program.commands[k].opcode in COMPUTE_OPS)
+    return out
+
+
+def _layer_cycles(program: Program, commands: list[Command], at: dict[int, int], layer_of: dict[int, int],
+                  cfg) -> tuple[int, dict[int, int]]:
+    """One invocation of a variant's stream (`at`: its commands' new places) as _cycles, and each
+    layer's clocks on it: from its first compute command's fetch to the next layer's (the last
+    layer's to the end)."""
+    layer_at = {at[k]: n for k, n in layer_of.items()}
+    model = TimingModel(Program(commands, program.constants, program.manifest), cfg)
+    model.begin_invocation()
+    starts: dict[int, int] = {}
+    for index in model.run_steps():
+        n = layer_at.get(index)
+        if n is not None and n not in starts:
+            starts[n] = model.timeline.fetch
+    cycles = model.counters.cycles
+    order = sorted(starts, key=starts.get)
+    ends = [starts[n] for n in order[1:]] + [cycles]
+    return cycles, {n: end - starts[n] for n, end in zip(order, ends)}
+
+
 def run(ctx) -> None:
     program, cfg = ctx.program, ctx.cfg
     old = program.commands
@@ -268,13 +300,28 @@ def run(ctx) -> None:
                           f"{e.status.name})")
         return
     ops = _ops(cfg, old)
-    best, tried = None, [f"emitter {base}"]
+    layer_of = _layer_of(program)
+    best, tried, clocks = None, [f"emitter {base}"], {}
     for policy in POLICIES:
         got = _variant(ops, policy)
-        cycles = _cycles(program, got[0], cfg)          # (a stream that broke the rule would raise)
+        # (a stream that broke the rule would raise)
+        cycles, clocks[policy] = _layer_cycles(program, got[0], got[1], layer_of, cfg)
         tried.append(f"{policy} {cycles}")
         if cycles < (base if best is None else best[0]):
             best = (cycles, policy, got)
+    # Each layer under the policy its own clocks were fewest with (the first on a tie). A layer's
+    # clocks under one policy depend on the layers before it, so the mix is timed like the others
+    # and kept only when it is the fastest.
+    pick = {n: min(POLICIES, key=lambda p: clocks[p].get(n, base)) for n in set(layer_of.values())}
+    if len(set(pick.values())) > 1:
+        mixed: dict = {k: pick[n] for k, n in layer_of.items()}
+        mixed[None] = best[1] if best else POLICIES[-1]
+        got = _variant(ops, mixed)
+        cycles = _cycles(program, got[0], cfg)
+        tried.append(f"per layer {cycles}")
+        if cycles < (base if best is None else best[0]):
+            counts = {p: sum(1 for q in pick.values() if q == p) for p in POLICIES}
+            best = (cycles, "per layer: " + ", ".join(f"{p} {counts[p]}" for p in POLICIES if counts[p]), got)
     if best is None:
         ctx.report.append(f"lookahead: policy 'emitter' (cycles: {', '.join(tried)}); the emitter's stream kept")
         return
