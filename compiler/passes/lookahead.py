@@ -9,7 +9,7 @@ flagged AHEAD; anything else waits for the unit's done. The emitter writes each 
 loads, registers, compute command and the DMA_STORE of its result, so the store, which reads what
 the command writes, would stop the command processor at every tile until the unit is done. Here:
 
-1. Transfers move after the next compute command, under one of three policies (_move_transfers):
+1. Transfers move after the next compute command, under one of four policies (_move_transfers):
    `stores`, a compute command's stores of its own results, when that next command writes none
    of the bytes they read (a double-buffered output) and no transfer they pass writes the SRAM
    bytes they read or touches the external bytes they write; `own`, every transfer between the
@@ -18,7 +18,9 @@ the command writes, would stop the command processor at every tile until the uni
    the transfers that touch this command's bytes alone — its stores and the loads that overwrite
    what it reads — when they commute with the ones they pass; `touching`, those alone always (the
    others, such as the next operation's prefetched loads, stay before the next command, decoded
-   AHEAD while this one computes). Either way the next tile's registers and loads are decoded
+   AHEAD while this one computes); `deferred`, as `touching`, the moved stores then on behind the
+   transfers before the command after the next one (the loads it waits for), when they commute
+   with them. Either way the next tile's registers and loads are decoded
    while this tile computes, and the moved transfers run under the next one.
 2. Every DMA command the command processor meets while a compute command runs (only SET, NOP,
    MARK and AHEAD transfers between them) is flagged AHEAD when it touches none of that command's
@@ -63,7 +65,7 @@ MAX_SLACK = DMA_QUEUE_DEPTH + 1
 # first). Moving nothing but flagging AHEAD ("none") was never the fastest of these on models/,
 # nor, once `own` and `touching` came, moving every transfer between ("all", which `own` falls
 # back from): both left out.
-POLICIES = ("stores", "own", "touching")
+POLICIES = ("stores", "own", "touching", "deferred")
 
 
 @dataclass
@@ -124,8 +126,9 @@ def _move_transfers(ops: list[_Op], policy: str | dict) -> int:
     touch the first command's bytes (when no transfer they pass writes the SRAM bytes they read or
     touches the external bytes they write); "all" every transfer between the two, in their order;
     "own" all of them, else (one would touch the next command's bytes) the transfers that touch
-    the first command's bytes, when they commute with the ones they pass; "touching" those alone.
-    A dict gives each gap the policy of its first command ({that command's index: policy}, None:
+    the first command's bytes, when they commute with the ones they pass; "touching" those alone;
+    "deferred" as "touching", its stores then behind the transfers before the command after the
+    next one (_defer_stores). A dict gives each gap the policy of its first command ({that command's index: policy}, None:
     the others'). Returns how many moved."""
     moved = 0
     i = 0
@@ -159,7 +162,7 @@ def _move_transfers(ops: list[_Op], policy: str | dict) -> int:
             return not any(transfer_touches_unit(nxt.cmd.opcode, nxt.plan, *ops[x].transfer[:3]) for x in xs)
         if rule == "stores":
             take = stores
-        elif rule == "touching":
+        elif rule in ("touching", "deferred"):
             take = touching
         else:
             take = between if own else []
@@ -170,8 +173,28 @@ def _move_transfers(ops: list[_Op], policy: str | dict) -> int:
             ops[i + 1:j + 1] = [ops[x] for x in range(i + 1, j + 1) if x not in take] + taken
             moved += len(taken)
             j -= len(taken)                  # the next compute command's new place
+            if rule == "deferred":
+                _defer_stores(ops, j, taken)
         i = j
     return moved
+
+
+def _defer_stores(ops: list[_Op], j: int, taken: list[_Op]) -> None:
+    """Policy `deferred`, in place: of the transfers `taken` just moved after the compute command
+    ops[j], the stores go on behind the transfers between them and the command after it, when
+    they commute with those and touch none of that command's bytes: a store nothing reads soon
+    then queues behind the loads that command waits for instead of before them."""
+    lo = j + 1 + len(taken)
+    k = lo
+    while k < len(ops) and ops[k].plan is None and ops[k].cmd.opcode not in SETTLING:
+        k += 1
+    if k == len(ops) or ops[k].plan is None:
+        return
+    passed = [x for x in ops[lo:k] if x.transfer is not None]
+    late = [t for t in taken if t.cmd.opcode == Opcode.DMA_STORE and all(_commute(t, x) for x in passed)
+            and not transfer_touches_unit(ops[k].cmd.opcode, ops[k].plan, *t.transfer[:3])]
+    if late and passed:
+        ops[j + 1:k] = [t for t in taken if t not in late] + ops[lo:k] + late
 
 
 def _commute(a: _Op, b: _Op) -> bool:

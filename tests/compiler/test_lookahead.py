@@ -60,7 +60,8 @@ def test_stores_move_under_the_next_tile_and_transfers_go_ahead(name, config):
     ctx, cfg = _compile(name, config)
     cmds = ctx.program.commands
     line = next(x for x in ctx.report if x.startswith("lookahead:"))
-    assert "stores" in line.split("'")[1]          # the policy, or the per-layer mix, that was kept
+    kept = line.split("'")[1]                      # the policy, or the per-layer mix, that was kept
+    assert "stores" in kept or "deferred" in kept
     assert sum(1 for c in cmds if c.opcode in DMA and c.imm & DMA_AHEAD) >= 10
     tiles = [t for layer in ctx.program.manifest["layers"] for t in layer["tiles"]]
     for t, nxt in zip(tiles, tiles[1:]):
@@ -132,7 +133,9 @@ def test_touching_keeps_the_next_operations_loads_ahead_of_the_next_command(monk
     too, so they wait for it; `touching` moves only the transfers that touch the running command's
     bytes and leaves the prefetched loads where the command processor issues them, AHEAD, while it
     runs. The pass takes it there, fewer cycles than the other policies; the same outputs on the
-    golden model for every committed input."""
+    golden model for every committed input. (`deferred`, which also moves the stores on behind the
+    loads of the command after the next, is faster still there: left out of this comparison.)"""
+    monkeypatch.setattr(lookahead, "POLICIES", ("stores", "own", "touching"))
     ctx, cfg = _compile("gru", "default")
     line = next(x for x in ctx.report if x.startswith("lookahead:"))
     assert "policy 'touching'" in line
@@ -166,3 +169,31 @@ def test_a_policy_per_layer_where_the_layers_prefer_different_ones(monkeypatch):
             got = model.invoke(inputs)
             assert all(np.array_equal(want[k], got[k]) for k in got)
         assert mixed.counters.cycles < model.counters.cycles, policy
+
+
+def test_deferred_stores_queue_behind_the_loads_of_the_command_after_next(monkeypatch):
+    """lstm on default: under `deferred` a compute command's store, moved after the next command,
+    goes on behind the transfers before the command after that (the loads it waits for), so that
+    the DMA engine, running transfers in program order, brings those first. The pass keeps it
+    there (16,274 cycles against 16,474 under `touching` for the first invocation): stores that
+    `touching` leaves before some load come after it, and the outputs are those of the stream
+    without the policy, in fewer cycles, for every committed input."""
+    ctx, cfg = _compile("lstm", "default")
+    line = next(x for x in ctx.report if x.startswith("lookahead:"))
+    assert "policy 'deferred'" in line
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lookahead, "run", lambda ctx: None)
+        plain, _ = _compile("lstm", "default")
+    ops = lookahead._ops(cfg, plain.program.commands)
+    touching, deferred = (lookahead._variant(ops, p)[1] for p in ("touching", "deferred"))
+    stores = [o.index for o in ops if o.cmd.opcode == Opcode.DMA_STORE]
+    loads = [o.index for o in ops if o.cmd.opcode == Opcode.DMA_LOAD]
+    assert any(touching[s] < touching[x] and deferred[x] < deferred[s] for s in stores for x in loads)
+    monkeypatch.setattr(lookahead, "POLICIES", ("stores", "own", "touching"))
+    without, _ = _compile("lstm", "default")
+    runs = ModelData.of(MODELS_DIR / "lstm" / "model.tosa").all_inputs()
+    a, b = GoldenModel(ctx.program, cfg), GoldenModel(without.program, cfg)
+    for inputs in runs:
+        out_a, out_b = a.invoke(inputs), b.invoke(inputs)
+        assert all(np.array_equal(out_a[k], out_b[k]) for k in out_b)
+    assert a.counters.cycles < b.counters.cycles
