@@ -14,7 +14,11 @@ Four tables, from the timing-only model (the RTL's cycles, docs/architects.md):
 2. per qualifying layer on `default` and `large`: every CONV2D with at least 16 input and 16 output
    channels and an output of at least 8x8 (target: 80% utilisation), every DEPTHWISE_CONV2D (50%).
    A layer is a row of `npu perf` (a fused group: the convolution with its RESCALE and CLAMP);
-   its utilisation is useful MACs / (the row's cycles x MACs of the array).
+   its utilisation is useful MACs / (the row's cycles x MACs of the array). Beside it, "no
+   waits": useful MACs / (its MAC commands' clocks x MACs), the utilisation had the array run
+   its commands back to back; a layer below target is limited by `commands` when even that
+   falls short (the layer's mapping onto the array, each command's fixed clocks: the hardware
+   or the tiling must change), by `waits` when the time between its commands is what costs it.
 3. the core's Yosys area per configuration (sim/benchmarks/core_area.py; ~10 s a configuration;
    --no-area skips it).
 4. which targets are met.
@@ -81,10 +85,24 @@ class LayerRow:
     useful_macs: int
     utilisation: float
     target: float
+    # useful MACs / (the layer's MAC command clocks x MACs): its utilisation had the array never
+    # waited between commands (for a transfer, a register, the command processor); None: unknown
+    busy_utilisation: float | None = None
 
     @property
     def met(self) -> bool:
         return self.utilisation >= self.target
+
+    @property
+    def limit(self) -> str:
+        """What keeps a layer below its target: `commands` when its MAC commands alone, back to
+        back, fall short (the layer's mapping onto the array and each command's fixed clocks:
+        no scheduling reaches the target), `waits` when the time between them does."""
+        if self.met:
+            return "-"
+        if self.busy_utilisation is None:
+            return "?"
+        return "commands" if self.busy_utilisation < self.target else "waits"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,9 +180,11 @@ def layer_rows(label: str, report, graph) -> list[LayerRow]:
         shape = mac_shape(lay.ops, block, producers)
         if shape is None or not qualifies(shape):
             continue
+        busy = lay.unit_cycles.get("mac", 0)
         out.append(LayerRow(label, cfg.name, lay.name, shape.op,
                             f"{shape.cin}->{shape.cout}, {shape.out_h}x{shape.out_w}", lay.unit, lay.cycles,
-                            lay.useful_macs, lay.utilisation(cfg), UTIL_TARGETS[shape.op]))
+                            lay.useful_macs, lay.utilisation(cfg), UTIL_TARGETS[shape.op],
+                            lay.useful_macs / (busy * cfg.macs) if busy else None))
     return out
 
 
@@ -245,9 +265,10 @@ def network_table(rows: list[NetworkRow], markdown: bool) -> str:
 
 def layer_table(rows: list[LayerRow], markdown: bool) -> str:
     head = ["network", "config", "layer", "op", "cin->cout, out", "unit", "cycles", "useful MACs", "util",
-            "target", "met"]
+            "no waits", "target", "met", "limit"]
     body = [[r.network, r.config, r.layer, r.op, r.shape, r.unit, f"{r.cycles:,}", f"{r.useful_macs:,}",
-             f"{100 * r.utilisation:.1f}%", f"{100 * r.target:.0f}%", "met" if r.met else "not met"] for r in rows]
+             f"{100 * r.utilisation:.1f}%", "-" if r.busy_utilisation is None else f"{100 * r.busy_utilisation:.1f}%",
+             f"{100 * r.target:.0f}%", "met" if r.met else "not met", r.limit] for r in rows]
     return render(head, body, markdown, left=6)
 
 
@@ -269,7 +290,9 @@ def summary(nets: list[NetworkRow], layers: list[LayerRow]) -> dict:
         rows = [r for r in layers if r.op == op]
         out[f"{op}_{target:.0%}"] = {"met": sum(r.met for r in rows), "of": len(rows),
                                      "not_met": [f"{r.network}/{r.layer} on {r.config} {100 * r.utilisation:.1f}%"
-                                                 for r in rows if not r.met]}
+                                                 for r in rows if not r.met],
+                                     # the misses no scheduling between commands can lift (LayerRow.limit)
+                                     "commands": sum(r.limit == "commands" for r in rows)}
     return out
 
 
@@ -286,6 +309,9 @@ def summary_text(s: dict) -> str:
             shown = v["not_met"][:8]
             more = f", ... {len(v['not_met']) - len(shown)} more" if len(v["not_met"]) > len(shown) else ""
             lines.append(f"  not met: {', '.join(shown)}{more}")
+        if v.get("commands"):
+            lines.append(f"  of those, {v['commands']} fall short with their MAC commands alone (limit 'commands': "
+                         f"the array's mapping and the commands' fixed clocks)")
     return "\n".join(lines)
 
 

@@ -38,6 +38,21 @@ def test_qualifying_layers_of_cnn32(cnn32_default):
         assert r.utilisation == pytest.approx(r.useful_macs / (r.cycles * 64))
         assert r.target == (0.5 if r.op == "DEPTHWISE_CONV2D" else 0.8)
         assert r.met == (r.utilisation >= r.target)
+        # the MAC commands' own clocks: at most the layer's, so "no waits" is at least its utilisation
+        busy = by_name[r.layer].unit_cycles["mac"]
+        assert 0 < busy <= r.cycles
+        assert r.busy_utilisation == pytest.approx(r.useful_macs / (busy * 64)) and r.busy_utilisation >= r.utilisation
+        assert r.limit == ("-" if r.met else "commands" if r.busy_utilisation < r.target else "waits")
+
+
+def test_limit_tells_commands_from_waits():
+    def row(util, busy):
+        return tp.LayerRow("a", "default", "l", "DEPTHWISE_CONV2D", "8->8, 8x8", "MAC", 10, 1, util, 0.5, busy)
+    assert [row(0.6, 0.7).limit, row(0.4, 0.45).limit, row(0.4, 0.55).limit, row(0.4, None).limit] == \
+        ["-", "commands", "waits", "?"]
+    s = tp.summary([], [row(0.4, 0.45), row(0.4, 0.55), row(0.6, 0.6)])
+    assert (s["DEPTHWISE_CONV2D_50%"]["met"], s["DEPTHWISE_CONV2D_50%"]["commands"]) == (1, 1)
+    assert "of those, 1 fall short with their MAC commands alone" in tp.summary_text(s)
 
 
 @pytest.mark.parametrize("shape,judged", [
