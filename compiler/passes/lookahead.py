@@ -20,8 +20,8 @@ the command writes, would stop the command processor at every tile until the uni
    others, such as the next operation's prefetched loads, stay before the next command, decoded
    AHEAD while this one computes); `deferred`, as `touching`, the moved stores then on behind the
    transfers before the command after the next one (the loads it waits for), when they commute
-   with them. Either way the next tile's registers and loads are decoded
-   while this tile computes, and the moved transfers run under the next one.
+   with them. Either way the next tile's registers and loads are decoded while this tile
+   computes, and the moved transfers run under the next one.
 2. Every DMA command the command processor meets while a compute command runs (only SET, NOP,
    MARK and AHEAD transfers between them) is flagged AHEAD when it touches none of that command's
    bytes: command_plan.transfer_touches_unit, the rule the golden model refuses a program by
@@ -128,8 +128,8 @@ def _move_transfers(ops: list[_Op], policy: str | dict) -> int:
     "own" all of them, else (one would touch the next command's bytes) the transfers that touch
     the first command's bytes, when they commute with the ones they pass; "touching" those alone;
     "deferred" as "touching", its stores then behind the transfers before the command after the
-    next one (_defer_stores). A dict gives each gap the policy of its first command ({that command's index: policy}, None:
-    the others'). Returns how many moved."""
+    next one (_defer_stores). A dict gives each gap the policy of its first command ({that
+    command's index: policy}, key None: every other gap's). Returns how many moved."""
     moved = 0
     i = 0
     while i < len(ops):

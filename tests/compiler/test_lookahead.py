@@ -33,6 +33,16 @@ def _cycles(program, cfg, runs: int = 1) -> int:
     return model.counters.cycles
 
 
+def _same_outputs(name: str, program, other, cfg) -> tuple[int, int]:
+    """The two programs' outputs, equal bit for bit on the golden model for every committed input
+    of network `name`; their cycles over all of those invocations."""
+    a, b = GoldenModel(program, cfg), GoldenModel(other, cfg)
+    for inputs in ModelData.of(MODELS_DIR / name / "model.tosa").all_inputs():
+        out_a, out_b = a.invoke(inputs), b.invoke(inputs)
+        assert all(np.array_equal(out_a[k], out_b[k]) for k in out_b)
+    return a.counters.cycles, b.counters.cycles
+
+
 @pytest.mark.parametrize("name,config", [("cnn32", "large"), ("lstm", "large"), ("mlp", "default"),
                                          ("resnet_pool", "tiny")])
 def test_same_outputs_as_the_emitters_stream_never_slower(name, config, monkeypatch):
@@ -43,13 +53,10 @@ def test_same_outputs_as_the_emitters_stream_never_slower(name, config, monkeypa
     assert "policy '" in line
     monkeypatch.setattr(lookahead, "run", lambda ctx: None)
     plain, _ = _compile(name, config)
-    runs = ModelData.of(MODELS_DIR / name / "model.tosa").all_inputs()
-    a, b = GoldenModel(ctx.program, cfg), GoldenModel(plain.program, cfg)
-    for inputs in runs:
-        out_a, out_b = a.invoke(inputs), b.invoke(inputs)
-        assert all(np.array_equal(out_a[k], out_b[k]) for k in out_b)
-    assert a.counters.cycles <= b.counters.cycles
-    assert _cycles(ctx.program, cfg, len(runs)) == a.counters.cycles
+    kept, emitters = _same_outputs(name, ctx.program, plain.program, cfg)
+    assert kept <= emitters
+    runs = len(ModelData.of(MODELS_DIR / name / "model.tosa").all_inputs())
+    assert _cycles(ctx.program, cfg, runs) == kept
 
 
 @pytest.mark.parametrize("name,config", [("lstm", "large"), ("blazeface", "large")])
@@ -141,12 +148,8 @@ def test_touching_keeps_the_next_operations_loads_ahead_of_the_next_command(monk
     assert "policy 'touching'" in line
     monkeypatch.setattr(lookahead, "POLICIES", ("stores", "own"))
     without, _ = _compile("gru", "default")
-    runs = ModelData.of(MODELS_DIR / "gru" / "model.tosa").all_inputs()
-    a, b = GoldenModel(ctx.program, cfg), GoldenModel(without.program, cfg)
-    for inputs in runs:
-        out_a, out_b = a.invoke(inputs), b.invoke(inputs)
-        assert all(np.array_equal(out_a[k], out_b[k]) for k in out_b)
-    assert a.counters.cycles < b.counters.cycles
+    kept, other = _same_outputs("gru", ctx.program, without.program, cfg)
+    assert kept < other
 
 
 def test_a_policy_per_layer_where_the_layers_prefer_different_ones(monkeypatch):
@@ -158,17 +161,11 @@ def test_a_policy_per_layer_where_the_layers_prefer_different_ones(monkeypatch):
     ctx, cfg = _compile("mlp", "default")
     line = next(x for x in ctx.report if x.startswith("lookahead:"))
     assert line.split("'")[1].startswith("per layer: ")
-    runs = ModelData.of(MODELS_DIR / "mlp" / "model.tosa").all_inputs()
-    mixed = GoldenModel(ctx.program, cfg)
-    outs = [mixed.invoke(x) for x in runs]
     for policy in lookahead.POLICIES:
         monkeypatch.setattr(lookahead, "POLICIES", (policy,))
         single, _ = _compile("mlp", "default")
-        model = GoldenModel(single.program, cfg)
-        for inputs, want in zip(runs, outs):
-            got = model.invoke(inputs)
-            assert all(np.array_equal(want[k], got[k]) for k in got)
-        assert mixed.counters.cycles < model.counters.cycles, policy
+        mixed, alone = _same_outputs("mlp", ctx.program, single.program, cfg)
+        assert mixed < alone, policy
 
 
 def test_deferred_stores_queue_behind_the_loads_of_the_command_after_next(monkeypatch):
@@ -191,9 +188,5 @@ def test_deferred_stores_queue_behind_the_loads_of_the_command_after_next(monkey
     assert any(touching[s] < touching[x] and deferred[x] < deferred[s] for s in stores for x in loads)
     monkeypatch.setattr(lookahead, "POLICIES", ("stores", "own", "touching"))
     without, _ = _compile("lstm", "default")
-    runs = ModelData.of(MODELS_DIR / "lstm" / "model.tosa").all_inputs()
-    a, b = GoldenModel(ctx.program, cfg), GoldenModel(without.program, cfg)
-    for inputs in runs:
-        out_a, out_b = a.invoke(inputs), b.invoke(inputs)
-        assert all(np.array_equal(out_a[k], out_b[k]) for k in out_b)
-    assert a.counters.cycles < b.counters.cycles
+    kept, other = _same_outputs("lstm", ctx.program, without.program, cfg)
+    assert kept < other
