@@ -5,6 +5,7 @@
     state_legalization  variables -> slots of the persistent variable SRAM
     constant_folding    ops on constants evaluated at compile time (by the interpreter's kernels)
     lowering            TOSA ops -> NPU operations (fusing bias, RESCALE, CLAMP); the rest -> host CPU
+    concat_placement    an outer-axis CONCAT's inputs placed on its output's bytes: no copy
     tile_planner        split each NPU operation into tiles that fit the configured SRAMs
     cascading           results kept in the output SRAM for the operations after them
     ramp_down           a convolution's last block split by rows where the next one's first input waits on it
@@ -30,8 +31,8 @@ from compiler.ir import Graph
 from firmware_model.arch.config import NpuConfig
 from firmware_model.arch.program import Program
 
-PASSES = ("shape_resolution", "validation", "state_legalization", "constant_folding", "lowering", "tile_planner",
-          "cascading", "ramp_down", "scheduler", "emitter", "lookahead", "requires")
+PASSES = ("shape_resolution", "validation", "state_legalization", "constant_folding", "lowering", "concat_placement",
+          "tile_planner", "cascading", "ramp_down", "scheduler", "emitter", "lookahead", "requires")
 
 
 @dataclass

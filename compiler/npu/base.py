@@ -302,6 +302,12 @@ class NpuOperation:
         """Output tensors placed on an input's bytes (RESHAPE): {output: input}; no data moves."""
         return {}
 
+    @property
+    def placed_inside(self) -> dict[str, tuple[str, int]]:
+        """Input tensors placed inside the output's bytes (an outer-axis CONCAT gathered in
+        place): {input: (output, byte offset)}; no data moves."""
+        return {}
+
     def describe(self) -> str:
         raise NotImplementedError
 

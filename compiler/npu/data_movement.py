@@ -67,6 +67,40 @@ class NpuAlias(NpuOperation):
         return []
 
 
+@dataclass
+class NpuGather(NpuOperation):
+    """CONCAT along an outer axis, its inputs written in place: each input is placed on its byte
+    range of the output (compiler/passes/concat_placement.py), so that the operations producing
+    them store straight into the output and nothing is copied."""
+    out: str
+    parts: dict[str, int]            # input tensor -> its first byte in the output
+    sources: list[str] = field(default_factory=list)
+    kind = "alias"
+    unit = "none (alias)"
+
+    @property
+    def ifm_names(self) -> list[str]:
+        return list(self.parts)
+
+    @property
+    def ofm_names(self) -> list[str]:
+        return [self.out]
+
+    @property
+    def placed_inside(self) -> dict[str, tuple[str, int]]:
+        """Input tensors placed inside the output: {input: (output, byte offset)}."""
+        return {name: (self.out, offset) for name, offset in self.parts.items()}
+
+    def describe(self) -> str:
+        return f"{self.out} gathers {', '.join(self.parts)} in place (written there by their producers, no command)"
+
+    def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
+        return TilePlan([], "alias", 1, ())
+
+    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+        return []
+
+
 @dataclass(frozen=True)
 class Piece:
     """Output elements [lo, lo + sizes) of the index space come from `source` (index relative to

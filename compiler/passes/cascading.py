@@ -51,7 +51,7 @@ from dataclasses import replace
 from compiler.errors import TileFitError
 from compiler.npu.base import NPU_OP
 from compiler.npu.conv import Cascade, NpuConv
-from compiler.npu.data_movement import NpuAlias, NpuDataMove
+from compiler.npu.data_movement import NpuAlias, NpuDataMove, NpuGather
 from compiler.npu.eltwise import NpuEltwise
 from compiler.npu.pool import NpuPool
 from firmware_model.arch.isa import EltOp
@@ -118,15 +118,16 @@ def _alias_of(op, names: set) -> bool:
 
 
 def _next_npu(ops: list, i: int) -> tuple:
-    """The operation after ops[i] that runs commands, past aliases (no command), data movements
-    and pooling (which touch only their own buffers, and are planned again below a region):
+    """The operation after ops[i] that runs commands, past aliases and gathered CONCATs (no
+    command), data movements and pooling (which touch only their own buffers, and are planned
+    again below a region):
     (that operation or None, the data movements and pooling operations passed)."""
     passed = []
     for op in ops[i + 1:]:
         if op.op != NPU_OP:
             return None, passed
         npu = op.attrs["npu"]
-        if isinstance(npu, NpuAlias):
+        if isinstance(npu, (NpuAlias, NpuGather)):
             continue
         if isinstance(npu, (NpuDataMove, NpuPool)):
             passed.append(op)
@@ -246,6 +247,8 @@ def run(ctx) -> None:
             if isinstance(npu, NpuAlias):
                 if npu.src in readable:
                     readable.add(npu.out)
+                continue
+            if isinstance(npu, NpuGather):        # no command: its inputs' producers wrote it
                 continue
             if isinstance(npu, NpuDataMove):
                 moves.append((len(c_ops), op))

@@ -36,16 +36,17 @@ from __future__ import annotations
 
 from compiler.npu.base import NPU_OP
 from compiler.npu.conv import NpuConv, split_block
-from compiler.npu.data_movement import NpuAlias
+from compiler.npu.data_movement import NpuAlias, NpuGather
 from compiler.npu.eltwise import NpuEltwise
 
 
 def _next_op(ops: list, i: int):
-    """The operation after ops[i] that runs commands, past aliases (RESHAPEs: no command)."""
+    """The operation after ops[i] that runs commands, past aliases (RESHAPEs) and gathered
+    CONCATs: no command."""
     for op in ops[i + 1:]:
         if op.op != NPU_OP:
             return None
-        if not isinstance(op.attrs["npu"], NpuAlias):
+        if not isinstance(op.attrs["npu"], (NpuAlias, NpuGather)):
             return op
     return None
 

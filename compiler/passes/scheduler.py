@@ -8,7 +8,8 @@ the placement of every other tensor in external memory, and per NPU operation th
 its tiles use.
 
 External memory: [constants image | graph inputs | graph outputs | intermediate tensors], each
-64-byte aligned. SRAMs: an operation whose plan asks for two buffers gets each SRAM it uses split
+64-byte aligned; a RESHAPE's output on its input's bytes, a gathered CONCAT's inputs on their parts
+of its output. SRAMs: an operation whose plan asks for two buffers gets each SRAM it uses split
 in two halves; tile k+1's loads then go to the other half from what tile k reads, so the transfers
 can overlap with the computation (double buffering).
 """
@@ -149,13 +150,27 @@ def run(ctx) -> None:
     # RESHAPE outputs alias their input's bytes (NpuOperation.aliases); in op order, so chains resolve.
     aliases = {out: src for op in block.operators if op.op == NPU_OP
                for out, src in op.attrs["npu"].aliases.items()}
+    # the inputs of a CONCAT gathered in place (compiler/passes/concat_placement.py) go on their
+    # byte range of its output, once that has its place
+    inside = {name: where for op in block.operators if op.op == NPU_OP
+              for name, where in op.attrs["npu"].placed_inside.items()}
     for name in order:
-        if name in placements or name in aliases:
+        if name in placements or name in aliases or name in inside:
             continue
         t = block.tensor(name)
         p = Placement(name, cursor, list(t.shape), t.dtype)
         placements[name] = p
         cursor = align(cursor + max(p.nbytes, 1))
+
+    def place_inside(name: str) -> None:
+        out, offset = inside[name]
+        if out not in placements:
+            place_inside(out)            # a gathered output gathered in turn
+        t = block.tensor(name)
+        placements[name] = Placement(name, placements[out].addr + offset, list(t.shape), t.dtype)
+    for name in inside:
+        if name not in placements:
+            place_inside(name)
     for name, src in aliases.items():
         if src not in placements:
             raise CompileError(f"{ctx.graph.source}: '{name}' aliases '{src}', which has no place in external memory")
