@@ -36,14 +36,24 @@ from firmware_model.tosa_ops.dtypes import DType
 MOVE_DTYPES = (DType.BOOL, DType.INT8, DType.INT16, DType.INT32)
 
 
+class _NoCommand(NpuOperation):
+    """An operation whose output is placed on bytes that are already there: no tile, no command."""
+    kind = "alias"
+    unit = "none (alias)"
+
+    def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
+        return TilePlan([], "alias", 1, ())
+
+    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
+        return []
+
+
 @dataclass
-class NpuAlias(NpuOperation):
+class NpuAlias(_NoCommand):
     """RESHAPE: the output is the input's bytes under another shape."""
     src: str
     out: str
     sources: list[str] = field(default_factory=list)
-    kind = "alias"
-    unit = "none (alias)"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -60,23 +70,15 @@ class NpuAlias(NpuOperation):
     def describe(self) -> str:
         return f"{self.out} aliases {self.src} (dense bytes, no command)"
 
-    def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
-        return TilePlan([], "alias", 1, ())
-
-    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
-        return []
-
 
 @dataclass
-class NpuGather(NpuOperation):
+class NpuGather(_NoCommand):
     """CONCAT along an outer axis, its inputs written in place: each input is placed on its byte
     range of the output (compiler/passes/concat_placement.py), so that the operations producing
     them store straight into the output and nothing is copied."""
     out: str
     parts: dict[str, int]            # input tensor -> its first byte in the output
     sources: list[str] = field(default_factory=list)
-    kind = "alias"
-    unit = "none (alias)"
 
     @property
     def ifm_names(self) -> list[str]:
@@ -93,12 +95,6 @@ class NpuGather(NpuOperation):
 
     def describe(self) -> str:
         return f"{self.out} gathers {', '.join(self.parts)} in place (written there by their producers, no command)"
-
-    def plan(self, cfg: NpuConfig, where: str) -> TilePlan:
-        return TilePlan([], "alias", 1, ())
-
-    def emit(self, w: CommandWriter, plan: TilePlan, ectx: EmitContext) -> list[dict]:
-        return []
 
 
 @dataclass(frozen=True)
