@@ -77,6 +77,23 @@ class _Op:
     # a transfer: (SRAM, writes the SRAM, SRAM byte span, external byte span or None)
     transfer: tuple | None = None
     plan: object = None                     # a compute command's unit plan
+    # a compute command's transfer_touches_unit answers by transfer index: each policy asks again
+    touched: dict[int, bool] = field(default_factory=dict)
+
+    @property
+    def sets(self) -> tuple:
+        """(register, value) of `needs` in register order: the SETs written before it."""
+        if self._sets is None:
+            self._sets = tuple(sorted(self.needs.items()))
+        return self._sets
+    _sets: tuple | None = None
+
+    def touches(self, other: "_Op") -> bool:
+        """Whether transfer `other` touches this compute command's bytes (transfer_touches_unit)."""
+        hit = self.touched.get(other.index)
+        if hit is None:
+            hit = self.touched[other.index] = transfer_touches_unit(self.cmd.opcode, self.plan, *other.transfer[:3])
+        return hit
 
 
 def _dma_needs(regs: dict[int, int], op: Opcode) -> dict[int, int]:
@@ -147,7 +164,7 @@ def _move_transfers(ops: list[_Op], policy: str | dict) -> int:
         nxt = ops[j]
         rule = policy if isinstance(policy, str) else policy.get(c.index, policy[None])
         between = [x for x in range(i + 1, j) if ops[x].transfer is not None]
-        own = [x for x in between if transfer_touches_unit(c.cmd.opcode, c.plan, *ops[x].transfer[:3])]
+        own = [x for x in between if c.touches(ops[x])]
         stores = [x for x in own if ops[x].cmd.opcode == Opcode.DMA_STORE]
         if len(stores) != len(own) or not all(_passes(ops[s], ops[x]) for s in stores for x in between
                                               if x > s and x not in stores):
@@ -159,7 +176,7 @@ def _move_transfers(ops: list[_Op], policy: str | dict) -> int:
                                       if y > x and y not in own) else []
 
         def clear(xs):
-            return not any(transfer_touches_unit(nxt.cmd.opcode, nxt.plan, *ops[x].transfer[:3]) for x in xs)
+            return not any(nxt.touches(ops[x]) for x in xs)
         if rule == "stores":
             take = stores
         elif rule in ("touching", "deferred"):
@@ -192,7 +209,7 @@ def _defer_stores(ops: list[_Op], j: int, taken: list[_Op]) -> None:
         return
     passed = [x for x in ops[lo:k] if x.transfer is not None]
     late = [t for t in taken if t.cmd.opcode == Opcode.DMA_STORE and all(_commute(t, x) for x in passed)
-            and not transfer_touches_unit(ops[k].cmd.opcode, ops[k].plan, *t.transfer[:3])]
+            and not ops[k].touches(t)]
     if late and passed:
         ops[j + 1:k] = [t for t in taken if t not in late] + ops[lo:k] + late
 
@@ -247,12 +264,16 @@ def _emit(ops: list[_Op], flags: dict[int, int]) -> tuple[list[Command], dict[in
     cur: dict[int, int] = {}
     out: list[Command] = []
     at, first = {}, {}
+    sets: dict[tuple, Command] = {}         # one SET command object per register and value
     for o in ops:
         first[o.index] = len(out)
-        for reg in sorted(o.needs):
-            value = o.needs[reg]
+        for item in o.sets:
+            reg, value = item
             if cur.get(reg) != value:
-                out.append(Command(Opcode.SET, reg, 0, value))
+                cmd = sets.get(item)
+                if cmd is None:
+                    cmd = sets[item] = Command(Opcode.SET, reg, 0, value)
+                out.append(cmd)
                 cur[reg] = value
         cmd = o.cmd
         if o.transfer is not None:
@@ -326,11 +347,12 @@ def run(ctx) -> None:
     layer_of = _layer_of(program)
     best, tried, clocks = None, [f"emitter {base}"], {}
     # streams already timed: policies often agree on a whole program (blazeface on tiny: own,
-    # touching and deferred), and the same commands take the same clocks
+    # touching and deferred), and the same commands take the same clocks. A stream is its
+    # commands' order (the flags, slacks and SETs follow from it): the keys of its index map.
     timed: dict[tuple, tuple] = {}
     for policy in POLICIES:
         got = _variant(ops, policy)
-        key = tuple(got[0])
+        key = tuple(got[1])
         if key not in timed:
             # (a stream that broke the rule would raise)
             timed[key] = _layer_cycles(program, got[0], got[1], layer_of, cfg)
@@ -346,7 +368,7 @@ def run(ctx) -> None:
         mixed: dict = {k: pick[n] for k, n in layer_of.items()}
         mixed[None] = best[1] if best else POLICIES[-1]
         got = _variant(ops, mixed)
-        key = tuple(got[0])
+        key = tuple(got[1])
         cycles = timed[key][0] if key in timed else _cycles(program, got[0], cfg)
         tried.append(f"per layer {cycles}")
         if cycles < (base if best is None else best[0]):
