@@ -37,7 +37,9 @@ MOVE_DTYPES = (DType.BOOL, DType.INT8, DType.INT16, DType.INT32)
 
 
 class _NoCommand(NpuOperation):
-    """An operation whose output is placed on bytes that are already there: no tile, no command."""
+    """An operation whose output is placed on bytes that are already there: no tile, no command.
+    Its kind, "alias", is what the passes that look past such operations test (cascading,
+    ramp-down, the emitter's prefetch link)."""
     kind = "alias"
     unit = "none (alias)"
 

@@ -51,7 +51,7 @@ from dataclasses import replace
 from compiler.errors import TileFitError
 from compiler.npu.base import NPU_OP
 from compiler.npu.conv import Cascade, NpuConv
-from compiler.npu.data_movement import NpuAlias, NpuDataMove, NpuGather
+from compiler.npu.data_movement import NpuAlias, NpuDataMove
 from compiler.npu.eltwise import NpuEltwise
 from compiler.npu.pool import NpuPool
 from firmware_model.arch.isa import EltOp
@@ -127,7 +127,7 @@ def _next_npu(ops: list, i: int) -> tuple:
         if op.op != NPU_OP:
             return None, passed
         npu = op.attrs["npu"]
-        if isinstance(npu, (NpuAlias, NpuGather)):
+        if npu.kind == "alias":             # no command (a RESHAPE, a gathered CONCAT)
             continue
         if isinstance(npu, (NpuDataMove, NpuPool)):
             passed.append(op)
@@ -248,7 +248,7 @@ def run(ctx) -> None:
                 if npu.src in readable:
                     readable.add(npu.out)
                 continue
-            if isinstance(npu, NpuGather):        # no command: its inputs' producers wrote it
+            if npu.kind == "alias":               # a gathered CONCAT: its inputs' producers wrote it
                 continue
             if isinstance(npu, NpuDataMove):
                 moves.append((len(c_ops), op))

@@ -28,6 +28,7 @@ import numpy as np
 
 from compiler.npu.base import NPU_OP
 from compiler.npu.data_movement import NpuAlias, NpuDataMove, NpuGather
+from compiler.npu.dma_patterns import dense_strides
 
 # the kinds that write their result through their own stores
 WRITERS = ("conv", "eltwise", "matmul", "pool", "move")
@@ -39,8 +40,7 @@ def _contiguous_at(lo: tuple, sizes: tuple, space: tuple) -> int | None:
     k = next((d for d, n in enumerate(sizes) if n != 1), len(sizes) - 1)
     if any(lo[d] or sizes[d] != space[d] for d in range(k + 1, len(space))):
         return None
-    strides = np.cumprod((1,) + tuple(space[:0:-1]))[::-1]
-    return int(sum(a * s for a, s in zip(lo, strides)))
+    return sum(a * s for a, s in zip(lo, dense_strides(space)))
 
 
 def run(ctx) -> None:

@@ -77,16 +77,9 @@ class _Op:
     # a transfer: (SRAM, writes the SRAM, SRAM byte span, external byte span or None)
     transfer: tuple | None = None
     plan: object = None                     # a compute command's unit plan
+    sets: tuple = ()                        # `needs` in register order: the SETs written before it
     # a compute command's transfer_touches_unit answers by transfer index: each policy asks again
     touched: dict[int, bool] = field(default_factory=dict)
-
-    @property
-    def sets(self) -> tuple:
-        """(register, value) of `needs` in register order: the SETs written before it."""
-        if self._sets is None:
-            self._sets = tuple(sorted(self.needs.items()))
-        return self._sets
-    _sets: tuple | None = None
 
     def touches(self, other: "_Op") -> bool:
         """Whether transfer `other` touches this compute command's bytes (transfer_touches_unit)."""
@@ -132,6 +125,7 @@ def _ops(cfg, commands: list[Command]) -> list[_Op]:
             o.plan = p
         elif op == Opcode.VAR:
             o.needs = dict(regs)
+        o.sets = tuple(sorted(o.needs.items()))
         ops.append(o)
     return ops
 

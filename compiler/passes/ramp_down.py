@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from compiler.npu.base import NPU_OP
 from compiler.npu.conv import NpuConv, split_block
-from compiler.npu.data_movement import NpuAlias, NpuGather
 from compiler.npu.eltwise import NpuEltwise
 
 
@@ -46,7 +45,7 @@ def _next_op(ops: list, i: int):
     for op in ops[i + 1:]:
         if op.op != NPU_OP:
             return None
-        if not isinstance(op.attrs["npu"], (NpuAlias, NpuGather)):
+        if op.attrs["npu"].kind != "alias":
             return op
     return None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.sim import Simulator
 
+from compiler.npu.base import round_up
 from firmware_model.arch.config import load_config
 from firmware_model.arch.cycle_model import MAC_VECTOR_DRAIN, vector_write_words
 from firmware_model.arch.isa import LutMode, OutMode, Reg
@@ -82,26 +83,42 @@ def _drive_writer(dut, W: int, sram: np.ndarray, vectors: list[dict]) -> tuple[l
     return writes, arrivals
 
 
+def _writer(R: int, W: int, depth: int) -> tuple[VectorWriter, np.ndarray, np.ndarray]:
+    """A VectorWriter of R lanes into an SRAM of `depth` W-byte words, that SRAM (zeros) and the
+    bytes it should hold once written (a copy to fill in)."""
+    sram = np.zeros(W * depth, np.uint8)
+    return VectorWriter(R, W, depth), sram, sram.copy()
+
+
+def _draw_pixel(rng, R: int, max_lanes: int) -> tuple[int, int, list[int]]:
+    """A random pixel's element size (1, 2 or 4 bytes), lane count (1..max_lanes) and the R
+    lanes' results."""
+    esize = int(rng.choice([1, 2, 4]))
+    lanes = int(rng.integers(1, max_lanes + 1))
+    return esize, lanes, [int(v) for v in rng.integers(-(1 << 31), 1 << 31, R)]
+
+
+def _expect_pixel(expect: np.ndarray, addr: int, results: list[int], first: int, lanes: int, esize: int) -> None:
+    """The bytes lanes first.. first + lanes - 1 of a pixel store from `addr`."""
+    for i in range(lanes):
+        expect[addr + i * esize:addr + (i + 1) * esize] = _store(results[first + i], esize)
+
+
 def test_vector_writer_bytes_and_clocks():
     """Random pixels (1..R lanes, int8/int16/int32, any element-aligned address) land at their bytes
     and nowhere else, one word per clock from the clock after they arrive, `vector_write_words`
     clocks each."""
     rng = np.random.default_rng(7)
     R, W, depth = 4, 4, 64
-    dut = VectorWriter(R, W, depth)
-    sram = np.zeros(W * depth, np.uint8)
-    expect = sram.copy()
+    dut, sram, expect = _writer(R, W, depth)
     vectors = []
     for _ in range(60):
-        esize = int(rng.choice([1, 2, 4]))
-        lanes = int(rng.integers(1, R + 1))
+        esize, lanes, values = _draw_pixel(rng, R, R)
         n = lanes * esize
         addr = int(rng.integers(0, (W * depth - n) // esize + 1)) * esize
-        values = [int(v) for v in rng.integers(-(1 << 31), 1 << 31, R)]
         vectors.append({"esize": esize, "results": values,
                         "side": {"addr": addr, "nbytes": n, "words": int(vector_write_words(W, addr, n))}})
-        for i in range(lanes):
-            expect[addr + i * esize:addr + (i + 1) * esize] = _store(values[i], esize)
+        _expect_pixel(expect, addr, values, 0, lanes, esize)
     writes, arrivals = _drive_writer(dut, W, sram, vectors)
     # each pixel's writes: the `words` clocks after its arrival, consecutive words, the first port
     assert writes == [(t + 1 + j, 0, v["side"]["addr"] // W + j) for v, t in zip(vectors, arrivals)
@@ -117,23 +134,18 @@ def test_vector_writer_pixel_pairs():
     rng = np.random.default_rng(8)
     R, W, depth = 8, 4, 64
     H = R // 2
-    dut = VectorWriter(R, W, depth)
-    sram = np.zeros(W * depth, np.uint8)
-    expect = sram.copy()
+    dut, sram, expect = _writer(R, W, depth)
     vectors = []
     for _ in range(40):
-        esize = int(rng.choice([1, 2, 4]))
-        lanes = int(rng.integers(1, H + 1))
+        esize, lanes, values = _draw_pixel(rng, R, H)
         n = lanes * esize
-        stride = (int(rng.integers(n, 3 * n + 1)) + esize - 1) // esize * esize     # pixels apart
+        stride = round_up(int(rng.integers(n, 3 * n + 1)), esize)                  # pixels apart
         addr = int(rng.integers(0, (W * depth - n - stride) // esize + 1)) * esize
-        values = [int(v) for v in rng.integers(-(1 << 31), 1 << 31, R)]
         words = max(int(vector_write_words(W, a, n)) for a in (addr, addr + stride))
         vectors.append({"esize": esize, "results": values,
                         "side": {"addr": addr, "nbytes": n, "addr2": addr + stride, "nbytes2": n, "words": words}})
         for base, first in ((addr, 0), (addr + stride, H)):
-            for i in range(lanes):
-                expect[base + i * esize:base + (i + 1) * esize] = _store(values[first + i], esize)
+            _expect_pixel(expect, base, values, first, lanes, esize)
     writes, arrivals = _drive_writer(dut, W, sram, vectors)
     # each pair writes in its `words` clocks only, the second pixel through the second port
     clocks = sorted({t for t, _, _ in writes})
