@@ -81,6 +81,15 @@ class CommandProcessor(wiring.Component):
             "unit_done": In(1),
             "unit_status": In(8),
             "unit_event": Out(1),          # a compute command finished this clock
+            # a MAC command waits in DECODE for the running one's done, its DMA slack met: its
+            # first weight block and records may be read now (the MAC sequencer's preload), with
+            # its architectural WGT_ADDR, PARAM_ADDR, WGT_ZP and IFM_DTYPE (the array keeps a weight
+            # less its zero point, and int16 mode shares a byte between two lanes)
+            "next_mac": Out(1),
+            "next_wgt_addr": Out(32),
+            "next_param_addr": Out(32),
+            "next_wgt_zp": Out(32),
+            "next_ifm_dtype": Out(32),
             "var_written": In(VAR_SLOTS),  # the variable SRAM's slot flags
             "var_mark": Out(1),            # one clock: VAR MARK sets flag regs.var_slot
             "host_req": Out(1),            # a HOST command waits for the host
@@ -219,7 +228,9 @@ class CommandProcessor(wiring.Component):
             m.d.comb += getattr(self.regs, name).eq(view)
 
         m.d.comb += [self.dma.valid.eq(0), self.unit_start.eq(0), self.unit_event.eq(0), counting.eq(self.busy),
-                     self.var_mark.eq(0)]
+                     self.var_mark.eq(0), self.next_mac.eq(0),
+                     self.next_wgt_addr.eq(regs.wgt_addr), self.next_param_addr.eq(regs.param_addr),
+                     self.next_wgt_zp.eq(regs.wgt_zp), self.next_ifm_dtype.eq(regs.ifm_dtype)]
         def unit_finishes():
             """The running compute command's done clock, in FETCH or DECODE (the states the
             command processor can be in while a unit runs): the tile event, and its status."""
@@ -265,7 +276,11 @@ class CommandProcessor(wiring.Component):
                     # checks waits, and is refused after the done as any other)
                     m.d.comb += [self.dma.valid.eq(1), advance.eq(self.dma.ready)]
                 with m.Elif(running):
-                    pass                   # every other command waits for the unit's done
+                    # every other command waits for the unit's done; a MAC whose slack is met
+                    # (the transfers outstanding only fall until it starts) lets the running
+                    # MAC preload its first weight block (the rule "DMA slack" keeps those
+                    # bytes still from here to its done)
+                    m.d.comb += self.next_mac.eq((opcode == Opcode.MAC) & (self.dma_outstanding <= value))
                 with m.Else():
                     with m.Switch(opcode):
                         with m.Case(Opcode.SET):

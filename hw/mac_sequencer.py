@@ -12,6 +12,11 @@ Loop order (weight-stationary, accumulators in SRAM), for each block of `rows` o
 
 The timing is fixed by this loop and nothing else (no data-dependent stalls), so
 `firmware_model.arch.cycle_model.mac_command_cycles` predicts it exactly; docs/isa.md gives the formula.
+One exception, which the model's Timeline.unit times: the next command's first weight block. Once
+a command's last block is with the output engine, and the command processor holds the next
+command, a MAC ready to start (`next_mac`), the loader reads that block and its parameter records
+into the shadow block and the `next` records; the next command then swaps them in (CHECK -> SWAP)
+instead of loading them itself (W_LOAD).
 
 MacMode DEPTHWISE runs the same loop with the array in window mode (hw/mac_array.py): a step is a
 kernel row and a window pass (cycle_model.depthwise_passes) instead of a kernel position and a
@@ -103,6 +108,15 @@ class MacSequencer(wiring.Component):
             "done": Out(1),               # one-clock pulse when the command has finished
             "status": Out(8),             # valid with done
             "regs": In(REGISTER_FILE),
+            # the command processor holds the next command, a MAC ready to start after this one's
+            # done: its first weight block and records may be preloaded (from its WGT_ADDR and
+            # PARAM_ADDR, the architectural registers; the rows go into the array less its WGT_ZP,
+            # in its IFM_DTYPE's mode)
+            "next_mac": In(1),
+            "next_wgt_addr": In(32),
+            "next_param_addr": In(32),
+            "next_wgt_zp": In(32),
+            "next_ifm_dtype": In(32),
             # SRAM ports (read data arrives one clock after the address)
             # (IFM_SRAM: the input SRAM's words, or the output SRAM's)
             "ifm_addr": Out(_bits(max(cfg.input_words, cfg.output_words))),
@@ -217,10 +231,15 @@ class MacSequencer(wiring.Component):
         zp_word = Cat(*[op.ifm_zp[:8]] * L)
         s1_pad = [Signal(name=f"s1_pad{i}") for i in (1, 2, 3)]
         m.d.sync += [pad.eq(0) for pad in s1_pad]
+        # (the weight preload below: the shadow block and `next` records hold the next command's
+        # first block, whose rows go in less its own zero point, in its own int16 mode)
+        preload = Signal()
+        pl_zp = Signal(9)
+        pl_int16 = Signal()
         m.d.comb += [
             mac.w.payload.data.eq(self.wgt_data),
-            mac.w.payload.zp.eq(op.wgt_zp[:9].as_signed()),
-            mac.w.payload.int16.eq(int16),
+            mac.w.payload.zp.eq(Mux(preload, pl_zp, op.wgt_zp[:9]).as_signed()),
+            mac.w.payload.int16.eq(Mux(preload, pl_int16, int16)),
             mac.x.payload.data.eq(Mux(s1_pad[0], zp_word, self.ifm_data)),
             mac.x.payload.zp.eq(op.ifm_zp[:9].as_signed()),
             mac.x.payload.int16.eq(int16),
@@ -337,9 +356,17 @@ class MacSequencer(wiring.Component):
         lane_mult = [Signal(signed(32), name=f"lane_mult_{r}") for r in range(R)]
         lane_shift = [Signal(6, name=f"lane_shift_{r}") for r in range(R)]
         in_wload = Signal()
+        # (the preload below fills them likewise, a clock behind its weight rows)
+        loading = Signal()
+        kl = Signal(range(R + 2))
         with m.If(in_wload & first_step & (k != 0)):
             for r in range(R):
                 with m.If(k == r + 1):
+                    m.d.sync += [nxt_bias[r].eq(self.prm_data.bias), nxt_mult[r].eq(self.prm_data.multiplier),
+                                 nxt_shift[r].eq(self.prm_data.shift[:6])]
+        with m.If(preload & loading & (kl != 0)):
+            for r in range(R):
+                with m.If(kl == r + 1):
                     m.d.sync += [nxt_bias[r].eq(self.prm_data.bias), nxt_mult[r].eq(self.prm_data.multiplier),
                                  nxt_shift[r].eq(self.prm_data.shift[:6])]
         # the output engine's own loop state (it runs beside the sequencer's next block)
@@ -463,9 +490,7 @@ class MacSequencer(wiring.Component):
         # ---- weight prefetch: while a step's pixels stream, the loader reads the next step's weight
         # block (the weight port is idle then) into the array's shadow block, swapped in at SWAP;
         # only a block's first step waits for its weights (W_LOAD) ----
-        kl = Signal(range(R + 2))
         kl_base = Signal(32)       # the next block's first weight word (NEXT_STEP moves wblk on)
-        loading = Signal()
         loaded = Signal()
         has_next = Signal()        # the step about to stream is not its block's last
         start_loader = Signal()
@@ -519,10 +544,23 @@ class MacSequencer(wiring.Component):
         step_on = Signal()         # STREAM runs straight on into the next step (its weights are in)
         swap_next = Signal()       # ... whose weights the array swaps in the clock after
         m.d.sync += swap_next.eq(step_on)
+        # ---- preload: once the command's last block is with the output engine (the shadow block
+        # and the `next` records free), the loader reads the next command's first block and its
+        # records, when the command processor holds that MAC ready to start (its DMA slack met,
+        # so those bytes stay as they are until it has run). It then swaps them in at once
+        # (CHECK -> SWAP) instead of its first weight load. A refused next command drops them. ----
+        pl_open = Signal()
+        pl_go = Signal()
+        pl_param = Signal(32)      # the next command's PARAM_ADDR, latched with the preload
+        m.d.comb += pl_go.eq(pl_open & self.next_mac & ~preload & ~loading)
         with m.If(step_on):
             m.d.sync += [kl.eq(0), kl_base.eq(wblk + 2 * R), loading.eq(nx_has_next)]
         with m.Elif(start_loader):
             m.d.sync += [kl.eq(0), kl_base.eq(wblk + R), loading.eq(has_next)]
+        with m.Elif(pl_go):
+            m.d.sync += [kl.eq(0), kl_base.eq(self.next_wgt_addr >> lg_l), loading.eq(1), preload.eq(1),
+                         pl_param.eq(self.next_param_addr), pl_zp.eq(self.next_wgt_zp[:9]),
+                         pl_int16.eq(self.next_ifm_dtype == DType.INT16)]
         with m.Elif(loading):
             m.d.sync += kl.eq(kl + 1)
             with m.If(kl == R):
@@ -532,6 +570,8 @@ class MacSequencer(wiring.Component):
         next_out_row = Signal(32)
         more_ocb = Signal()
         m.d.comb += [next_out_row.eq(out_row + op.ofm_row_stride), more_ocb.eq(ocb + 1 < n_ocb)]
+        with m.If(oe_start & ~more_ocb):
+            m.d.sync += pl_open.eq(1)
 
         # ---- control ----
         m.d.comb += [self.busy.eq(0), self.done.eq(0), self.status.eq(status)]
@@ -541,7 +581,8 @@ class MacSequencer(wiring.Component):
                                                                                           Mux(two, pix_words, 0))))),
                      self.ifm_addr3.eq(Mux(packed, ptr2, pix_ptr + Mux(third_row, ky_step << 1, 0))), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
-        m.d.comb += self.prm_addr.eq(op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane))
+        m.d.comb += self.prm_addr.eq(Mux(preload & loading, pl_param + kl,
+                                         op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane)))
         m.d.comb += [mac.w.valid.eq(loading & (kl != 0)), mac.w.payload.row.eq(Mux(loading, kl - 1, k - 1)),
                      mac.w_shadow.eq(loading), mac.swap.eq(swap_next)]
 
@@ -603,7 +644,10 @@ class MacSequencer(wiring.Component):
                 # The ISA's MAC rules and this RTL's gaps (firmware_model/arch/checks.py): the first
                 # rule broken decides the status, as in the golden model.
                 with rules_pass(m, MAC_RULES + MAC_RTL_GAPS, regs, mode, cfg, status):
-                    m.next = "W_LOAD"
+                    with m.If(preload):
+                        m.next = "SWAP"
+                    with m.Else():
+                        m.next = "W_LOAD"
             with m.State("W_LOAD"):
                 # clock k issues the read of row k; the row read at clock k-1 lands now
                 m.d.comb += [self.busy.eq(1), in_wload.eq(1)]
@@ -622,7 +666,7 @@ class MacSequencer(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 with m.If(loaded):
                     m.d.comb += [mac.swap.eq(1), start_loader.eq(1), oe_start.eq(early & ~has_next)]
-                    m.d.sync += [loaded.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
+                    m.d.sync += [loaded.eq(0), preload.eq(0), k.eq(0), oy.eq(0), ox.eq(0), p.eq(0),
                                  row_ptr.eq(kx_base + icb), pix_ptr.eq(kx_base + icb), need.eq(win_len),
                                  last_stream.eq(~has_next), row_y.eq(ky_row), col_x.eq(kx_col),
                                  row1_ptr.eq(ky_base + ky_step), ptr1.eq(ky_base + ky_step),
@@ -807,5 +851,9 @@ class MacSequencer(wiring.Component):
                         m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += [self.busy.eq(1), self.done.eq(1)]
+                m.d.sync += pl_open.eq(0)
+                with m.If(status != Status.OK):
+                    # a refused command: what was preloaded for it goes
+                    m.d.sync += [preload.eq(0), loaded.eq(0), loading.eq(0)]
                 m.next = "IDLE"
         return m

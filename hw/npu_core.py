@@ -168,6 +168,9 @@ class NpuCore(wiring.Component):
             add_gated_domain(m, op.name.lower(), unit.start | running)
             unit_enables.append(unit.start | running)
         m.d.comb += [mac.mode.eq(cp.unit_sub), elt.sub.eq(cp.unit_sub), pool.sub.eq(cp.unit_sub)]
+        m.d.comb += [mac.next_mac.eq(cp.next_mac & (active == Opcode.MAC)), mac.next_wgt_addr.eq(cp.next_wgt_addr),
+                     mac.next_param_addr.eq(cp.next_param_addr), mac.next_wgt_zp.eq(cp.next_wgt_zp),
+                     mac.next_ifm_dtype.eq(cp.next_ifm_dtype)]
         # the running unit's done only: the command processor decodes on while a unit runs, and
         # in Icarus an idle unit's combinational outputs may still be unknown (never evaluated)
         m.d.comb += [cp.unit_done.eq(((active == Opcode.MAC) & mac.done) | ((active == Opcode.ELTWISE) & elt.done)

@@ -106,7 +106,12 @@ class Timeline:
     - MAC, ELTWISE, POOL: at the decode clock, or when at most `slack` transfers (the command's
       value32: the latest ones pushed) are still outstanding if that is later — slack 0: the DMA
       engine idle with an empty queue — the unit starts (and chains: the next command decodes the
-      clock after); it reports done `unit` clocks later (its own formula below);
+      clock after); it reports done `unit` clocks later (its own formula below). A MAC command
+      that waits in decode, ready but for a MAC command running, lets that one preload its first
+      weight block once its own preload window is open: from the clock both hold (at the latest
+      the running command's done clock), the rows' load takes `rows` + 2 clocks and the command
+      then skips what it would have waited of its first weight load (`rows`, less what is left
+      of the preload; `unit`'s `mac`);
     - BARRIER, HOST, END: wait for the DMA engine likewise; BARRIER then chains; END's clock + 1
       is the invocation's cycle count; HOST hands over to the host at that clock (host time is
       not NPU time), and the next fetch follows its return;
@@ -125,6 +130,7 @@ class Timeline:
         self.done_at: deque = deque(maxlen=queue_depth + 3)
         self.stall = 0                 # clocks the command processor waited (queue full, DMA busy)
         self.unit_done = -1            # done clock of the compute command running (or the last one)
+        self.preload_from = None       # ... a MAC's: the clock its preload window opens (None: none)
         # decode clocks the command processor spent while a compute unit ran: the unit's clocks
         # already count them (command_plan.count_hidden takes them off the command clocks)
         self.hidden = 0
@@ -197,18 +203,33 @@ class Timeline:
         self.fetch = push
         return pop, self.dma_idle
 
-    def unit(self, cycles: int, slack: int = 0) -> tuple[int, int]:
+    def unit(self, cycles: int, slack: int = 0, mac: tuple[int, int | None] | None = None) -> tuple[int, int]:
         """A compute command of `cycles` clocks that may leave the latest `slack` transfers running:
-        (start clock, done clock)."""
+        (start clock, done clock). A MAC command gives `mac` = (rows, its preload window:
+        mac_command_timing's clock from its start, or None): when it reaches decode while a MAC
+        command with an open window runs, and is ready (its slack met) by that one's done clock,
+        its first weight block is preloaded from the clock all three hold, `go`: the load's rows
+        are in at go + rows + 2. Instead of its own weight load (rows + 1 clocks from start + 3,
+        after SETUP and CHECK) the command swaps the block in once it is in, in one clock from
+        start + 3 at the earliest: its first read comes min(rows, start + 1 - go) clocks
+        earlier."""
+        decoded = self.fetch + 1                 # the decode clock, while a unit runs
         d = self._decode()
         if slack == 0:
+            ready = self.dma_idle
             start = self._wait_dma(d)
         else:
             # the (slack+1)-th latest transfer must have finished; transfers finish in order
             ready = self.done_at[-slack - 1] if slack < len(self.done_at) else 0
             start = max(d, ready)
             self.stall += start - d
-        done = start + cycles
+        saved = 0
+        if mac is not None and self.preload_from is not None:
+            go = max(self.preload_from, decoded, ready)
+            if go <= self.unit_done:
+                saved = min(mac[0], start + 1 - go)
+        done = start + cycles - saved
+        self.preload_from = (start - saved + mac[1]) if mac is not None and mac[1] is not None else None
         self.unit_done = done
         self.fetch = start
         return start, done
@@ -276,12 +297,24 @@ def element_write_clocks(cfg: NpuConfig, element_bytes: int) -> int:
     return max(1, -(-element_bytes // cfg.word_bytes))
 
 
-def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
+def mac_command_cycles(cfg: NpuConfig, **command) -> int:
+    """Clocks of a MAC command from its start to its done pulse (mac_command_timing), when no
+    preload gives it its first weight block."""
+    return mac_command_timing(cfg, **command)[0]
+
+
+def mac_command_timing(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int,
                        kernel_w: int, ifm_cblocks: int, write_clocks: int = 1, vector: bool = False,
                        ofm_addr: int = 0, ofm_row_stride: int = 0, ofm_pix_stride: int = 0,
                        element_bytes: int = 1, window: int | None = None, stride_w: int = 1,
-                       dilation_w: int = 1, lane_pairs: bool = False, row_pairs: bool = False) -> int:
-    """Clocks of a MAC command from its start to its done pulse.
+                       dilation_w: int = 1, lane_pairs: bool = False,
+                       row_pairs: bool = False) -> tuple[int, int | None]:
+    """(cycles, preload window) of a MAC command: its clocks from its start to its done pulse, and
+    the clock (from its start) from which it may preload the next MAC command's first weight
+    block (Timeline.unit), None on the scalar path (whose output loop reads the parameter port).
+    The window opens the clock after the command's last block goes to the output engine: with
+    its last step's first read for one block (mac_early_output_cycles' T), after the last
+    accumulation for several.
 
     Per block of `rows` output channels: the reduction steps (kernel position x input-channel
     block), each a pass over the P output pixels with the weights prefetched
@@ -320,7 +353,8 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     last_streams = row_pair_streams(streams, pixels) if row_pairs else streams
     if not vector:
         return (MAC_FIXED + (n_ocb - 1) * (mac_block_cycles(cfg, streams) + pixels + MAC_OUTPUT_DRAIN)
-                + mac_block_cycles(cfg, last_streams) + pixels + MAC_OUTPUT_DRAIN + pixels * ofm_c * write_clocks)
+                + mac_block_cycles(cfg, last_streams) + pixels + MAC_OUTPUT_DRAIN + pixels * ofm_c * write_clocks,
+                None)
     pix = (ofm_addr + np.arange(ofm_h, dtype=np.int64)[:, None] * ofm_row_stride
            + np.arange(ofm_w, dtype=np.int64)[None, :] * ofm_pix_stride)
     if n_ocb == 1:
@@ -337,11 +371,13 @@ def mac_command_cycles(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
             if row_pairs:
                 # the engine takes a pixel pair a clock, the odd pixel through the second write
                 # port: the pair's larger word count (OFM_W, so P, is even: rule 'pixel pairs')
-                return mac_early_output_cycles(cfg, last_streams, beats[::2], pixel_words.reshape(-1, 2).max(axis=1))
-        return mac_early_output_cycles(cfg, last_streams, beats, pixel_words)
+                beats, pixel_words = beats[::2], pixel_words.reshape(-1, 2).max(axis=1)
+        return (mac_early_output_cycles(cfg, last_streams, beats, pixel_words),
+                early_output_start(cfg, last_streams))
     words = [int(vector_write_words(cfg.word_bytes, pix + ocb * rows * element_bytes,
                                     min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]
-    return mac_vector_cycles(cfg, pixels, streams, words, last_streams)
+    total = mac_vector_cycles(cfg, pixels, streams, words, last_streams)
+    return total, total - (words[-1] + MAC_VECTOR_DRAIN) - 1
 
 
 def row_pair_streams(streams: list[int], pixels: int) -> list[int]:
@@ -361,6 +397,13 @@ def conv_streams(kernel_h: int, kernel_w: int, ifm_cblocks: int, pixels: int, la
     return kernel_h * kernel_w * ifm_cblocks * [pixels]
 
 
+def early_output_start(cfg: NpuConfig, streams: list[int]) -> int:
+    """T: the clock (from the command's start) of the last step's first read in a command of one
+    block of output channels, its steps streaming `streams` clocks: SETUP, CHECK, the first
+    weight load and the steps before."""
+    return 2 + (cfg.mac_rows + 1) + sum(mac_step_clocks(cfg, s) for s in streams[:-1])
+
+
 def mac_early_output_cycles(cfg: NpuConfig, streams: list[int], beats: np.ndarray, words: np.ndarray) -> int:
     """A vector-path MAC command of one block: the output engine starts as the block's last step
     starts streaming, at T = 2 + (rows + 1) + sum over the steps before of mac_step_clocks(S_i)
@@ -374,8 +417,7 @@ def mac_early_output_cycles(cfg: NpuConfig, streams: list[int], beats: np.ndarra
     The engine is idle MAC_VECTOR_DRAIN clocks after u_last + words_last; the command ends two
     clocks after both the engine is idle and the accumulation has ended (A + 3: SETUP, CHECK, the
     block, its hand-over)."""
-    rows = cfg.mac_rows
-    start = 2 + (rows + 1) + sum(mac_step_clocks(cfg, s) for s in streams[:-1])
+    start = early_output_start(cfg, streams)
     ready = start + beats + 3
     before = np.concatenate(([0], np.cumsum(words)[:-1]))           # words of the pixels before p
     issue = before + np.maximum.accumulate(ready - before)

@@ -206,12 +206,13 @@ def count_fill(counters, sram: Sram, cycles: int, nbytes: int) -> None:
     counters.bytes_written[_MEMORY_NAMES[sram]] += nbytes
 
 
-def count_compute(counters, op: Opcode, plan) -> None:
-    """A MAC, ELTWISE or POOL tile from its unit's plan: busy clocks, one tile, the bytes of
+def count_compute(counters, op: Opcode, plan, cycles: int) -> None:
+    """A MAC, ELTWISE or POOL tile from its unit's plan and its `cycles` (Timeline.unit's: a MAC's
+    preload may shorten its plan's): busy clocks, one tile, the bytes of
     each region read (the MAC's: input, weight, param; ELTWISE and POOL also count a table's
     LUT bytes), the bytes written (the MAC: its elements; ELTWISE, POOL: the output range), and
     the MAC's lane slots."""
-    counters.unit_cycles[UNIT_NAMES[op]] += plan.cycles
+    counters.unit_cycles[UNIT_NAMES[op]] += cycles
     counters.tiles += 1
     if op == Opcode.MAC:
         counters.macs += plan.macs

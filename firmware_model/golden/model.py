@@ -535,8 +535,8 @@ class GoldenModel:
             result = (execute_eltwise if op == Opcode.ELTWISE else execute_pool)(self.cfg, self.mem, regs, sub, probe,
                                                                                   plan)
             written = result.regions["output"]
-        start, end = self.timeline.unit(result.cycles, slack)
-        count_compute(self.counters, op, result.plan)
+        start, end = self.timeline.unit(result.cycles, slack, result.plan.preload if op == Opcode.MAC else None)
+        count_compute(self.counters, op, result.plan, end - start)
         if self.event_hook is not None:
             event = CommandEvent(self.mark, pc, op, sub, dict(self.regs), start, end, result, self.mem, before)
             replacement = self.event_hook(event)

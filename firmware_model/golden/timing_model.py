@@ -425,8 +425,8 @@ def run_events(cmds: list, dec: _Decoded, counters: Counters, tl: Timeline, slot
             count_dma(counters, op, sram, cycles, nbytes)
         elif kind == UNIT:
             plan = ev[3]
-            tl.unit(plan.cycles, ev[4])
-            count_compute(counters, op, plan)
+            start, done = tl.unit(plan.cycles, ev[4], plan.preload if op == Opcode.MAC else None)
+            count_compute(counters, op, plan, done - start)
         elif kind == FILL:
             _, _, _, sram, cycles, nbytes, ahead = ev
             tl.dma(cycles, fill=True, ahead=ahead)

@@ -42,7 +42,14 @@ class TileSpec:
     fill: int = 0xA5                                        # the output range's bytes before the tile
 
 
-def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random tiles") -> Program:
+def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random tiles",
+                 stores_last: bool = False) -> Program:
+    """The tiles as one program: each tile's loads (those touching none of the tile before's bytes
+    pushed DMA_AHEAD under it), FILL, command and store. With `stores_last` every store waits for
+    the program's end and a FILL touching none of the tile before's bytes is pushed AHEAD too, so
+    that a MAC tile after a MAC tile waits in decode, ready, while that one runs (its weight
+    preload: docs/isa.md, "Timing"); a store then takes what the tiles after its own left in its
+    bytes, as on the golden model."""
     consts = bytearray()
 
     def place(data: bytes) -> int:
@@ -85,6 +92,8 @@ def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random t
     out_base = -(-len(consts) // ALIGN) * ALIGN
     cursor = out_base
     early: set = set()              # (tile, load index) pushed AHEAD under the tile before
+    early_fills: set = set()        # tiles whose FILL was pushed AHEAD under the tile before
+    stores: list = []               # (output range, external address) kept for the end
     for k, t in enumerate(tiles):
         start = len(w.commands)
         w.emit(Opcode.MARK, 0, k)
@@ -92,7 +101,7 @@ def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random t
             if (k, i) not in early:
                 w.dma(Opcode.DMA_LOAD, sram, ext=ext, sram_addr=a, len0=b - a)
         a, b = t.output
-        if b > a:
+        if b > a and k not in early_fills:
             w.dma(Opcode.FILL, Sram.OUTPUT, sram_addr=a, len0=b - a, value=t.fill)
         if k == 0:
             view = Registers(t.regs)
@@ -116,12 +125,23 @@ def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random t
                         transfer_touches_unit(t.opcode, plan, sram, True, (a2, b2)) is None:
                     w.dma(Opcode.DMA_LOAD, sram, ext=ext, sram_addr=a2, len0=b2 - a2, ahead=True)
                     early.add((k + 1, i))
+            a2, b2 = tiles[k + 1].output
+            if stores_last and b2 > a2 and plan is not None and \
+                    transfer_touches_unit(t.opcode, plan, Sram.OUTPUT, True, (a2, b2)) is None:
+                w.dma(Opcode.FILL, Sram.OUTPUT, sram_addr=a2, len0=b2 - a2, value=tiles[k + 1].fill, ahead=True)
+                early_fills.add(k + 1)
         if b > a:
-            w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=cursor, sram_addr=a, len0=b - a)
+            stores.append(((a, b), cursor))
             out_places.append(Placement(f"tile{k}_output", cursor, [b - a], DType.INT8))
             cursor = -(-(cursor + b - a) // ALIGN) * ALIGN
+        if not stores_last:
+            for (a, b), ext in stores:
+                w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=ext, sram_addr=a, len0=b - a)
+            stores = []
         records.append({"id": k, "layer": 0, "unit": t.opcode.name, "commands": [start, len(w.commands)],
                         "unit_command": unit_command, "output": f"tile{k}_output"})
+    for (a, b), ext in stores:
+        w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=ext, sram_addr=a, len0=b - a)
     w.emit(Opcode.END)
     manifest = {
         "config": cfg.to_dict(), "source": name,

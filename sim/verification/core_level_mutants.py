@@ -86,11 +86,13 @@ def _set_enable(reg: int, width: int, wrong: int) -> tuple[str, str]:
 CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     # ---- command processor ----
     _m("command_processor", "compute_ignores_dma_queue",
-       "a compute command starts while DMA loads are still in flight (no stall on the DMA queue)",
-       rf"(assign {_N}  = )dma_outstanding <= cmd_data\[31:0\];", r"\g<1>1'h1;", count=2),
+       "a compute command starts (and a MAC's block is preloaded) while DMA loads are still in flight "
+       "(no stall on the DMA queue)",
+       rf"(assign {_N}  = )dma_outstanding <= cmd_data\[31:0\];", r"\g<1>1'h1;", count=3),
     _m("command_processor", "slack_one_more",
-       "a compute command leaves one DMA transfer more running than its slack allows",
-       r"(= dma_outstanding <= )cmd_data\[31:0\];", r"\1(cmd_data[31:0] + 1'h1);", count=2),
+       "a compute command leaves one DMA transfer more running than its slack allows (and a MAC's "
+       "block is preloaded one transfer early)",
+       r"(= dma_outstanding <= )cmd_data\[31:0\];", r"\1(cmd_data[31:0] + 1'h1);", count=3),
     _m("command_processor", "end_ignores_dma_queue",
        "END finishes the invocation before the last DMA_STORE has drained",
        rf"(assign {_N}  = )dma_idle;", r"\g<1>1'h1;"),
@@ -172,6 +174,13 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("mac_sequencer", "skips_last_kernel_row",
        "the MAC sequencer skips the last kernel row (a block's steps end a kernel row early)",
        rf"(assign {_N}  = )({_N})  >= op_kernel_h;", r"\g<1>(\g<2>  + 1'h1) >= op_kernel_h;", count=2),
+    _m("mac_sequencer", "preload_without_next_mac",
+       "the MAC sequencer preloads a block whether or not a MAC command waits ready (from whatever "
+       "WGT_ADDR holds), and the next MAC swaps it in",
+       rf"(assign {_N}  = pl_open) & next_mac;", r"\1;"),
+    _m("mac_sequencer", "preload_records_of_running_command",
+       "the weight preload reads the running command's parameter records, not the next command's",
+       r"(= )pl_param( \+ kl;)", r"\1op_param_addr\2"),
     _m("mac_sequencer", "skips_last_output_block",
        "the MAC sequencer stops before the last block of output channels",
        rf"(assign more_ocb = )({_N})  < n_ocb;", r"\g<1>(\g<2>  + 1'h1) < n_ocb;"),
