@@ -1015,10 +1015,7 @@ PIPELINE_GAIN = 0.94
 # Without the estimate (every first box of 1,024 load clocks or more split) a 48x48, 32->24
 # channel 1x1 convolution on default was 0.5% slower: its lower half's tiles could not cover
 # the next block's load.
-# Swept again once the MAC preloaded its next command's first weights (docs/isa.md, "Weight
-# preload"): at 0 nothing is slower than at 0.02 (demo_conv default 42,533 -> 42,408,
-# resnet_pool default 7,939 -> 7,896); at -0.02 resnet_pool tiny is 0.95% slower.
-RAMP_MARGIN = 0.0
+RAMP_MARGIN = 0.02
 # Command-processor clocks a tile costs beside its MAC (its SETs, DMA commands, MARK and MAC, two
 # clocks each, some of them while the DMA engine is busy). Measured: 71 command clocks a tile on
 # demo_conv (large), 51 on blazeface's first depthwise layer (default); 40 chosen by the cycles
