@@ -193,8 +193,9 @@ def _move_transfers(ops: list[_Op], policy: str | dict) -> int:
 def _defer_stores(ops: list[_Op], j: int, taken: list[_Op]) -> None:
     """Policy `deferred`, in place: of the transfers `taken` just moved after the compute command
     ops[j], the stores go on behind the transfers between them and the command after it, when
-    they commute with those and touch none of that command's bytes: a store nothing reads soon
-    then queues behind the loads that command waits for instead of before them."""
+    they commute with those and with the transfers taken after them (which they pass too), and
+    touch none of that command's bytes: a store nothing reads soon then queues behind the loads
+    that command waits for instead of before them."""
     lo = j + 1 + len(taken)
     k = lo
     while k < len(ops) and ops[k].plan is None and ops[k].cmd.opcode not in SETTLING:
@@ -202,8 +203,10 @@ def _defer_stores(ops: list[_Op], j: int, taken: list[_Op]) -> None:
     if k == len(ops) or ops[k].plan is None:
         return
     passed = [x for x in ops[lo:k] if x.transfer is not None]
-    late = [t for t in taken if t.cmd.opcode == Opcode.DMA_STORE and all(_commute(t, x) for x in passed)
-            and not ops[k].touches(t)]
+    # a store moves past the transfers taken after it as well as those between (the ones taken
+    # before it stay before it)
+    late = [t for i, t in enumerate(taken) if t.cmd.opcode == Opcode.DMA_STORE and not ops[k].touches(t)
+            and all(_commute(t, x) for x in taken[i + 1:] + passed if x.transfer is not None)]
     if late and passed:
         ops[j + 1:k] = [t for t in taken if t not in late] + ops[lo:k] + late
 
