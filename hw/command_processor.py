@@ -264,6 +264,9 @@ class CommandProcessor(wiring.Component):
                     with m.Else():
                         m.d.comb += chain.eq(1)
                 lookahead = Signal()       # SET, NOP, MARK may decode (not in a done clock)
+                # value32 is a compute command's DMA slack: the latest transfers it may leave running
+                slack_met = Signal()
+                m.d.comb += slack_met.eq(self.dma_outstanding <= value)
                 with m.If(lookahead & (opcode == Opcode.SET) & known_register):
                     m.d.comb += [write_register.eq(1), advance.eq(1)]
                 with m.Elif(lookahead & (opcode == Opcode.NOP)):
@@ -280,7 +283,7 @@ class CommandProcessor(wiring.Component):
                     # (the transfers outstanding only fall until it starts) lets the running
                     # MAC preload its first weight block (the rule "DMA slack" keeps those
                     # bytes still from here to its done)
-                    m.d.comb += self.next_mac.eq((opcode == Opcode.MAC) & (self.dma_outstanding <= value))
+                    m.d.comb += self.next_mac.eq((opcode == Opcode.MAC) & slack_met)
                 with m.Else():
                     with m.Switch(opcode):
                         with m.Case(Opcode.SET):
@@ -293,8 +296,7 @@ class CommandProcessor(wiring.Component):
                             with m.Else():
                                 m.d.comb += [self.dma.valid.eq(1), advance.eq(self.dma.ready)]
                         with m.Case(*COMPUTE_OPCODES):
-                            # value32 is the command's DMA slack: the latest transfers it may leave running
-                            with m.If(self.dma_outstanding <= value):
+                            with m.If(slack_met):
                                 m.d.comb += [self.unit_start.eq(1), advance.eq(1)]
                                 m.d.sync += [running.eq(1), unit_sub.eq(sub), self.unit_pc.eq(pc)]
                         with m.Case(Opcode.BARRIER):

@@ -356,17 +356,15 @@ class MacSequencer(wiring.Component):
         lane_mult = [Signal(signed(32), name=f"lane_mult_{r}") for r in range(R)]
         lane_shift = [Signal(6, name=f"lane_shift_{r}") for r in range(R)]
         in_wload = Signal()
-        # (the preload below fills them likewise, a clock behind its weight rows)
+        # (the weight preload below fills them likewise, row kl - 1 a clock behind its read)
         loading = Signal()
         kl = Signal(range(R + 2))
-        with m.If(in_wload & first_step & (k != 0)):
+        preloading = Signal()
+        rec = Signal(range(R + 2))     # 1 + the row whose record arrives now
+        m.d.comb += [preloading.eq(preload & loading), rec.eq(Mux(preloading, kl, k))]
+        with m.If(((in_wload & first_step) | preloading) & (rec != 0)):
             for r in range(R):
-                with m.If(k == r + 1):
-                    m.d.sync += [nxt_bias[r].eq(self.prm_data.bias), nxt_mult[r].eq(self.prm_data.multiplier),
-                                 nxt_shift[r].eq(self.prm_data.shift[:6])]
-        with m.If(preload & loading & (kl != 0)):
-            for r in range(R):
-                with m.If(kl == r + 1):
+                with m.If(rec == r + 1):
                     m.d.sync += [nxt_bias[r].eq(self.prm_data.bias), nxt_mult[r].eq(self.prm_data.multiplier),
                                  nxt_shift[r].eq(self.prm_data.shift[:6])]
         # the output engine's own loop state (it runs beside the sequencer's next block)
@@ -581,7 +579,7 @@ class MacSequencer(wiring.Component):
                                                                                           Mux(two, pix_words, 0))))),
                      self.ifm_addr3.eq(Mux(packed, ptr2, pix_ptr + Mux(third_row, ky_step << 1, 0))), mac.rd_addr.eq(p)]
         m.d.comb += self.wgt_addr.eq(Mux(loading, kl_base + kl, wblk + k))
-        m.d.comb += self.prm_addr.eq(Mux(preload & loading, pl_param + kl,
+        m.d.comb += self.prm_addr.eq(Mux(preloading, pl_param + kl,
                                          op.param_addr + (ocb << lg_r) + Mux(in_wload, k, lane)))
         m.d.comb += [mac.w.valid.eq(loading & (kl != 0)), mac.w.payload.row.eq(Mux(loading, kl - 1, k - 1)),
                      mac.w_shadow.eq(loading), mac.swap.eq(swap_next)]

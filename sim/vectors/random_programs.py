@@ -135,13 +135,13 @@ def tile_program(cfg: NpuConfig, tiles: list[TileSpec], *, name: str = "random t
             out_places.append(Placement(f"tile{k}_output", cursor, [b - a], DType.INT8))
             cursor = -(-(cursor + b - a) // ALIGN) * ALIGN
         if not stores_last:
-            for (a, b), ext in stores:
-                w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=ext, sram_addr=a, len0=b - a)
+            for (s0, s1), ext in stores:
+                w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=ext, sram_addr=s0, len0=s1 - s0)
             stores = []
         records.append({"id": k, "layer": 0, "unit": t.opcode.name, "commands": [start, len(w.commands)],
                         "unit_command": unit_command, "output": f"tile{k}_output"})
-    for (a, b), ext in stores:
-        w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=ext, sram_addr=a, len0=b - a)
+    for (s0, s1), ext in stores:
+        w.dma(Opcode.DMA_STORE, Sram.OUTPUT, ext=ext, sram_addr=s0, len0=s1 - s0)
     w.emit(Opcode.END)
     manifest = {
         "config": cfg.to_dict(), "source": name,

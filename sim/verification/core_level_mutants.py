@@ -88,11 +88,11 @@ CORE_LEVEL_MUTANTS: tuple[CoreMutant, ...] = (
     _m("command_processor", "compute_ignores_dma_queue",
        "a compute command starts (and a MAC's block is preloaded) while DMA loads are still in flight "
        "(no stall on the DMA queue)",
-       rf"(assign {_N}  = )dma_outstanding <= cmd_data\[31:0\];", r"\g<1>1'h1;", count=3),
+       rf"(assign {_N}  = )dma_outstanding <= cmd_data\[31:0\];", r"\g<1>1'h1;"),
     _m("command_processor", "slack_one_more",
        "a compute command leaves one DMA transfer more running than its slack allows (and a MAC's "
        "block is preloaded one transfer early)",
-       r"(= dma_outstanding <= )cmd_data\[31:0\];", r"\1(cmd_data[31:0] + 1'h1);", count=3),
+       r"(= dma_outstanding <= )cmd_data\[31:0\];", r"\1(cmd_data[31:0] + 1'h1);"),
     _m("command_processor", "end_ignores_dma_queue",
        "END finishes the invocation before the last DMA_STORE has drained",
        rf"(assign {_N}  = )dma_idle;", r"\g<1>1'h1;"),

@@ -12,7 +12,7 @@ import pytest
 from firmware_model.arch.config import load_config
 from firmware_model.arch.isa import MacMode, Opcode, Reg, Sram, Status
 from firmware_model.errors import GoldenModelError
-from firmware_model.golden.mac_unit import execute_mac
+from firmware_model.golden.mac_unit import execute_mac, mac_plan
 from firmware_model.golden.memories import Memories
 from firmware_model.golden.model import GoldenModel
 from sim import seeds
@@ -97,6 +97,8 @@ def test_a_refused_command_after_a_preload_reports_golden_status(simulator):
     cfg = load_config("default")
     rng = seeds.rng(29, "refused after preload")
     first = rp.one_step_full_block_tile(cfg, rng, 0)
+    # (on the vector path: its preload window opens)
+    assert mac_plan(cfg, first.regs, first.sub).preload[1] is not None
     t = random_tile(cfg, rng, 1)
     regs = {**t["regs"], int(Reg.KERNEL_W): 0}
     with pytest.raises(GoldenModelError) as refused:
