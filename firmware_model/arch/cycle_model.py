@@ -343,14 +343,11 @@ def mac_command_timing(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     """
     rows = cfg.mac_rows
     pixels = ofm_h * ofm_w
+    streams, last_streams, n_ocb = mac_command_streams(
+        cfg, ofm_h=ofm_h, ofm_w=ofm_w, ofm_c=ofm_c, kernel_h=kernel_h, kernel_w=kernel_w, ifm_cblocks=ifm_cblocks,
+        window=window, stride_w=stride_w, dilation_w=dilation_w, lane_pairs=lane_pairs, row_pairs=row_pairs)
     if window is not None:
         windows = depthwise_windows(cfg, window, kernel_h, kernel_w, dilation_w)
-        streams = [depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n, two) for n, two in windows]
-    else:
-        streams = conv_streams(kernel_h, kernel_w, ifm_cblocks, pixels, lane_pairs)
-    n_ocb = -(-ofm_c // rows)
-    # the last block's steps: two pixels a beat in every one with row pairs
-    last_streams = row_pair_streams(streams, pixels) if row_pairs else streams
     if not vector:
         return (MAC_FIXED + (n_ocb - 1) * (mac_block_cycles(cfg, streams) + pixels + MAC_OUTPUT_DRAIN)
                 + mac_block_cycles(cfg, last_streams) + pixels + MAC_OUTPUT_DRAIN + pixels * ofm_c * write_clocks,
@@ -378,6 +375,33 @@ def mac_command_timing(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
                                     min(rows, ofm_c - ocb * rows) * element_bytes).sum()) for ocb in range(n_ocb)]
     total = mac_vector_cycles(cfg, pixels, streams, words, last_streams)
     return total, total - (words[-1] + MAC_VECTOR_DRAIN) - 1
+
+
+def mac_command_streams(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, kernel_h: int, kernel_w: int,
+                        ifm_cblocks: int, window: int | None = None, stride_w: int = 1, dilation_w: int = 1,
+                        lane_pairs: bool = False, row_pairs: bool = False) -> tuple[list[int], list[int], int]:
+    """(the stream clocks of each step of a block of output channels, those of the last block,
+    the number of blocks) of a MAC command (mac_command_timing's arguments): a window-mode step
+    streams its input words (depthwise_stream_clocks), a CONV2D or MATMUL step one vector per
+    output pixel or pixel pair (conv_streams), and a row-paired command's last block two pixels a
+    beat in every step (row_pair_streams)."""
+    pixels = ofm_h * ofm_w
+    if window is not None:
+        windows = depthwise_windows(cfg, window, kernel_h, kernel_w, dilation_w)
+        streams = [depthwise_stream_clocks(ofm_h, ofm_w, stride_w, n, two) for n, two in windows]
+    else:
+        streams = conv_streams(kernel_h, kernel_w, ifm_cblocks, pixels, lane_pairs)
+    return streams, row_pair_streams(streams, pixels) if row_pairs else streams, -(-ofm_c // cfg.mac_rows)
+
+
+def mac_stream_clocks(cfg: NpuConfig, **command) -> int:
+    """The clocks a MAC command's steps stream their inputs, over all its blocks
+    (mac_command_streams): the array's reads alone, without the weight loads, the pipeline's
+    ends, the output and the fixed clocks. No command of this mapping takes fewer, so useful MACs
+    over these clocks times the array's MACs is the ceiling of its utilisation on this array
+    (the benchmark's "mapping" limit)."""
+    streams, last_streams, n_ocb = mac_command_streams(cfg, **command)
+    return (n_ocb - 1) * sum(streams) + sum(last_streams)
 
 
 def row_pair_streams(streams: list[int], pixels: int) -> list[int]:

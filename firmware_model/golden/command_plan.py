@@ -211,11 +211,13 @@ def count_compute(counters, op: Opcode, plan, cycles: int) -> None:
     preload may shorten its plan's): busy clocks, one tile, the bytes of
     each region read (the MAC's: input, weight, param; ELTWISE and POOL also count a table's
     LUT bytes), the bytes written (the MAC: its elements; ELTWISE, POOL: the output range), and
-    the MAC's lane slots."""
+    the MAC's lane slots and stream clocks."""
     counters.unit_cycles[UNIT_NAMES[op]] += cycles
     counters.tiles += 1
     if op == Opcode.MAC:
         counters.macs += plan.macs
+        # (within the MAC's clocks: the reads of its steps' streams, the mapping's floor)
+        counters.unit_cycles["mac_stream"] += plan.stream
         counters.bytes_written["output"] += plan.out_bytes
     else:
         a, b = plan.regions["output"]

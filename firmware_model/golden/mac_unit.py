@@ -40,7 +40,7 @@ from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
 from firmware_model.arch.cycle_model import (conv_streams, depthwise_kernel_steps, depthwise_passes, depthwise_windows,
                                              element_write_clocks,
-                                             mac_command_timing, row_pair_streams, uses_vector_output)
+                                             mac_command_timing, mac_stream_clocks, row_pair_streams, uses_vector_output)
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, LANE_PAIR_MODES, PARAM_RECORD_BYTES,
                                      PIXEL_PAIR_MODES, ROW_PAIR_MODES, MacMode, Sram,
                                      decode_param_records, depthwise_group_lanes, depthwise_rows, lane_pair_blocks,
@@ -158,6 +158,7 @@ class MacPlan:
     cycles: int               # cycle_model.mac_command_timing: without a preload
     preload: tuple            # (mac.rows, its preload window or None): Timeline.unit's `mac`
     macs: int                 # lane slots the array spends (padding lanes and channels included)
+    stream: int               # cycle_model.mac_stream_clocks: its steps' input streams alone
     region: MacRegion         # the bytes it reads and writes, per SRAM
     out_shape: tuple[int, int, int]
     out_bytes: int
@@ -217,14 +218,14 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
         stage = stage_plan(cfg, r, "MAC")
     first, last = box_span(oh, ow, oc, r.ofm_addr, r.ofm_row_stride, r.ofm_pix_stride, ofm_dtype)
     check_range(cfg, Sram.OUTPUT, first, last, "MAC output")
+    shape = dict(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,
+                 window=mode if depthwise else None, stride_w=r.stride_w, dilation_w=r.dilation_w,
+                 lane_pairs=lane_pairs, row_pairs=row_pairs)
     cycles, preload_open = mac_command_timing(
-        cfg, ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,
-        write_clocks=element_write_clocks(cfg, esize), vector=uses_vector_output(ofm_dtype, r.lut_mode),
-        ofm_addr=r.ofm_addr, ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride, element_bytes=esize,
-        window=mode if depthwise else None, stride_w=r.stride_w, dilation_w=r.dilation_w, lane_pairs=lane_pairs,
-        row_pairs=row_pairs)
+        cfg, **shape, write_clocks=element_write_clocks(cfg, esize), vector=uses_vector_output(ofm_dtype, r.lut_mode),
+        ofm_addr=r.ofm_addr, ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride, element_bytes=esize)
     return MacPlan(
-        cycles=cycles, preload=(R, preload_open),
+        cycles=cycles, preload=(R, preload_open), stream=mac_stream_clocks(cfg, **shape),
         macs=beats * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),

@@ -80,7 +80,7 @@ CommandHook = Callable[[CommandEvent], "np.ndarray | None"]
 class Counters:
     cycles: int = 0                                         # NPU clocks (every invocation's, summed)
     host_cycles: int = 0                                    # modelled host time, apart from NPU clocks
-    unit_cycles: Counter = field(default_factory=Counter)   # busy clocks: "command", "mac", "eltwise", "pool", "var", "dma", "fill", "stall"
+    unit_cycles: Counter = field(default_factory=Counter)   # busy clocks: "command", "mac", "eltwise", "pool", "var", "dma", "fill", "stall"; "mac_stream": the MAC steps' stream clocks within "mac"
     opcodes: Counter = field(default_factory=Counter)       # commands run, by Opcode
     macs: int = 0
     bytes_read: Counter = field(default_factory=Counter)    # by memory name

@@ -88,6 +88,10 @@ class LayerRow:
     # useful MACs / (the layer's MAC command clocks x MACs): its utilisation had the array never
     # waited between commands (for a transfer, a register, the command processor); None: unknown
     busy_utilisation: float | None = None
+    # useful MACs / (the layer's MAC steps' stream clocks x MACs): its utilisation had every
+    # command taken only the clocks its steps read inputs (no weight loads, pipeline ends, output
+    # drain or fixed clocks); the ceiling of its mapping onto this array. None: unknown
+    stream_utilisation: float | None = None
 
     @property
     def met(self) -> bool:
@@ -95,13 +99,17 @@ class LayerRow:
 
     @property
     def limit(self) -> str:
-        """What keeps a layer below its target: `commands` when its MAC commands alone, back to
-        back, fall short (the layer's mapping onto the array and each command's fixed clocks:
-        no scheduling reaches the target), `waits` when the time between them does."""
+        """What keeps a layer below its target: `mapping` when its commands' input streams alone
+        fall short (how the layer maps onto the array: channels against rows, taps against lanes,
+        input words a clock; no shorter command and no scheduling reaches the target),
+        `commands` when its MAC commands back to back do (their fixed clocks: weight loads,
+        pipeline ends, the output drain), `waits` when the time between them does."""
         if self.met:
             return "-"
         if self.busy_utilisation is None:
             return "?"
+        if self.stream_utilisation is not None and self.stream_utilisation < self.target:
+            return "mapping"
         return "commands" if self.busy_utilisation < self.target else "waits"
 
 
@@ -180,11 +188,12 @@ def layer_rows(label: str, report, graph) -> list[LayerRow]:
         shape = mac_shape(lay.ops, block, producers)
         if shape is None or not qualifies(shape):
             continue
-        busy = lay.unit_cycles.get("mac", 0)
+        busy, stream = lay.unit_cycles.get("mac", 0), lay.unit_cycles.get("mac_stream", 0)
         out.append(LayerRow(label, cfg.name, lay.name, shape.op,
                             f"{shape.cin}->{shape.cout}, {shape.out_h}x{shape.out_w}", lay.unit, lay.cycles,
                             lay.useful_macs, lay.utilisation(cfg), UTIL_TARGETS[shape.op],
-                            lay.useful_macs / (busy * cfg.macs) if busy else None))
+                            lay.useful_macs / (busy * cfg.macs) if busy else None,
+                            lay.useful_macs / (stream * cfg.macs) if stream else None))
     return out
 
 
@@ -265,9 +274,12 @@ def network_table(rows: list[NetworkRow], markdown: bool) -> str:
 
 def layer_table(rows: list[LayerRow], markdown: bool) -> str:
     head = ["network", "config", "layer", "op", "cin->cout, out", "unit", "cycles", "useful MACs", "util",
-            "no waits", "target", "met", "limit"]
+            "no waits", "streams", "target", "met", "limit"]
+
+    def pct(value):
+        return "-" if value is None else f"{100 * value:.1f}%"
     body = [[r.network, r.config, r.layer, r.op, r.shape, r.unit, f"{r.cycles:,}", f"{r.useful_macs:,}",
-             f"{100 * r.utilisation:.1f}%", "-" if r.busy_utilisation is None else f"{100 * r.busy_utilisation:.1f}%",
+             pct(r.utilisation), pct(r.busy_utilisation), pct(r.stream_utilisation),
              f"{100 * r.target:.0f}%", "met" if r.met else "not met", r.limit] for r in rows]
     return render(head, body, markdown, left=6)
 
@@ -291,8 +303,10 @@ def summary(nets: list[NetworkRow], layers: list[LayerRow]) -> dict:
         out[f"{op}_{target:.0%}"] = {"met": sum(r.met for r in rows), "of": len(rows),
                                      "not_met": [f"{r.network}/{r.layer} on {r.config} {100 * r.utilisation:.1f}%"
                                                  for r in rows if not r.met],
-                                     # the misses no scheduling between commands can lift (LayerRow.limit)
-                                     "commands": sum(r.limit == "commands" for r in rows)}
+                                     # the misses no scheduling between commands can lift (LayerRow.limit),
+                                     # and of those the ones no shorter command can either
+                                     "commands": sum(r.limit in ("commands", "mapping") for r in rows),
+                                     "mapping": sum(r.limit == "mapping" for r in rows)}
     return out
 
 
@@ -310,8 +324,11 @@ def summary_text(s: dict) -> str:
             more = f", ... {len(v['not_met']) - len(shown)} more" if len(v["not_met"]) > len(shown) else ""
             lines.append(f"  not met: {', '.join(shown)}{more}")
         if v.get("commands"):
-            lines.append(f"  of those, {v['commands']} fall short with their MAC commands alone (limit 'commands': "
-                         f"the array's mapping and the commands' fixed clocks)")
+            lines.append(f"  of those, {v['commands']} fall short with their MAC commands alone (limit 'commands' or "
+                         f"'mapping': the array's mapping and the commands' fixed clocks)")
+        if v.get("mapping"):
+            lines.append(f"  and of those, {v['mapping']} with their input streams alone (limit 'mapping': the "
+                         f"ceiling of the layer's mapping onto this array, column 'streams')")
     return "\n".join(lines)
 
 

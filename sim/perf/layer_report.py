@@ -40,7 +40,7 @@ from firmware_model.errors import NpuBenchError
 ENGINES = ("timing", "golden")
 COMPUTE_UNITS = ("mac", "eltwise", "pool")
 MEMORY_UNITS = ("dma", "fill", "var")
-UNIT_COLUMNS = ("mac", "eltwise", "pool", "dma", "fill", "var", "command", "stall")
+UNIT_COLUMNS = ("mac", "mac_stream", "eltwise", "pool", "dma", "fill", "var", "command", "stall")
 VAR_REGISTERS = frozenset(int(r) for r in Reg if r.name.startswith("VAR_"))
 
 

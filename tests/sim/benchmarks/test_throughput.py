@@ -42,17 +42,33 @@ def test_qualifying_layers_of_cnn32(cnn32_default):
         busy = by_name[r.layer].unit_cycles["mac"]
         assert 0 < busy <= r.cycles
         assert r.busy_utilisation == pytest.approx(r.useful_macs / (busy * 64)) and r.busy_utilisation >= r.utilisation
-        assert r.limit == ("-" if r.met else "commands" if r.busy_utilisation < r.target else "waits")
+        # ... and its steps' input streams at most its MAC commands' clocks: the ceiling above both
+        stream = by_name[r.layer].unit_cycles["mac_stream"]
+        assert 0 < stream < busy
+        assert r.stream_utilisation == pytest.approx(r.useful_macs / (stream * 64))
+        assert r.limit == ("-" if r.met else "mapping" if r.stream_utilisation < r.target
+                           else "commands" if r.busy_utilisation < r.target else "waits")
+    # layer_51, a 3x3 depthwise convolution of 16 channels on 8x8 outputs: two blocks of 8 rows;
+    # DEPTHWISE_PAIRED takes kernel rows 0-1, then 2, each step an output row's 3-word window fill
+    # and 7 more words, a word a clock: 2 x 8 x (3 + 7) clocks a block for 8 x 64 x 9 useful MACs,
+    # 45% (9 taps on 2 x 8 lanes, 8 beats in 10 clocks), below the target whatever the fixed clocks
+    layer_51 = rows[1]
+    assert layer_51.stream_utilisation == pytest.approx(8 * 64 * 9 / (2 * 8 * (3 + 7) * 64))
+    assert layer_51.limit == "mapping"
 
 
-def test_limit_tells_commands_from_waits():
-    def row(util, busy):
-        return tp.LayerRow("a", "default", "l", "DEPTHWISE_CONV2D", "8->8, 8x8", "MAC", 10, 1, util, 0.5, busy)
-    assert [row(0.6, 0.7).limit, row(0.4, 0.45).limit, row(0.4, 0.55).limit, row(0.4, None).limit] == \
-        ["-", "commands", "waits", "?"]
-    s = tp.summary([], [row(0.4, 0.45), row(0.4, 0.55), row(0.6, 0.6)])
-    assert (s["DEPTHWISE_CONV2D_50%"]["met"], s["DEPTHWISE_CONV2D_50%"]["commands"]) == (1, 1)
-    assert "of those, 1 fall short with their MAC commands alone" in tp.summary_text(s)
+def test_limit_tells_mapping_from_commands_from_waits():
+    def row(util, busy, stream=None):
+        return tp.LayerRow("a", "default", "l", "DEPTHWISE_CONV2D", "8->8, 8x8", "MAC", 10, 1, util, 0.5, busy, stream)
+    assert [row(0.6, 0.7).limit, row(0.4, 0.45).limit, row(0.4, 0.55).limit, row(0.4, None).limit,
+            row(0.4, 0.45, 0.48).limit, row(0.4, 0.45, 0.52).limit, row(0.6, 0.7, 0.45).limit] == \
+        ["-", "commands", "waits", "?", "mapping", "commands", "-"]
+    s = tp.summary([], [row(0.4, 0.45), row(0.4, 0.55), row(0.6, 0.6), row(0.3, 0.4, 0.45)])
+    assert (s["DEPTHWISE_CONV2D_50%"]["met"], s["DEPTHWISE_CONV2D_50%"]["commands"],
+            s["DEPTHWISE_CONV2D_50%"]["mapping"]) == (1, 2, 1)
+    text = tp.summary_text(s)
+    assert "of those, 2 fall short with their MAC commands alone" in text
+    assert "and of those, 1 with their input streams alone" in text
 
 
 @pytest.mark.parametrize("shape,judged", [
