@@ -346,8 +346,6 @@ def mac_command_timing(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     streams, last_streams, n_ocb = mac_command_streams(
         cfg, ofm_h=ofm_h, ofm_w=ofm_w, ofm_c=ofm_c, kernel_h=kernel_h, kernel_w=kernel_w, ifm_cblocks=ifm_cblocks,
         window=window, stride_w=stride_w, dilation_w=dilation_w, lane_pairs=lane_pairs, row_pairs=row_pairs)
-    if window is not None:
-        windows = depthwise_windows(cfg, window, kernel_h, kernel_w, dilation_w)
     if not vector:
         return (MAC_FIXED + (n_ocb - 1) * (mac_block_cycles(cfg, streams) + pixels + MAC_OUTPUT_DRAIN)
                 + mac_block_cycles(cfg, last_streams) + pixels + MAC_OUTPUT_DRAIN + pixels * ofm_c * write_clocks,
@@ -357,7 +355,8 @@ def mac_command_timing(cfg: NpuConfig, *, ofm_h: int, ofm_w: int, ofm_c: int, ke
     if n_ocb == 1:
         pixel_words = vector_write_words(cfg.word_bytes, pix, ofm_c * element_bytes).reshape(-1)
         if window is not None:
-            first, step = depthwise_beat_clocks(*windows[-1], stride_w)
+            last_window = depthwise_windows(cfg, window, kernel_h, kernel_w, dilation_w)[-1]
+            first, step = depthwise_beat_clocks(*last_window, stride_w)
             beats = (np.arange(ofm_h, dtype=np.int64)[:, None] * (first + (ofm_w - 1) * step)
                      + (first - 1) + np.arange(ofm_w, dtype=np.int64)[None, :] * step).reshape(-1)
         else:
