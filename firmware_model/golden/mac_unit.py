@@ -38,9 +38,9 @@ import numpy as np
 
 from firmware_model.arch.checks import MAC_RULES, first_violation
 from firmware_model.arch.config import ACC_BITS, NpuConfig
-from firmware_model.arch.cycle_model import (conv_streams, depthwise_kernel_steps, depthwise_passes, depthwise_windows,
-                                             element_write_clocks,
-                                             mac_command_timing, mac_stream_clocks, row_pair_streams, uses_vector_output)
+from firmware_model.arch.cycle_model import (depthwise_kernel_steps, depthwise_passes, depthwise_windows,
+                                             element_write_clocks, mac_command_timing, mac_stream_clocks,
+                                             uses_vector_output)
 from firmware_model.arch.isa import (DEPTHWISE_MODES, ELEMENT_BYTES, LANE_PAIR_MODES, PARAM_RECORD_BYTES,
                                      PIXEL_PAIR_MODES, ROW_PAIR_MODES, MacMode, Sram,
                                      decode_param_records, depthwise_group_lanes, depthwise_rows, lane_pair_blocks,
@@ -200,11 +200,14 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
     depthwise = mode in DEPTHWISE_MODES
     lane_pairs, row_pairs = mode in LANE_PAIR_MODES, mode in ROW_PAIR_MODES
     steps = len(depthwise_windows(cfg, mode, kh, kw, r.dilation_w)) if depthwise else kh * kw * cb
-    # the array's beats the blocks take (a paired step: one a pixel pair)
-    beats = n_ocb * steps * oh * ow
-    if lane_pairs or row_pairs:
-        streams = conv_streams(kh, kw, cb, oh * ow, lane_pairs)
-        beats = (n_ocb - 1) * sum(streams) + sum(row_pair_streams(streams, oh * ow) if row_pairs else streams)
+    shape = dict(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,
+                 window=mode if depthwise else None, stride_w=r.stride_w, dilation_w=r.dilation_w,
+                 lane_pairs=lane_pairs, row_pairs=row_pairs)
+    stream = mac_stream_clocks(cfg, **shape)
+    # the array's beats the blocks take: a window-mode step one per output pixel (its stream also
+    # fills each row's window); a CONV2D or MATMUL step one per stream clock (a paired one: per
+    # pixel pair)
+    beats = n_ocb * steps * oh * ow if depthwise else stream
     wword0 = r.wgt_addr // L
     n_wwords = n_ocb * steps * R
     check_range(cfg, Sram.WEIGHT, wword0 * L, (wword0 + n_wwords) * L, "MAC weights")
@@ -218,14 +221,11 @@ def mac_plan(cfg: NpuConfig, regs, mode: int) -> MacPlan:
         stage = stage_plan(cfg, r, "MAC")
     first, last = box_span(oh, ow, oc, r.ofm_addr, r.ofm_row_stride, r.ofm_pix_stride, ofm_dtype)
     check_range(cfg, Sram.OUTPUT, first, last, "MAC output")
-    shape = dict(ofm_h=oh, ofm_w=ow, ofm_c=oc, kernel_h=kh, kernel_w=kw, ifm_cblocks=cb,
-                 window=mode if depthwise else None, stride_w=r.stride_w, dilation_w=r.dilation_w,
-                 lane_pairs=lane_pairs, row_pairs=row_pairs)
     cycles, preload_open = mac_command_timing(
         cfg, **shape, write_clocks=element_write_clocks(cfg, esize), vector=uses_vector_output(ofm_dtype, r.lut_mode),
         ofm_addr=r.ofm_addr, ofm_row_stride=r.ofm_row_stride, ofm_pix_stride=r.ofm_pix_stride, element_bytes=esize)
     return MacPlan(
-        cycles=cycles, preload=(R, preload_open), stream=mac_stream_clocks(cfg, **shape),
+        cycles=cycles, preload=(R, preload_open), stream=stream,
         macs=beats * R * lanes_per_word(L, ifm_dtype),
         region=MacRegion(input=(lo * L, hi * L), weight=(wword0 * L, (wword0 + n_wwords) * L),
                          param=(p0 * PARAM_RECORD_BYTES, (p0 + oc) * PARAM_RECORD_BYTES),
